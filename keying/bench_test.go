@@ -1,0 +1,74 @@
+package keying
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// benchBody returns a JSON order of about 1 KiB.
+func benchBody() []byte {
+	var b strings.Builder
+	b.WriteString(`{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","timestamp":1700000000123,"customer":{"id":"c-1029","email":"a@example.com"},"items":[`)
+	for i := range 8 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"sku":"SKU-%04d","qty":%d,"price":%d.99,"nonce":"n%d","note":"gift wrap, please"}`, i, i+1, 10+i, i)
+	}
+	b.WriteString(`],"currency":"EUR","total":123.45,"shipping":{"method":"express","address":{"line1":"1 Main St","city":"Springfield","zip":"12345"}}}`)
+	return []byte(b.String())
+}
+
+func TestBenchBodyIsAboutOneKiB(t *testing.T) {
+	body := benchBody()
+	require.InDelta(t, 1024, len(body), 200)
+	_, err := Canonicalize(body, nil)
+	require.NoError(t, err)
+}
+
+func BenchmarkSumJSON1KiB(b *testing.B) {
+	f := NewFingerprinter()
+	body := benchBody()
+	params := url.Values{"dryRun": {"false"}}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Sum("user-42", "POST /v1/orders", params, body)
+	}
+}
+
+func BenchmarkSumRaw1KiB(b *testing.B) {
+	f := NewFingerprinter()
+	body := benchBody()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		f.SumRaw("user-42", "POST /v1/orders", nil, body)
+	}
+}
+
+func BenchmarkKey4Short(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		Key("idem", "tenant-7", "POST /v1/orders", "3f1c0a9e-77aa-4b1e-9d2c-0c5e1e2f3a4b")
+	}
+}
+
+func BenchmarkKeyDigestPart(b *testing.B) {
+	long := strings.Repeat("k", 200)
+	b.ReportAllocs()
+	for b.Loop() {
+		Key("idem", "tenant-7", "POST /v1/orders", long)
+	}
+}
+
+func TestKeyShortPartsAllocateOnce(t *testing.T) {
+	allocs := testing.AllocsPerRun(100, func() {
+		Key("idem", "tenant-7", "POST /v1/orders", "3f1c0a9e-77aa-4b1e-9d2c-0c5e1e2f3a4b")
+	})
+	require.LessOrEqual(t, allocs, 2.0)
+}

@@ -1,0 +1,175 @@
+package keying
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+)
+
+// Encoding of a part inside a key; see Key for the rules.
+const (
+	separator     = ':' // between parts
+	escapeByte    = '%' // starts a %XX escape inside a literal part
+	digestMarker  = '#' // starts the digest form of a part
+	emptyPart     = "%" // the whole encoding of the empty part
+	maxLiteralLen = 48  // longest literal (escaped) form of a part, in bytes
+	digestBytes   = 24  // digest bits kept: 192
+	hexDigits     = "0123456789ABCDEF"
+)
+
+// Domain-separation prefixes for the digests this file computes.
+const (
+	partDomain   = "idemkit/keying/part\x00"
+	hiddenPrefix = "\x00idemkit/keying/hidden\x00"
+)
+
+// digestPartLen is the length of a part's digest form: the marker and the
+// unpadded base64url text of digestBytes bytes.
+var digestPartLen = 1 + base64.RawURLEncoding.EncodedLen(digestBytes)
+
+// Key composes an unambiguous, bounded store key from parts. It is a pure
+// function, safe for concurrent use.
+//
+// Different part lists always give different keys (up to SHA-256 collisions):
+// parts are joined with ':', and each part is written in exactly one of
+// three forms that cannot be confused with one another or with a separator:
+//
+//   - The empty part is written "%", so Key("a", "") ("a:%") differs from
+//     Key("a") ("a").
+//   - A literal part is printable ASCII (0x20 to 0x7E) whose escaped form is
+//     at most 48 bytes long. It is written as is, except that the bytes
+//     '%', ':', '#', '{', '}' and space are written as %XX with upper-case
+//     hex (':' becomes "%3A"). A literal form therefore never contains ':',
+//     '{', '}' or space, never starts with '#', and is never the lone "%".
+//   - Any other part (longer, or holding a byte outside printable ASCII, as
+//     every [Hidden] value does) is written as '#' followed by the unpadded
+//     base64url text of the first 192 bits of its SHA-256 digest: 33 bytes.
+//
+// A key of n parts is thus at most 49n-1 bytes long: at most 391 bytes for
+// 8 parts, well under the stores' 512-byte limit, leaving room for a
+// prefix. Key with no parts returns "", which no store accepts.
+//
+// Redis Cluster: keys never contain '{' or '}', because braces in parts are
+// escaped, so no part can inject a hash tag. To keep related keys in one
+// slot, put your own tag in front, e.g. "{" + tenant + "}:" + Key(...), where
+// tenant is a value you control.
+func Key(parts ...string) string {
+	if len(parts) == 0 {
+		return ""
+	}
+	n := len(parts) - 1
+	for _, p := range parts {
+		n += encodedLen(p)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte(separator)
+		}
+		writePart(&b, p)
+	}
+	return b.String()
+}
+
+// Hidden marks a sensitive part, such as a bearer token or an e-mail
+// address, so that Key stores only a digest of it. The result holds a
+// SHA-256 digest of s, never s itself, and always contains a byte outside
+// printable ASCII, so Key always writes it in digest form: Hidden(s) can
+// never appear in a key as a literal part, and Key(Hidden(s)) differs from
+// Key(s). Hidden is not a password hash: a low-entropy secret can be
+// recovered from its digest by guessing.
+func Hidden(s string) string {
+	h := sha256.New()
+	h.Write([]byte(hiddenPrefix))
+	h.Write([]byte(s))
+	return hiddenPrefix + string(h.Sum(nil))
+}
+
+// encodedLen returns the length of p's encoded form inside a key.
+func encodedLen(p string) int {
+	if p == "" {
+		return len(emptyPart)
+	}
+	if n := literalLen(p); n >= 0 {
+		return n
+	}
+	return digestPartLen
+}
+
+// writePart writes p's encoded form to b.
+func writePart(b *strings.Builder, p string) {
+	switch {
+	case p == "":
+		b.WriteString(emptyPart)
+	case literalLen(p) >= 0:
+		writeLiteral(b, p)
+	default:
+		writeDigest(b, p)
+	}
+}
+
+// literalLen returns the length of p's escaped literal form, or -1 when p
+// holds a byte outside printable ASCII or its literal form would be longer
+// than maxLiteralLen.
+func literalLen(p string) int {
+	if len(p) > maxLiteralLen {
+		return -1
+	}
+	n := 0
+	for i := 0; i < len(p); i++ {
+		w := literalWidth[p[i]]
+		if w == 0 {
+			return -1
+		}
+		n += int(w)
+	}
+	if n > maxLiteralLen {
+		return -1
+	}
+	return n
+}
+
+// literalWidth maps each byte to the length of its form inside a literal
+// part: 1 for printable ASCII written as is, 3 for bytes written as %XX,
+// and 0 for bytes that force the digest form.
+var literalWidth = func() (w [256]byte) {
+	for c := 0x20; c <= 0x7e; c++ {
+		w[c] = 1
+	}
+	for _, c := range []byte{escapeByte, separator, digestMarker, '{', '}', ' '} {
+		w[c] = 3
+	}
+	return w
+}()
+
+// writeLiteral writes the escaped literal form of the printable part p.
+func writeLiteral(b *strings.Builder, p string) {
+	run := 0
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if literalWidth[c] != 3 {
+			continue
+		}
+		b.WriteString(p[run:i])
+		b.WriteByte(escapeByte)
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&0x0f])
+		run = i + 1
+	}
+	b.WriteString(p[run:])
+}
+
+// writeDigest writes the digest form of p.
+func writeDigest(b *strings.Builder, p string) {
+	h := sha256.New()
+	h.Write([]byte(partDomain))
+	h.Write([]byte(p))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	var text [64]byte
+	enc := text[:base64.RawURLEncoding.EncodedLen(digestBytes)]
+	base64.RawURLEncoding.Encode(enc, sum[:digestBytes])
+	b.WriteByte(digestMarker)
+	b.Write(enc)
+}

@@ -39,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -184,12 +185,19 @@ func CheckDelete(key string, old []byte) error {
 }
 
 // RoundTTL rounds ttl up to a whole number of milliseconds, the resolution
-// every Store keeps. It is meant for valid (positive) TTLs.
+// every Store keeps. It is meant for valid (positive) TTLs; a TTL within a
+// millisecond of the largest Duration is rounded down instead of
+// overflowing.
 func RoundTTL(ttl time.Duration) time.Duration {
-	if r := ttl % time.Millisecond; r != 0 {
-		ttl += time.Millisecond - r
+	r := ttl % time.Millisecond
+	switch {
+	case r == 0:
+		return ttl
+	case ttl > math.MaxInt64-time.Millisecond:
+		return ttl - r
+	default:
+		return ttl + time.Millisecond - r
 	}
-	return ttl
 }
 
 // Unavailable wraps err so that it matches both ErrUnavailable and err

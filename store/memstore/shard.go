@@ -1,0 +1,134 @@
+package memstore
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// entry is a stored value and the monotonic time, in nanoseconds since the
+// Store's epoch, at which it expires. value is never modified after it is
+// stored (updates store a new slice), so it may be read after the shard
+// lock is released.
+type entry struct {
+	value   []byte
+	expires int64
+}
+
+// live reports whether e has not expired at now.
+func (e entry) live(now int64) bool {
+	return now < e.expires
+}
+
+// remaining returns e's time to live at now, rounded up to a whole
+// millisecond. e must be live.
+func (e entry) remaining(now int64) time.Duration {
+	left := time.Duration(e.expires - now)
+	if left > math.MaxInt64-time.Millisecond {
+		return left.Truncate(time.Millisecond)
+	}
+	return (left + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
+// shard is one independently locked LRU of entries. The padding keeps
+// neighbouring shards' locks on separate cache lines.
+type shard struct {
+	mu       sync.Mutex
+	lru      *simplelru.LRU[string, entry]
+	capacity int
+	_        [40]byte
+}
+
+// init prepares an empty shard holding at most capacity (>= 1) entries.
+func (sh *shard) init(capacity int) {
+	// simplelru only fails for a size below 1; insert keeps the shard at
+	// capacity itself, so the LRU never evicts on its own.
+	lru, err := simplelru.NewLRU[string, entry](capacity, nil)
+	if err != nil {
+		panic("memstore: " + err.Error())
+	}
+	sh.lru, sh.capacity = lru, capacity
+}
+
+// get returns key's entry if it is live at now, marking it recently used.
+// An expired entry is removed. The caller holds mu.
+func (sh *shard) get(key string, now int64) (entry, bool) {
+	e, ok := sh.lru.Get(key)
+	if !ok {
+		return entry{}, false
+	}
+	if !e.live(now) {
+		sh.lru.Remove(key)
+		return entry{}, false
+	}
+	return e, true
+}
+
+// peek is get without marking the entry recently used, for callers about
+// to remove it. The caller holds mu.
+func (sh *shard) peek(key string, now int64) (entry, bool) {
+	e, ok := sh.lru.Peek(key)
+	if !ok {
+		return entry{}, false
+	}
+	if !e.live(now) {
+		sh.lru.Remove(key)
+		return entry{}, false
+	}
+	return e, true
+}
+
+// insert adds key, which must be absent, making room first if the shard is
+// full. It returns the key of the live entry it pushed out, if any. The
+// caller holds mu.
+func (sh *shard) insert(key string, e entry, now int64) (evicted string, didEvict bool) {
+	if sh.lru.Len() >= sh.capacity {
+		if k, old, ok := sh.lru.RemoveOldest(); ok && old.live(now) {
+			evicted, didEvict = k, true
+		}
+	}
+	sh.lru.Add(key, e)
+	return evicted, didEvict
+}
+
+// sweep removes the entries among keys that have expired at the time now
+// returns. It holds mu for one batch of keys at a time so that operations
+// are not stalled behind a long sweep.
+func (sh *shard) sweep(keys []string, now func() int64) {
+	const batch = 256
+	for len(keys) > 0 {
+		n := min(batch, len(keys))
+		sh.mu.Lock()
+		t := now()
+		for _, k := range keys[:n] {
+			if e, ok := sh.lru.Peek(k); ok && !e.live(t) {
+				sh.lru.Remove(k)
+			}
+		}
+		sh.mu.Unlock()
+		keys = keys[n:]
+	}
+}
+
+// keys returns a snapshot of the shard's keys.
+func (sh *shard) keys() []string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.lru.Keys()
+}
+
+// len returns the number of entries, expired or not, the shard holds.
+func (sh *shard) len() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.lru.Len()
+}
+
+// purge drops every entry.
+func (sh *shard) purge() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.lru.Purge()
+}

@@ -1,0 +1,120 @@
+package idemkit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"time"
+)
+
+// EventKind names an outcome the engine reports to its Observer.
+type EventKind string
+
+// Event kinds.
+const (
+	EventAdmitted     EventKind = "admitted"      // first request; the work runs
+	EventDuplicate    EventKind = "duplicate"     // repeat inside a Guard window
+	EventReplayed     EventKind = "replayed"      // stored result returned
+	EventInProgress   EventKind = "in_progress"   // repeat while the first runs
+	EventMismatch     EventKind = "mismatch"      // same key, different payload
+	EventLeaseLost    EventKind = "lease_lost"    // outcome not recorded
+	EventReleased     EventKind = "released"      // claim removed after a failure or by policy
+	EventStoreError   EventKind = "store_error"   // the store failed
+	EventFailOpen     EventKind = "fail_open"     // work ran unprotected
+	EventTokenIssued  EventKind = "token_issued"  // a token was issued
+	EventTokenInvalid EventKind = "token_invalid" // a token was refused
+	EventTooLarge     EventKind = "too_large"     // result over the size cap
+)
+
+// Mode names the engine mode an event comes from.
+type Mode string
+
+// Modes.
+const (
+	ModeGuard Mode = "guard"
+	ModeDo    Mode = "do"
+	ModeToken Mode = "token"
+)
+
+// Event describes one outcome.
+type Event struct {
+	Kind EventKind
+	Mode Mode
+	// Key is the caller's key (fingerprint, idempotency key or token) as
+	// given. Observers that log should not log it raw: see KeyDigest.
+	Key string
+	// Err is the cause, for store errors, fail-open and lease loss.
+	Err error
+	// RetryAfter is the hint given with a duplicate or in-progress event.
+	RetryAfter time.Duration
+}
+
+// KeyDigest returns a short, non-reversible digest of the event's key,
+// safe to log.
+func (e Event) KeyDigest() string {
+	sum := sha256.Sum256([]byte(e.Key))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Observer receives every outcome. Observe is called synchronously on the
+// request's goroutine, so it must be fast and safe for concurrent use.
+type Observer interface {
+	Observe(ctx context.Context, ev Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, ev Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, ev Event) { f(ctx, ev) }
+
+type discard struct{}
+
+func (discard) Observe(context.Context, Event) {}
+
+// SlogObserver returns the default observer: it logs with l (slog.Default()
+// when nil) and never logs raw keys, only KeyDigest. Levels: admitted and
+// replayed at Debug; duplicate, in progress, mismatch, released, token
+// events at Info; lease lost, fail-open and too-large at Warn; store errors
+// at Error.
+func SlogObserver(l *slog.Logger) Observer {
+	return slogObserver{l: l}
+}
+
+type slogObserver struct{ l *slog.Logger }
+
+func (o slogObserver) Observe(ctx context.Context, ev Event) {
+	l := o.l
+	if l == nil {
+		l = slog.Default()
+	}
+	level := eventLevel(ev.Kind)
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("mode", string(ev.Mode)),
+		slog.String("key_digest", ev.KeyDigest()),
+	}
+	if ev.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", ev.RetryAfter))
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, slog.String("error", ev.Err.Error()))
+	}
+	l.LogAttrs(ctx, level, "idemkit: "+string(ev.Kind), attrs...)
+}
+
+func eventLevel(k EventKind) slog.Level {
+	switch k {
+	case EventAdmitted, EventReplayed:
+		return slog.LevelDebug
+	case EventLeaseLost, EventFailOpen, EventTooLarge:
+		return slog.LevelWarn
+	case EventStoreError:
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}

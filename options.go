@@ -1,0 +1,250 @@
+package idemkit
+
+import (
+	"fmt"
+	"time"
+)
+
+// FailureMode says what the engine does when the store fails
+// (errors wrapping ErrUnavailable).
+type FailureMode int
+
+const (
+	// FailClosed (the default) returns an error wrapping ErrUnavailable and
+	// runs nothing: no request goes through unprotected.
+	FailClosed FailureMode = iota
+	// FailOpen runs the work unprotected and reports an EventFailOpen to
+	// the observer with the cause, so operators can count what went
+	// through unguarded.
+	FailOpen
+)
+
+// String returns "closed" or "open".
+func (m FailureMode) String() string {
+	if m == FailOpen {
+		return "open"
+	}
+	return "closed"
+}
+
+// Release says when a Guard claim is removed before its window expires.
+type Release int
+
+const (
+	// KeepUntilExpiry (the default) keeps the claim for the whole window,
+	// whatever the work's outcome.
+	KeepUntilExpiry Release = iota
+	// ReleaseOnError removes the claim when the work fails or panics, so a
+	// failed submit can be retried at once.
+	ReleaseOnError
+	// ReleaseOnDone removes the claim when the work ends, successful or
+	// not: the guard then only stops concurrent repeats.
+	ReleaseOnDone
+)
+
+// Defaults used when no option overrides them.
+const (
+	DefaultNamespace     = "idem"
+	DefaultWindow        = 5 * time.Second
+	DefaultLease         = 30 * time.Second
+	DefaultRetention     = 24 * time.Hour
+	DefaultTokenTTL      = 10 * time.Minute
+	DefaultMaxResultSize = 1 << 20
+	DefaultRetryHint     = time.Second
+	DefaultPollInterval  = 20 * time.Millisecond
+)
+
+// config is the engine's settings; per-call options apply to a copy.
+type config struct {
+	namespace    string
+	window       time.Duration
+	lease        time.Duration
+	heartbeat    time.Duration // 0: lease/3; <0: disabled
+	retention    time.Duration
+	tokenTTL     time.Duration
+	release      Release
+	failure      FailureMode
+	maxResult    int
+	retryHint    time.Duration
+	pollInterval time.Duration
+	wait         bool
+	observer     Observer
+	errorCodec   ErrorCodec
+	codec        Codec
+	err          error // first invalid option
+}
+
+func defaultConfig() config {
+	return config{
+		namespace:    DefaultNamespace,
+		window:       DefaultWindow,
+		lease:        DefaultLease,
+		retention:    DefaultRetention,
+		tokenTTL:     DefaultTokenTTL,
+		maxResult:    DefaultMaxResultSize,
+		retryHint:    DefaultRetryHint,
+		pollInterval: DefaultPollInterval,
+		observer:     SlogObserver(nil),
+		codec:        JSON,
+	}
+}
+
+// Option configures the engine in New, or a single call (Guard, Do,
+// IssueToken, UseToken) when passed to it. Options that only make sense for
+// the engine (WithNamespace) are rejected per call.
+type Option func(*config)
+
+func (c *config) invalid(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
+}
+
+func positive(c *config, name string, d time.Duration, set func()) {
+	if d <= 0 {
+		c.invalid("%s must be positive, got %v", name, d)
+		return
+	}
+	set()
+}
+
+// WithNamespace sets the prefix of every key the engine writes (default
+// "idem"), so several engines or applications can share one store. It must
+// be non-empty and must not contain ':'. Engine-level only.
+func WithNamespace(ns string) Option {
+	return func(c *config) {
+		for i := 0; i < len(ns); i++ {
+			if ns[i] == ':' || ns[i] < 0x21 || ns[i] > 0x7e {
+				c.invalid("namespace %q must be printable ASCII without ':' or spaces", ns)
+				return
+			}
+		}
+		if ns == "" || len(ns) > 64 {
+			c.invalid("namespace must have 1 to 64 bytes")
+			return
+		}
+		c.namespace = ns
+	}
+}
+
+// WithWindow sets how long a Guard claim holds (default 5s).
+func WithWindow(d time.Duration) Option {
+	return func(c *config) { positive(c, "window", d, func() { c.window = d }) }
+}
+
+// WithLease sets how long an in-progress claim of Do or UseToken lives
+// without a heartbeat (default 30s). A crashed caller's key frees itself
+// after at most this long.
+func WithLease(d time.Duration) Option {
+	return func(c *config) { positive(c, "lease", d, func() { c.lease = d }) }
+}
+
+// WithHeartbeat sets how often a running fn's lease is extended (default a
+// third of the lease).
+func WithHeartbeat(every time.Duration) Option {
+	return func(c *config) { positive(c, "heartbeat", every, func() { c.heartbeat = every }) }
+}
+
+// WithoutHeartbeat disables lease extension: fn must finish within the
+// lease, or another caller may claim the key and fn gets ErrLeaseLost.
+func WithoutHeartbeat() Option {
+	return func(c *config) { c.heartbeat = -1 }
+}
+
+// WithRetention sets how long a completed result is kept and replayed
+// (default 24h).
+func WithRetention(d time.Duration) Option {
+	return func(c *config) { positive(c, "retention", d, func() { c.retention = d }) }
+}
+
+// WithTokenTTL sets how long an issued token stays valid (default 10m).
+func WithTokenTTL(d time.Duration) Option {
+	return func(c *config) { positive(c, "token TTL", d, func() { c.tokenTTL = d }) }
+}
+
+// WithRelease sets when a Guard claim is removed (default KeepUntilExpiry).
+func WithRelease(r Release) Option {
+	return func(c *config) {
+		if r < KeepUntilExpiry || r > ReleaseOnDone {
+			c.invalid("unknown release behaviour %d", r)
+			return
+		}
+		c.release = r
+	}
+}
+
+// WithFailureMode sets the policy for store failures (default FailClosed).
+func WithFailureMode(m FailureMode) Option {
+	return func(c *config) {
+		if m != FailClosed && m != FailOpen {
+			c.invalid("unknown failure mode %d", m)
+			return
+		}
+		c.failure = m
+	}
+}
+
+// WithMaxResultSize caps the size in bytes of a stored result (default
+// 1 MiB). Larger results are refused with ErrResultTooLarge.
+func WithMaxResultSize(n int) Option {
+	return func(c *config) {
+		if n <= 0 {
+			c.invalid("max result size must be positive, got %d", n)
+			return
+		}
+		c.maxResult = n
+	}
+}
+
+// WithRetryHint caps the RetryAfter reported with ErrInProgress (default
+// 1s; never more than the lease's remaining time).
+func WithRetryHint(d time.Duration) Option {
+	return func(c *config) { positive(c, "retry hint", d, func() { c.retryHint = d }) }
+}
+
+// WithWait makes a concurrent duplicate of Do or UseToken wait for the
+// first execution (bounded by its ctx) and return the stored result,
+// instead of ErrInProgress. If the first execution fails and releases the
+// key, the waiter claims it and runs fn itself. poll is the first polling
+// interval (0 means DefaultPollInterval); it doubles up to ten times that.
+func WithWait(poll time.Duration) Option {
+	return func(c *config) {
+		if poll < 0 {
+			c.invalid("poll interval must not be negative, got %v", poll)
+			return
+		}
+		c.wait = true
+		if poll > 0 {
+			c.pollInterval = poll
+		}
+	}
+}
+
+// WithObserver sets the observer of every outcome (default: SlogObserver
+// over slog.Default()). A nil observer discards events.
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o == nil {
+			o = discard{}
+		}
+		c.observer = o
+	}
+}
+
+// WithErrorCodec sets which errors of fn are final, and how they are
+// stored and replayed. By default no error is final: a failed fn releases
+// the key so a retry runs again.
+func WithErrorCodec(ec ErrorCodec) Option {
+	return func(c *config) { c.errorCodec = ec }
+}
+
+// WithCodec sets the codec of the typed helper Do (default JSON).
+func WithCodec(cd Codec) Option {
+	return func(c *config) {
+		if cd == nil {
+			c.invalid("nil codec")
+			return
+		}
+		c.codec = cd
+	}
+}

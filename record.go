@@ -1,0 +1,96 @@
+package idemkit
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// A record is what the engine keeps under an idempotency or token key.
+//
+// Encoding, version 1 (all integers big-endian):
+//
+//	[0]      version (1)
+//	[1]      state
+//	[2:18]   owner nonce (absent for stateIssued)
+//	[18:26]  created, unix milliseconds
+//	[26:34]  updated, unix milliseconds
+//	[34:]    uvarint fingerprint length, fingerprint, payload
+//
+// A token that was issued but not used is the two bytes {1, stateIssued}.
+type record struct {
+	state       byte
+	owner       nonce
+	created     int64
+	updated     int64
+	fingerprint string // set when building a record to encode
+	fp          []byte // set by decodeRecord; aliases the decoded bytes
+	payload     []byte // result (stateDone) or encoded error (stateFailed)
+}
+
+const recordVersion = 1
+
+const (
+	stateIssued     byte = 1 // token issued, not used
+	stateInProgress byte = 2 // claimed; fn is running
+	stateDone       byte = 3 // fn succeeded; payload is its result
+	stateFailed     byte = 4 // fn failed with a final error; payload encodes it
+	stateSpent      byte = 5 // token whose use failed without a final error
+)
+
+const recordHeaderLen = 34
+
+// issuedToken is the value stored under a token that has not been used.
+var issuedToken = []byte{recordVersion, stateIssued}
+
+// encode returns the binary form of r.
+func (r *record) encode() []byte {
+	n := recordHeaderLen + binary.MaxVarintLen64 + len(r.fingerprint) + len(r.payload)
+	b := make([]byte, recordHeaderLen, n)
+	b[0] = recordVersion
+	b[1] = r.state
+	copy(b[2:18], r.owner[:])
+	binary.BigEndian.PutUint64(b[18:26], uint64(r.created))
+	binary.BigEndian.PutUint64(b[26:34], uint64(r.updated))
+	b = binary.AppendUvarint(b, uint64(len(r.fingerprint)))
+	b = append(b, r.fingerprint...)
+	return append(b, r.payload...)
+}
+
+// decodeRecord parses b. The fingerprint and payload alias b. Anything but a well-formed
+// version 1 record is an error wrapping store.ErrCorrupt.
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if len(b) < 2 {
+		return r, fmt.Errorf("%w: record of %d bytes", store.ErrCorrupt, len(b))
+	}
+	if b[0] != recordVersion {
+		return r, fmt.Errorf("%w: unknown record version %d", store.ErrCorrupt, b[0])
+	}
+	r.state = b[1]
+	switch r.state {
+	case stateIssued:
+		if len(b) != 2 {
+			return r, fmt.Errorf("%w: issued token record of %d bytes", store.ErrCorrupt, len(b))
+		}
+		return r, nil
+	case stateInProgress, stateDone, stateFailed, stateSpent:
+	default:
+		return r, fmt.Errorf("%w: unknown record state %d", store.ErrCorrupt, r.state)
+	}
+	if len(b) < recordHeaderLen+1 {
+		return r, fmt.Errorf("%w: truncated record of %d bytes", store.ErrCorrupt, len(b))
+	}
+	copy(r.owner[:], b[2:18])
+	r.created = int64(binary.BigEndian.Uint64(b[18:26]))
+	r.updated = int64(binary.BigEndian.Uint64(b[26:34]))
+	fpLen, n := binary.Uvarint(b[recordHeaderLen:])
+	rest := b[recordHeaderLen+max(n, 0):]
+	if n <= 0 || fpLen > uint64(len(rest)) {
+		return r, fmt.Errorf("%w: bad fingerprint length in record", store.ErrCorrupt)
+	}
+	r.fp = rest[:fpLen]
+	r.payload = rest[fpLen:]
+	return r, nil
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every check and test of the module: gofmt, go vet, and
+# go test -race ./... (which starts its own redis-server processes on free
+# loopback ports). Installs redis-server with apt-get where it is missing.
+#
+#   ./scripts/test.sh            all checks and tests
+#   ./scripts/test.sh -run Foo   extra flags go to go test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_redis() {
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null
+}
+if ! need_redis; then
+  echo "== installing redis-server (apt-get)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  # The package may start a server on 6379; the tests never use it.
+fi
+need_redis || { echo "redis-server is required by the tests and could not be installed" >&2; exit 1; }
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bench/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== pure-Go cross builds (CGO_ENABLED=0)"
+for target in linux/arm64 windows/amd64 darwin/arm64; do
+  CGO_ENABLED=0 GOOS=${target%/*} GOARCH=${target#*/} go build ./...
+done
+
+echo "== go test -race"
+go test -race -count=1 -timeout 20m "$@" ./...

@@ -59,17 +59,17 @@ func TestNewRejectsBadInput(t *testing.T) {
 	s := memstore.New()
 	defer s.Close()
 	for name, opt := range map[string]idemkit.Option{
-		"zero window":       idemkit.WithWindow(0),
-		"negative lease":    idemkit.WithLease(-time.Second),
-		"bad namespace":     idemkit.WithNamespace("a:b"),
-		"empty namespace":   idemkit.WithNamespace(""),
-		"bad release":       idemkit.WithRelease(idemkit.Release(9)),
-		"bad failure mode":  idemkit.WithFailureMode(idemkit.FailureMode(7)),
-		"zero result cap":   idemkit.WithMaxResultSize(0),
-		"negative poll":     idemkit.WithWait(-time.Millisecond),
-		"nil codec":         idemkit.WithCodec(nil),
-		"zero heartbeat":    idemkit.WithHeartbeat(0),
-		"zero token TTL":    idemkit.WithTokenTTL(0),
+		"zero window":        idemkit.WithWindow(0),
+		"negative lease":     idemkit.WithLease(-time.Second),
+		"bad namespace":      idemkit.WithNamespace("a:b"),
+		"empty namespace":    idemkit.WithNamespace(""),
+		"bad release":        idemkit.WithRelease(idemkit.Release(9)),
+		"bad failure mode":   idemkit.WithFailureMode(idemkit.FailureMode(7)),
+		"zero result cap":    idemkit.WithMaxResultSize(0),
+		"negative poll":      idemkit.WithWait(-time.Millisecond),
+		"nil codec":          idemkit.WithCodec(nil),
+		"zero heartbeat":     idemkit.WithHeartbeat(0),
+		"zero token TTL":     idemkit.WithTokenTTL(0),
 		"negative retryhint": idemkit.WithRetryHint(-1),
 	} {
 		_, err := idemkit.New(s, opt)

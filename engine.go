@@ -115,6 +115,25 @@ func (e *Engine) callConfig(opts []Option) (*config, error) {
 	return cfg, nil
 }
 
+// CheckOptions reports, as an error wrapping ErrInvalid, the first option
+// that a call (Guard, Do, IssueToken, UseToken) given opts would reject.
+// Adapters use it to refuse bad per-route options when they are built
+// instead of on every request.
+func CheckOptions(opts ...Option) error {
+	base := defaultConfig()
+	cfg := base
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.err == nil && cfg.namespace != base.namespace {
+		cfg.invalid("the namespace is set per engine, not per call")
+	}
+	if cfg.err != nil {
+		return fmt.Errorf("idemkit: %w", cfg.err)
+	}
+	return nil
+}
+
 // storeKey maps a caller's key into one of the engine's key spaces. Keys
 // longer than maxRawKey are hashed into a space of their own (upper-case
 // letter), so a digest can never equal a raw key.

@@ -624,3 +624,10 @@ func TestSettled(t *testing.T) {
 	assert.False(t, idemkit.Settled([]byte("junk")))
 	assert.False(t, idemkit.Settled(nil))
 }
+
+func TestCheckOptions(t *testing.T) {
+	require.NoError(t, idemkit.CheckOptions())
+	require.NoError(t, idemkit.CheckOptions(idemkit.WithWindow(time.Second), idemkit.WithFailureMode(idemkit.FailOpen)))
+	require.ErrorIs(t, idemkit.CheckOptions(idemkit.WithWindow(0)), idemkit.ErrInvalid)
+	require.ErrorIs(t, idemkit.CheckOptions(idemkit.WithNamespace("other")), idemkit.ErrInvalid)
+}

@@ -1,0 +1,140 @@
+package idemhttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/memstore"
+)
+
+const userHeader = "X-User"
+
+var byUser = idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal(userHeader))
+
+func newEngine(t testing.TB, opts ...idemkit.Option) *idemkit.Engine {
+	s := memstore.New()
+	t.Cleanup(func() { _ = s.Close() })
+	return engineOver(t, s, opts...)
+}
+
+func engineOver(t testing.TB, s store.Store, opts ...idemkit.Option) *idemkit.Engine {
+	e, err := idemkit.New(s, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
+	require.NoError(t, err)
+	return e
+}
+
+// req describes one test request.
+type req struct {
+	method, target, body string
+	user                 string
+	key                  string // Idempotency-Key value; "" for none
+	token                string // Idempotency-Token value; "" for none
+	header               http.Header
+}
+
+func (q req) build() *http.Request {
+	method := q.method
+	if method == "" {
+		method = http.MethodPost
+	}
+	target := q.target
+	if target == "" {
+		target = "/orders"
+	}
+	var body io.Reader
+	if q.body != "" {
+		body = strings.NewReader(q.body)
+	}
+	r := httptest.NewRequest(method, target, body)
+	if q.user != "" {
+		r.Header.Set(userHeader, q.user)
+	}
+	if q.key != "" {
+		r.Header.Set(idemhttp.DefaultKeyHeader, q.key)
+	}
+	if q.token != "" {
+		r.Header.Set(idemhttp.DefaultTokenHeader, q.token)
+	}
+	for k, vs := range q.header {
+		r.Header[k] = vs
+	}
+	return r
+}
+
+func serve(h http.Handler, q req) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, q.build())
+	return w
+}
+
+// requireProblem checks that w is a problem document of the given type and
+// status, and returns it.
+func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) idemhttp.Problem {
+	t.Helper()
+	require.Equal(t, status, w.Code, "body: %s", w.Body)
+	assert.Equal(t, idemhttp.ProblemContentType, w.Header().Get("Content-Type"))
+	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+	assert.Empty(t, w.Header().Get(idemhttp.ReplayedHeader))
+	var p idemhttp.Problem
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
+	assert.Equal(t, typ, p.Type)
+	assert.Equal(t, status, p.Status)
+	assert.NotEmpty(t, p.Title)
+	switch {
+	case typ == idemhttp.ProblemTokenUsed:
+		assert.Empty(t, w.Header().Get("Retry-After"), "a spent token never becomes valid again")
+	case status == http.StatusConflict || status == http.StatusServiceUnavailable:
+		assert.NotEmpty(t, w.Header().Get("Retry-After"), "409 and 503 carry Retry-After")
+	}
+	return p
+}
+
+func isReplay(w *httptest.ResponseRecorder) bool {
+	return w.Header().Get(idemhttp.ReplayedHeader) == "true"
+}
+
+// downStore is a store whose backend is unreachable.
+type downStore struct{}
+
+var errDown = errors.New("connection refused")
+
+func (downStore) SetNX(context.Context, string, []byte, time.Duration) (bool, store.Entry, error) {
+	return false, store.Entry{}, store.Unavailable("setnx", errDown)
+}
+
+func (downStore) Get(context.Context, string) (store.Entry, error) {
+	return store.Entry{}, store.Unavailable("get", errDown)
+}
+
+func (downStore) CompareAndSwap(context.Context, string, []byte, []byte, time.Duration) (bool, error) {
+	return false, store.Unavailable("cas", errDown)
+}
+
+func (downStore) CompareAndDelete(context.Context, string, []byte) (bool, error) {
+	return false, store.Unavailable("cad", errDown)
+}
+
+func (downStore) Consume(context.Context, string) ([]byte, error) {
+	return nil, store.Unavailable("consume", errDown)
+}
+
+// mustMiddleware unwraps a constructor's result.
+func mustMiddleware(t testing.TB) func(func(http.Handler) http.Handler, error) func(http.Handler) http.Handler {
+	return func(mw func(http.Handler) http.Handler, err error) func(http.Handler) http.Handler {
+		require.NoError(t, err)
+		return mw
+	}
+}

@@ -1,0 +1,529 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+)
+
+// api is a handler that counts its runs and echoes what it saw. The
+// X-Status request header picks the response status (default 201).
+type api struct {
+	runs  atomic.Int32
+	delay time.Duration
+	gate  chan struct{} // when set, every run waits for it to close
+}
+
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := a.runs.Add(1)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		panic(err)
+	}
+	if a.gate != nil {
+		<-a.gate
+	}
+	time.Sleep(a.delay)
+	status := http.StatusCreated
+	if s := r.Header.Get("X-Status"); s != "" {
+		status, _ = strconv.Atoi(s)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprintf("/orders/%d", n))
+	w.Header().Set("X-Run", strconv.Itoa(int(n)))
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, `{"run":%d,"pattern":%q,"body":%q}`, n, r.Pattern, body)
+}
+
+// keyMux registers a on several routes behind Idempotency.
+func keyMux(t testing.TB, e *idemkit.Engine, a http.Handler, opts ...idemhttp.Option) *http.ServeMux {
+	mw := mustMiddleware(t)(idemhttp.Idempotency(e, append([]idemhttp.Option{byUser}, opts...)...))
+	mux := http.NewServeMux()
+	for _, p := range []string{"POST /orders", "GET /orders", "PUT /orders", "POST /refunds", "POST /accounts/{id}/charges"} {
+		mux.Handle(p, mw(a))
+	}
+	return mux
+}
+
+func TestIdempotencyStatusPaths(t *testing.T) {
+	alice := req{user: "alice", key: "k-1", body: `{"amount":100,"currency":"EUR"}`}
+	with := func(q req, f func(*req)) req { f(&q); return q }
+	tests := []struct {
+		name       string
+		opts       []idemhttp.Option
+		before     []req
+		final      req
+		status     int
+		problem    string // problem type, when the middleware answers itself
+		replayed   bool
+		runs       int32
+		bodyPrefix string
+	}{
+		{name: "first request runs", final: alice, status: 201, runs: 1, bodyPrefix: `{"run":1,"pattern":"POST /orders"`},
+		{name: "retry replays", before: []req{alice}, final: alice, status: 201, replayed: true, runs: 1, bodyPrefix: `{"run":1,`},
+		{name: "sf-string and bare token are the same key", before: []req{alice},
+			final: with(alice, func(q *req) { q.key = `"k-1"` }), status: 201, replayed: true, runs: 1},
+		{name: "reordered JSON is the same payload", before: []req{alice},
+			final: with(alice, func(q *req) { q.body = `{ "currency":"EUR", "amount":1e2 }` }), status: 201, replayed: true, runs: 1},
+		{name: "volatile fields are ignored", before: []req{with(alice, func(q *req) { q.body = `{"a":1,"traceId":"x","note":"n"}` })},
+			final: with(alice, func(q *req) { q.body = `{"a":1,"traceId":"y","note":"n"}` }), status: 201, replayed: true, runs: 1},
+		{name: "extra volatile field", opts: []idemhttp.Option{idemhttp.WithVolatile("note")},
+			before: []req{with(alice, func(q *req) { q.body = `{"a":1,"note":"x"}` })},
+			final:  with(alice, func(q *req) { q.body = `{"a":1,"note":"y"}` }), status: 201, replayed: true, runs: 1},
+		{name: "other payload is 422", before: []req{alice},
+			final: with(alice, func(q *req) { q.body = `{"amount":200,"currency":"EUR"}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
+		{name: "other route is 422", before: []req{alice},
+			final: with(alice, func(q *req) { q.target = "/refunds" }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
+		{name: "other path under one pattern is 422", before: []req{with(alice, func(q *req) { q.target = "/accounts/1/charges" })},
+			final: with(alice, func(q *req) { q.target = "/accounts/2/charges" }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
+		{name: "other query is 422", before: []req{with(alice, func(q *req) { q.target = "/orders?dry=0" })},
+			final: with(alice, func(q *req) { q.target = "/orders?dry=1" }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
+		{name: "unselected query parameter is ignored", opts: []idemhttp.Option{idemhttp.WithQueryParams("dry")},
+			before: []req{with(alice, func(q *req) { q.target = "/orders?dry=0&cb=1" })},
+			final:  with(alice, func(q *req) { q.target = "/orders?cb=2&dry=0" }), status: 201, replayed: true, runs: 1},
+		{name: "other principal with the same key runs", before: []req{alice},
+			final: with(alice, func(q *req) { q.user = "bob" }), status: 201, runs: 2, bodyPrefix: `{"run":2,`},
+		{name: "missing key is 400", final: with(alice, func(q *req) { q.key = "" }), status: 400, problem: idemhttp.ProblemKeyMissing},
+		{name: "optional key lets keyless requests through", opts: []idemhttp.Option{idemhttp.WithOptionalKey()},
+			before: []req{with(alice, func(q *req) { q.key = "" })}, final: with(alice, func(q *req) { q.key = "" }), status: 201, runs: 2},
+		{name: "malformed key is 400", final: with(alice, func(q *req) { q.key = `"unterminated` }), status: 400, problem: idemhttp.ProblemKeyInvalid},
+		{name: "no principal is 401", final: with(alice, func(q *req) { q.user = "" }), status: 401, problem: idemhttp.ProblemUnauthenticated},
+		{name: "body over the cap is 413", opts: []idemhttp.Option{idemhttp.WithMaxBody(16)},
+			final: alice, status: 413, problem: idemhttp.ProblemBodyTooLarge},
+		{name: "body at the cap is read and restored", opts: []idemhttp.Option{idemhttp.WithMaxBody(int64(len(alice.body)))},
+			final: alice, status: 201, runs: 1, bodyPrefix: `{"run":1,"pattern":"POST /orders","body":"{\"amount\":100`},
+		{name: "GET is not guarded", final: req{method: "GET", user: "alice"}, status: 201, runs: 1},
+		{name: "PUT is guarded when configured", opts: []idemhttp.Option{idemhttp.WithMethods("PUT")},
+			final: req{method: "PUT", user: "alice"}, status: 400, problem: idemhttp.ProblemKeyMissing},
+		{name: "POST is not guarded when not configured", opts: []idemhttp.Option{idemhttp.WithMethods("PUT")},
+			before: []req{with(alice, func(q *req) { q.key = "" })}, final: with(alice, func(q *req) { q.key = "" }), status: 201, runs: 2},
+		{name: "custom key header", opts: []idemhttp.Option{idemhttp.WithKeyHeader("X-Request-Key")},
+			before: []req{with(alice, func(q *req) { q.key = ""; q.header = http.Header{"X-Request-Key": {"abc"}} })},
+			final:  with(alice, func(q *req) { q.key = ""; q.header = http.Header{"X-Request-Key": {"abc"}} }), status: 201, replayed: true, runs: 1},
+		{name: "500 is not stored: the retry runs", before: []req{with(alice, func(q *req) { q.header = http.Header{"X-Status": {"500"}} })},
+			final: alice, status: 201, runs: 2, bodyPrefix: `{"run":2,`},
+		{name: "StoreAll replays a 500", opts: []idemhttp.Option{idemhttp.WithStorePolicy(idemhttp.StoreAll)},
+			before: []req{with(alice, func(q *req) { q.header = http.Header{"X-Status": {"500"}} })},
+			final:  alice, status: 500, replayed: true, runs: 1, bodyPrefix: `{"run":1,`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &api{}
+			mux := keyMux(t, newEngine(t), a, tc.opts...)
+			for _, q := range tc.before {
+				serve(mux, q)
+			}
+			w := serve(mux, tc.final)
+			if tc.problem != "" {
+				requireProblem(t, w, tc.status, tc.problem)
+			} else {
+				require.Equal(t, tc.status, w.Code, "body: %s", w.Body)
+				assert.Equal(t, tc.replayed, isReplay(w), "Idempotent-Replayed")
+			}
+			assert.Equal(t, tc.runs, a.runs.Load(), "handler runs")
+			assert.True(t, strings.HasPrefix(w.Body.String(), tc.bodyPrefix), "body %s", w.Body)
+		})
+	}
+}
+
+func TestIdempotencyStorePolicy(t *testing.T) {
+	for status, stored := range map[int]bool{
+		200: true, 201: true, 204: true, 400: true, 404: true, 422: true,
+		408: false, 409: false, 425: false, 429: false, 302: false, 500: false, 502: false, 503: false,
+	} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			assert.Equal(t, stored, idemhttp.DefaultStorePolicy(status))
+			a := &api{}
+			mux := keyMux(t, newEngine(t), a)
+			q := req{user: "u", key: "k", header: http.Header{"X-Status": {strconv.Itoa(status)}}}
+			first := serve(mux, q)
+			require.Equal(t, status, first.Code)
+			second := serve(mux, q)
+			require.Equal(t, status, second.Code)
+			assert.Equal(t, stored, isReplay(second))
+			want := int32(2)
+			if stored {
+				want = 1
+			}
+			assert.Equal(t, want, a.runs.Load())
+		})
+	}
+}
+
+func TestIdempotencyMalformedKeys(t *testing.T) {
+	long := strings.Repeat("k", idemhttp.MaxKeyLen)
+	valid := []string{"abc", `"abc"`, "8e03978e-40d5-43e8-bc93-6894a57f9324", "a:b/c", long, `"` + long + `"`,
+		`"with space"`, `"esc\"aped\\"`, " padded\t"}
+	invalid := []string{"", " ", `""`, long + "k", `"` + long + `k"`, "a\x01b", "caf\u00e9", `"a` + "\x7f" + `"`,
+		`"abc`, `abc"`, `"a"b"`, `"a\x"`, `"a\"`, "a b", "a,b", `a"b`, "a;b", "(a)"}
+	a := &api{}
+	mux := keyMux(t, newEngine(t), a)
+	for _, k := range valid {
+		w := serve(mux, req{user: "u", key: k, header: http.Header{}})
+		assert.Equal(t, 201, w.Code, "key %q: %s", k, w.Body)
+	}
+	for _, k := range invalid {
+		q := req{user: "u", header: http.Header{idemhttp.DefaultKeyHeader: {k}}}
+		requireProblem(t, serve(mux, q), 400, idemhttp.ProblemKeyInvalid)
+	}
+	repeated := req{user: "u", header: http.Header{idemhttp.DefaultKeyHeader: {"a", "b"}}}
+	requireProblem(t, serve(mux, repeated), 400, idemhttp.ProblemKeyInvalid)
+	// "abc" and abc, and long quoted or not, are the same key: 7 distinct.
+	assert.EqualValues(t, len(valid)-2, a.runs.Load())
+}
+
+// TestIdempotencyReplayIsByteForByte compares, over a real connection, the
+// fresh response and its replay: status, allow-listed headers and body.
+func TestIdempotencyReplayIsByteForByte(t *testing.T) {
+	bodies := map[string]func(w http.ResponseWriter){
+		"explicit headers": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/vnd.order+json; charset=utf-8")
+			w.Header().Set("Location", "/orders/42")
+			w.Header().Add("X-Order-Tag", "a")
+			w.Header().Add("X-Order-Tag", "b")
+			w.Header().Set("X-Not-Replayed", "fresh only")
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, `{"id":42}`)
+		},
+		"sniffed content type": func(w http.ResponseWriter) {
+			_, _ = w.Write([]byte("<html><body>created</body></html>"))
+		},
+		"large body with binary bytes": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.WriteHeader(http.StatusCreated)
+			b := make([]byte, 100_000)
+			for i := range b {
+				b[i] = byte(i * 7)
+			}
+			_, _ = w.Write(b)
+		},
+		"no body": func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) },
+	}
+	for name, write := range bodies {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int32
+			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithReplayHeaders("x-order-tag")))
+			mux := http.NewServeMux()
+			mux.Handle("POST /orders", mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				runs.Add(1)
+				write(w)
+			})))
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			send := func() (*http.Response, []byte) {
+				r, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{"n":1}`))
+				require.NoError(t, err)
+				r.Header.Set(userHeader, "alice")
+				r.Header.Set(idemhttp.DefaultKeyHeader, `"order-42"`)
+				resp, err := srv.Client().Do(r)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				return resp, b
+			}
+			fresh, freshBody := send()
+			again, againBody := send()
+			assert.EqualValues(t, 1, runs.Load())
+			assert.Empty(t, fresh.Header.Values(idemhttp.ReplayedHeader), "a fresh response is never marked")
+			assert.Equal(t, []string{"true"}, again.Header.Values(idemhttp.ReplayedHeader))
+			assert.Equal(t, fresh.StatusCode, again.StatusCode)
+			assert.Equal(t, fresh.ContentLength, again.ContentLength)
+			for _, h := range []string{"Content-Type", "Location", "X-Order-Tag"} {
+				assert.Equal(t, fresh.Header.Values(h), again.Header.Values(h), h)
+			}
+			assert.Empty(t, again.Header.Get("X-Not-Replayed"))
+			assert.True(t, bytes.Equal(freshBody, againBody), "bodies differ")
+		})
+	}
+}
+
+func TestIdempotencyConcurrentSameKeyRunsOnce(t *testing.T) {
+	for _, wait := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
+			a := &api{delay: 5 * time.Millisecond}
+			var opts []idemhttp.Option
+			if wait {
+				opts = append(opts, idemhttp.WithWait(time.Millisecond))
+			}
+			mux := keyMux(t, newEngine(t), a, opts...)
+			q := req{user: "alice", key: "same", body: `{"sku":"x"}`}
+			const n = 50
+			results := make([]*httptest.ResponseRecorder, n)
+			var start, wg sync.WaitGroup
+			start.Add(1)
+			for i := range n {
+				wg.Go(func() {
+					r := q.build()
+					start.Wait()
+					results[i] = httptest.NewRecorder()
+					mux.ServeHTTP(results[i], r)
+				})
+			}
+			start.Done()
+			wg.Wait()
+			assert.EqualValues(t, 1, a.runs.Load(), "the handler ran more than once")
+			fresh, replays, conflicts := 0, 0, 0
+			for _, w := range results {
+				switch {
+				case w.Code == http.StatusConflict:
+					requireProblem(t, w, 409, idemhttp.ProblemInProgress)
+					conflicts++
+				case w.Code == http.StatusCreated && isReplay(w):
+					replays++
+					assert.Equal(t, `{"run":1,"pattern":"POST /orders","body":"{\"sku\":\"x\"}"}`, w.Body.String())
+				case w.Code == http.StatusCreated:
+					fresh++
+				default:
+					t.Errorf("unexpected response %d %s", w.Code, w.Body)
+				}
+			}
+			assert.Equal(t, 1, fresh)
+			assert.Equal(t, n-1, replays+conflicts)
+			if wait {
+				assert.Zero(t, conflicts, "with WithWait every duplicate gets the replay")
+			}
+		})
+	}
+}
+
+func TestIdempotencyInProgressThenReplay(t *testing.T) {
+	a := &api{gate: make(chan struct{})}
+	mux := keyMux(t, newEngine(t), a)
+	q := req{user: "alice", key: "k"}
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- serve(mux, q) }()
+	require.Eventually(t, func() bool { return a.runs.Load() == 1 }, 5*time.Second, time.Millisecond)
+	w := serve(mux, q)
+	requireProblem(t, w, 409, idemhttp.ProblemInProgress)
+	assert.Equal(t, "1", w.Header().Get("Retry-After"), "the engine's 1s hint, in whole seconds")
+	close(a.gate)
+	first := <-done
+	assert.Equal(t, 201, first.Code)
+	assert.False(t, isReplay(first))
+	again := serve(mux, q)
+	assert.True(t, isReplay(again))
+	assert.Equal(t, first.Body.String(), again.Body.String())
+}
+
+func TestIdempotencyStreamingIsNotGuarded(t *testing.T) {
+	for name, stream := range map[string]func(w http.ResponseWriter) error{
+		"Flusher": func(w http.ResponseWriter) error { w.(http.Flusher).Flush(); return nil },
+		"ResponseController": func(w http.ResponseWriter) error {
+			return http.NewResponseController(w).Flush()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int32
+			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+			h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				runs.Add(1)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "data: 1\n\n")
+				require.NoError(t, stream(w))
+				_, _ = io.WriteString(w, "data: 2\n\n")
+			}))
+			q := req{user: "alice", key: "stream"}
+			for i := range 2 {
+				w := serve(h, q)
+				assert.Equal(t, 200, w.Code)
+				assert.True(t, w.Flushed)
+				assert.Equal(t, "data: 1\n\ndata: 2\n\n", w.Body.String())
+				assert.False(t, isReplay(w))
+				assert.EqualValues(t, i+1, runs.Load(), "a streamed response releases the key")
+			}
+		})
+	}
+}
+
+func TestIdempotencyHijackIsNotGuarded(t *testing.T) {
+	var runs atomic.Int32
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if !assert.NoError(t, err) {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nraw ok")
+		_ = brw.Flush()
+	})))
+	defer srv.Close()
+	for i := range 2 {
+		r, err := http.NewRequest(http.MethodPost, srv.URL, nil)
+		require.NoError(t, err)
+		r.Header.Set(userHeader, "alice")
+		r.Header.Set(idemhttp.DefaultKeyHeader, "hj")
+		resp, err := srv.Client().Do(r)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		assert.Equal(t, "raw ok", string(b))
+		assert.EqualValues(t, i+1, runs.Load(), "a hijacked response releases the key")
+	}
+}
+
+func TestIdempotencyLargeResponseIsNotStored(t *testing.T) {
+	var logs bytes.Buffer
+	var runs atomic.Int32
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser,
+		idemhttp.WithMaxStoredResponse(64), idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	big := strings.Repeat("x", 100)
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, big[:50])
+		_, _ = io.WriteString(w, big[50:])
+	}))
+	q := req{user: "alice", key: "big"}
+	for i := range 2 {
+		w := serve(h, q)
+		assert.Equal(t, 201, w.Code)
+		assert.Equal(t, big, w.Body.String())
+		assert.False(t, isReplay(w))
+		assert.EqualValues(t, i+1, runs.Load())
+	}
+	assert.Contains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "not stored")
+}
+
+func TestIdempotencyEngineResultCap(t *testing.T) {
+	var logs bytes.Buffer
+	var runs atomic.Int32
+	e := newEngine(t, idemkit.WithMaxResultSize(32))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(e, byUser, idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		_, _ = io.WriteString(w, strings.Repeat("y", 40))
+	}))
+	for i := range 2 {
+		w := serve(h, req{user: "alice", key: "k"})
+		assert.Equal(t, 200, w.Code)
+		assert.Len(t, w.Body.String(), 40)
+		assert.EqualValues(t, i+1, runs.Load())
+	}
+	assert.Contains(t, logs.String(), "result cap")
+}
+
+func TestIdempotencyPanicReleasesKey(t *testing.T) {
+	var runs atomic.Int32
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if runs.Add(1) == 1 {
+			panic("boom")
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	q := req{user: "alice", key: "p"}
+	assert.PanicsWithValue(t, "boom", func() { serve(h, q) })
+	assert.Equal(t, 201, serve(h, q).Code)
+	assert.True(t, isReplay(serve(h, q)))
+	assert.EqualValues(t, 2, runs.Load())
+}
+
+func TestStoreDown(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
+	failOpen := idemhttp.WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen))
+	modes := map[string]func(*idemkit.Engine, ...idemhttp.Option) (func(http.Handler) http.Handler, error){
+		"Idempotency": idemhttp.Idempotency, "Window": idemhttp.Window, "Token": idemhttp.Token,
+	}
+	q := req{user: "alice", key: "k", token: "tok_0123456789abcdefghijkl"}
+	for name, mode := range modes {
+		t.Run(name+"/fail-closed", func(t *testing.T) {
+			h := mustMiddleware(t)(mode(engineOver(t, downStore{}), byUser))(ok)
+			w := serve(h, q)
+			requireProblem(t, w, 503, idemhttp.ProblemUnavailable)
+			assert.Equal(t, "1", w.Header().Get("Retry-After"))
+		})
+		t.Run(name+"/fail-open", func(t *testing.T) {
+			var runs atomic.Int32
+			h := mustMiddleware(t)(mode(engineOver(t, downStore{}), byUser, failOpen))(http.HandlerFunc(
+				func(w http.ResponseWriter, r *http.Request) { runs.Add(1); ok(w, r) }))
+			for i := range 2 {
+				w := serve(h, q)
+				assert.Equal(t, 201, w.Code)
+				assert.False(t, isReplay(w))
+				assert.EqualValues(t, i+1, runs.Load(), "fail-open runs every request")
+			}
+		})
+	}
+	t.Run("TokenIssuer", func(t *testing.T) {
+		iss, err := idemhttp.TokenIssuer(engineOver(t, downStore{}), byUser, failOpen)
+		require.NoError(t, err)
+		requireProblem(t, serve(iss, req{user: "alice"}), 503, idemhttp.ProblemUnavailable)
+	})
+}
+
+func TestConstructorsValidate(t *testing.T) {
+	e := newEngine(t)
+	ctors := map[string]func(...idemhttp.Option) error{
+		"Idempotency": func(o ...idemhttp.Option) error { _, err := idemhttp.Idempotency(e, o...); return err },
+		"Window":      func(o ...idemhttp.Option) error { _, err := idemhttp.Window(e, o...); return err },
+		"Token":       func(o ...idemhttp.Option) error { _, err := idemhttp.Token(e, o...); return err },
+		"TokenIssuer": func(o ...idemhttp.Option) error { _, err := idemhttp.TokenIssuer(e, o...); return err },
+	}
+	bad := map[string][]idemhttp.Option{
+		"no principal":    nil,
+		"nil principal":   {idemhttp.WithPrincipal(nil)},
+		"key header":      {byUser, idemhttp.WithKeyHeader("bad header")},
+		"token header":    {byUser, idemhttp.WithTokenHeader("")},
+		"no methods":      {byUser, idemhttp.WithMethods()},
+		"bad method":      {byUser, idemhttp.WithMethods("PO ST")},
+		"nil policy":      {byUser, idemhttp.WithStorePolicy(nil)},
+		"replay header":   {byUser, idemhttp.WithReplayHeaders("a:b")},
+		"max body":        {byUser, idemhttp.WithMaxBody(0)},
+		"max stored":      {byUser, idemhttp.WithMaxStoredResponse(-1)},
+		"nil fingerprint": {byUser, idemhttp.WithFingerprinter(nil)},
+	}
+	for name, ctor := range ctors {
+		require.NoError(t, ctor(byUser), name)
+		for why, opts := range bad {
+			assert.ErrorIs(t, ctor(opts...), idemkit.ErrInvalid, "%s: %s", name, why)
+		}
+	}
+	_, err := idemhttp.Idempotency(nil, byUser)
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+func TestInvalidEngineOptionIsRejectedAtConstruction(t *testing.T) {
+	e := newEngine(t)
+	bad := idemhttp.WithEngineOptions(idemkit.WithLease(-1))
+	_, err := idemhttp.Idempotency(e, byUser, bad)
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+	_, err = idemhttp.Window(e, byUser, bad)
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+	_, err = idemhttp.Token(e, byUser, bad)
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+	_, err = idemhttp.TokenIssuer(e, byUser, bad)
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+func TestTrustedHeaderPrincipal(t *testing.T) {
+	p := idemhttp.TrustedHeaderPrincipal("x-user")
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	_, err := p(r)
+	assert.ErrorIs(t, err, idemhttp.ErrNoPrincipal)
+	r.Header.Add(userHeader, "alice")
+	got, err := p(r)
+	require.NoError(t, err)
+	assert.Equal(t, "alice", got)
+	r.Header.Add(userHeader, "mallory")
+	_, err = p(r)
+	assert.ErrorIs(t, err, idemhttp.ErrNoPrincipal, "a repeated header is ambiguous")
+}

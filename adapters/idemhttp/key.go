@@ -1,0 +1,104 @@
+package idemhttp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var errBadKey = errors.New("malformed value")
+
+// headerKey returns the single value of header name in h, parsed with
+// parseKey. present reports whether the header was sent at all.
+func headerKey(values []string) (key string, present bool, err error) {
+	switch len(values) {
+	case 0:
+		return "", false, nil
+	case 1:
+		key, err = parseKey(values[0])
+		return key, true, err
+	default:
+		return "", true, fmt.Errorf("%w: the header is repeated", errBadKey)
+	}
+}
+
+// parseKey parses an idempotency key or token header value: an RFC 8941
+// sf-string ("abc", with \" and \\ escapes) or a bare token of visible
+// ASCII without delimiters (abc, a UUID, base64url). The key is the
+// unquoted text; it must be 1 to MaxKeyLen printable ASCII characters.
+func parseKey(v string) (string, error) {
+	v = strings.Trim(v, " \t")
+	var key string
+	var err error
+	if strings.HasPrefix(v, `"`) {
+		key, err = parseSFString(v)
+	} else {
+		key, err = parseBare(v)
+	}
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case key == "":
+		return "", fmt.Errorf("%w: empty", errBadKey)
+	case len(key) > MaxKeyLen:
+		return "", fmt.Errorf("%w: %d characters, at most %d", errBadKey, len(key), MaxKeyLen)
+	}
+	return key, nil
+}
+
+// parseSFString parses an RFC 8941 sf-string. v starts with a quote.
+func parseSFString(v string) (string, error) {
+	if len(v) < 2 || v[len(v)-1] != '"' {
+		return "", fmt.Errorf("%w: unterminated string", errBadKey)
+	}
+	inner := v[1 : len(v)-1]
+	if !strings.ContainsAny(inner, `"\`) {
+		if err := checkPrintable(inner); err != nil {
+			return "", err
+		}
+		return inner, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(inner); i++ {
+		c := inner[i]
+		switch {
+		case c == '"':
+			return "", fmt.Errorf("%w: unescaped quote inside the string", errBadKey)
+		case c == '\\':
+			i++
+			if i == len(inner) || (inner[i] != '"' && inner[i] != '\\') {
+				return "", fmt.Errorf("%w: invalid escape", errBadKey)
+			}
+			b.WriteByte(inner[i])
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("%w: non-printable character", errBadKey)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+// parseBare accepts a run of RFC 9110 tchar, ':' and '/': every visible
+// ASCII character except delimiters such as quotes, commas and spaces.
+func parseBare(v string) (string, error) {
+	if err := checkPrintable(v); err != nil {
+		return "", err
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !isTchar(c) && c != ':' && c != '/' {
+			return "", fmt.Errorf("%w: %q is not allowed outside a quoted string", errBadKey, c)
+		}
+	}
+	return v, nil
+}
+
+func checkPrintable(s string) error {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return fmt.Errorf("%w: non-printable character", errBadKey)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,255 @@
+package idemhttp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// recorder captures a handler's response (status, headers, body) so that
+// it can be stored before it is sent. Headers go straight into the real
+// writer's header map: whenever the handler ran, its response is the one
+// the client gets.
+//
+// A handler that flushes or hijacks, or writes more than the stored-size
+// cap, switches the recorder to pass-through: what was captured is sent,
+// later writes go directly to the client, and the response is not stored.
+type recorder struct {
+	w      http.ResponseWriter
+	status int
+	body   []byte
+	max    int
+	state  recState
+	ran    bool
+}
+
+type recState uint8
+
+const (
+	capturing  recState = iota
+	streaming           // Flush was called
+	overflowed          // the body went over the cap
+	hijacked            // Hijack succeeded
+)
+
+// Errors that fn returns to the engine so that it releases the key (or
+// spends the token) instead of storing a response.
+var (
+	errNotStored     = errors.New("idemhttp: response status not stored by policy")
+	errPassedThrough = errors.New("idemhttp: response streamed, hijacked or too large; not stored")
+)
+
+func newRecorder(w http.ResponseWriter, max int) *recorder {
+	return &recorder{w: w, max: max}
+}
+
+// Header returns the real writer's header map.
+func (rec *recorder) Header() http.Header { return rec.w.Header() }
+
+// WriteHeader records the status. Informational statuses other than 101
+// are sent at once, as net/http does.
+func (rec *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	switch {
+	case rec.state == hijacked:
+		return
+	case rec.state != capturing:
+		rec.w.WriteHeader(code)
+	case code >= 100 && code < 200 && code != http.StatusSwitchingProtocols:
+		rec.w.WriteHeader(code)
+	case rec.status == 0:
+		rec.status = code
+	}
+}
+
+// Write captures p, or passes it through once the recorder has switched.
+func (rec *recorder) Write(p []byte) (int, error) {
+	if rec.state == capturing && len(rec.body)+len(p) > rec.max {
+		rec.passThrough(overflowed)
+	}
+	switch rec.state {
+	case capturing:
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		rec.body = append(rec.body, p...)
+		return len(p), nil
+	case hijacked:
+		return 0, http.ErrHijacked
+	}
+	return rec.w.Write(p)
+}
+
+// WriteString is Write for strings, without a conversion.
+func (rec *recorder) WriteString(s string) (int, error) {
+	if rec.state == capturing && len(rec.body)+len(s) <= rec.max {
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		rec.body = append(rec.body, s...)
+		return len(s), nil
+	}
+	return rec.Write([]byte(s))
+}
+
+// FlushError switches to pass-through (the response is streamed, so it is
+// not stored) and flushes the real writer.
+func (rec *recorder) FlushError() error {
+	if rec.state == hijacked {
+		return http.ErrHijacked
+	}
+	if rec.state == capturing {
+		rec.passThrough(streaming)
+	}
+	return http.NewResponseController(rec.w).Flush()
+}
+
+// Flush implements http.Flusher; see FlushError.
+func (rec *recorder) Flush() { _ = rec.FlushError() }
+
+// Hijack hands the connection to the handler; the response is then not
+// stored.
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if rec.state == hijacked {
+		return nil, nil, http.ErrHijacked
+	}
+	conn, brw, err := http.NewResponseController(rec.w).Hijack()
+	if err == nil {
+		rec.state = hijacked
+	}
+	return conn, brw, err
+}
+
+// Unwrap returns the real writer, for http.ResponseController.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
+
+// passThrough sends what was captured and makes later writes direct.
+func (rec *recorder) passThrough(st recState) {
+	rec.state = st
+	rec.w.Header().Del(ReplayedHeader)
+	if rec.status != 0 {
+		rec.w.WriteHeader(rec.status)
+	}
+	if len(rec.body) > 0 {
+		_, _ = rec.w.Write(rec.body)
+	}
+	rec.body = nil
+}
+
+// run returns the engine work function: it runs next, then encodes the
+// captured response for the store, or returns an error so that the engine
+// does not store it.
+func (rec *recorder) run(next http.Handler, r *http.Request, c *config) func(context.Context) ([]byte, error) {
+	return func(context.Context) ([]byte, error) {
+		rec.ran = true
+		next.ServeHTTP(rec, r)
+		if rec.state != capturing {
+			return nil, errPassedThrough
+		}
+		rec.complete()
+		if !c.store(rec.status) {
+			return nil, errNotStored
+		}
+		return encodeResponse(rec.status, rec.w.Header(), c.replayHeaders, rec.body), nil
+	}
+}
+
+// complete settles the captured response as net/http would have sent it:
+// default status, sniffed Content-Type, no body where none is allowed.
+func (rec *recorder) complete() {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if !bodyAllowed(rec.status) {
+		rec.body = nil
+		return
+	}
+	h := rec.w.Header()
+	if _, typed := h["Content-Type"]; !typed && len(rec.body) > 0 && h.Get("Content-Encoding") == "" {
+		h["Content-Type"] = []string{http.DetectContentType(rec.body)}
+	}
+}
+
+// writeFresh sends the captured response to the client.
+func (rec *recorder) writeFresh() {
+	h := rec.w.Header()
+	delete(h, ReplayedHeader)
+	writeResponse(rec.w, h, rec.status, rec.body)
+}
+
+// writeResponse sets Content-Length and sends status and body.
+func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte) {
+	if bodyAllowed(status) {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	w.WriteHeader(status)
+	if len(body) > 0 {
+		_, _ = w.Write(body)
+	}
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// statusWriter passes a response through and remembers its status, for
+// Window mode.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (sw *statusWriter) WriteHeader(code int) {
+	if sw.status == 0 && (code < 100 || code >= 200 || code == http.StatusSwitchingProtocols) {
+		sw.status = code
+	}
+	sw.ResponseWriter.WriteHeader(code)
+}
+
+func (sw *statusWriter) Write(p []byte) (int, error) {
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	return sw.ResponseWriter.Write(p)
+}
+
+func (sw *statusWriter) WriteString(s string) (int, error) {
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	if ws, ok := sw.ResponseWriter.(interface{ WriteString(string) (int, error) }); ok {
+		return ws.WriteString(s)
+	}
+	return sw.ResponseWriter.Write([]byte(s))
+}
+
+// FlushError flushes the real writer.
+func (sw *statusWriter) FlushError() error {
+	return http.NewResponseController(sw.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (sw *statusWriter) Flush() { _ = sw.FlushError() }
+
+// Hijack hands the connection to the handler.
+func (sw *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(sw.ResponseWriter).Hijack()
+}
+
+// Unwrap returns the real writer, for http.ResponseController.
+func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+
+// result returns the status for the store policy; a handler that wrote
+// nothing sent 200.
+func (sw *statusWriter) result() int {
+	if sw.status == 0 {
+		return http.StatusOK
+	}
+	return sw.status
+}

@@ -1,0 +1,178 @@
+package idemhttp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// A stored response, version 1:
+//
+//	[0]    version (1)
+//	[1:3]  status, big-endian
+//	uvarint header count, then per header:
+//	       uvarint name length, name, uvarint value count,
+//	       per value: uvarint length, value
+//	rest   body
+//
+// Only the headers on the replay allow-list are stored.
+const responseVersion = 1
+
+var errCorruptResponse = errors.New("idemhttp: corrupt stored response")
+
+func encodeResponse(status int, h http.Header, allow []string, body []byte) []byte {
+	n, size := 0, 3+binary.MaxVarintLen64+len(body)
+	for _, name := range allow {
+		if vs, ok := h[name]; ok {
+			n++
+			size += 2*binary.MaxVarintLen64 + len(name)
+			for _, v := range vs {
+				size += binary.MaxVarintLen64 + len(v)
+			}
+		}
+	}
+	b := make([]byte, 3, size)
+	b[0] = responseVersion
+	binary.BigEndian.PutUint16(b[1:3], uint16(status))
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, name := range allow {
+		vs, ok := h[name]
+		if !ok {
+			continue
+		}
+		b = appendString(b, name)
+		b = binary.AppendUvarint(b, uint64(len(vs)))
+		for _, v := range vs {
+			b = appendString(b, v)
+		}
+	}
+	return append(b, body...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// storedResponse is a decoded stored response. Header names and values
+// share one string; body aliases the encoded bytes.
+type storedResponse struct {
+	status  int
+	headers []storedHeader
+	body    []byte
+}
+
+type storedHeader struct {
+	name   string
+	values []string
+}
+
+// decodeResponse parses b. allow supplies canonical header names to reuse.
+func decodeResponse(b []byte, allow []string) (storedResponse, error) {
+	var sr storedResponse
+	if len(b) < 4 || b[0] != responseVersion {
+		return sr, errCorruptResponse
+	}
+	sr.status = int(binary.BigEndian.Uint16(b[1:3]))
+	if sr.status < 100 || sr.status > 999 {
+		return sr, errCorruptResponse
+	}
+	d := decoder{b: b, off: 3}
+	n := d.count()
+	headerStart := d.off
+	total := 0
+	for i := 0; i < n && d.err == nil; i++ {
+		d.bytes()
+		k := d.count()
+		total += k
+		for j := 0; j < k && d.err == nil; j++ {
+			d.bytes()
+		}
+	}
+	if d.err != nil {
+		return sr, d.err
+	}
+	sr.body = b[d.off:]
+	text := string(b[headerStart:d.off]) // one allocation for all header strings
+	sr.headers = make([]storedHeader, n)
+	vals := make([]string, total)
+	t := decoder{b: b[:d.off], off: headerStart}
+	for i := range sr.headers {
+		sh := &sr.headers[i]
+		sh.name = canonicalName(t.text(text, headerStart), allow)
+		k := t.count()
+		for j := range k {
+			vals[j] = t.text(text, headerStart)
+		}
+		sh.values, vals = vals[:k:k], vals[k:]
+	}
+	return sr, nil
+}
+
+func canonicalName(name string, allow []string) string {
+	for _, a := range allow {
+		if a == name {
+			return a
+		}
+	}
+	return name
+}
+
+// decoder reads uvarint-framed fields; the first error sticks.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		d.err = errCorruptResponse
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// count reads a count that cannot exceed the bytes left.
+func (d *decoder) count() int {
+	v := d.uvarint()
+	if v > uint64(len(d.b)-d.off) {
+		d.err = fmt.Errorf("%w: count %d", errCorruptResponse, v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.count()
+	if d.err != nil {
+		return nil
+	}
+	d.off += n
+	return d.b[d.off-n : d.off]
+}
+
+// text returns the next field as a substring of text, which holds the
+// encoded bytes from offset base on.
+func (d *decoder) text(text string, base int) string {
+	n := d.count()
+	d.off += n
+	return text[d.off-n-base : d.off-base]
+}
+
+// replay writes a stored response: status, stored headers, body and
+// Idempotent-Replayed: true.
+func replay(w http.ResponseWriter, sr storedResponse) {
+	h := w.Header()
+	for _, sh := range sr.headers {
+		h[sh.name] = sh.values
+	}
+	h[ReplayedHeader] = []string{"true"}
+	writeResponse(w, h, sr.status, sr.body)
+}

@@ -1,0 +1,131 @@
+package idemhttp
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/idemkit/idemkit"
+)
+
+// Token returns middleware that requires a one-time token, issued by
+// TokenIssuer to the same principal, on every guarded request (POST and
+// PATCH by default, see WithMethods). The token is read from the
+// Idempotency-Token header (WithTokenHeader), as a bare token or an
+// sf-string, and spent atomically before the handler runs:
+//
+//   - no token: 400; unknown, expired, forged or another principal's
+//     token: 400; principal error: 401;
+//   - first use: the handler runs; its response is sent and, when the
+//     store policy accepts its status, stored;
+//   - reuse after a stored response: the stored response with
+//     Idempotent-Replayed: true;
+//   - reuse after a response that was not stored (5xx by default,
+//     streaming, too large): 409;
+//   - reuse while the first use runs: 409 with Retry-After, or with
+//     WithWait the first response;
+//   - store down: 503 with Retry-After, or fail-open (see
+//     WithEngineOptions) the handler runs unguarded.
+//
+// Token mode does not read the request body. The handlers it returns are
+// safe for concurrent use.
+func Token(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
+	rt, err := newRoute(e, opts)
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler { return &tokenHandler{route: rt, next: next} }, nil
+}
+
+type tokenHandler struct {
+	route
+	next http.Handler
+}
+
+func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.c.guarded(r.Method) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	principal, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	token, present, err := headerKey(r.Header[h.c.tokenHeader])
+	switch {
+	case err != nil:
+		writeProblem(w, http.StatusBadRequest, ProblemTokenInvalid, h.c.tokenHeader+": "+err.Error(), 0)
+		return
+	case !present:
+		writeProblem(w, http.StatusBadRequest, ProblemTokenMissing, "this request requires an "+h.c.tokenHeader+" header", 0)
+		return
+	}
+	rec := newRecorder(w, h.c.maxStored)
+	res, err := h.e.UseToken(r.Context(), principal, token, rec.run(h.next, r, h.c), h.c.callOpts...)
+	h.finish(w, r, rec, res, err, tokenProblem)
+}
+
+func tokenProblem(w http.ResponseWriter, err error) bool {
+	switch {
+	case errors.Is(err, idemkit.ErrTokenUsed):
+		writeProblem(w, http.StatusConflict, ProblemTokenUsed,
+			"this token was already used and its outcome was not stored; request a new token", 0)
+	case errors.Is(err, idemkit.ErrTokenInvalid):
+		writeProblem(w, http.StatusBadRequest, ProblemTokenInvalid,
+			"the token is unknown, expired or was not issued to this caller", 0)
+	default:
+		return common(w, err)
+	}
+	return true
+}
+
+// IssuedToken is the JSON body TokenIssuer answers with.
+type IssuedToken struct {
+	// Token is the one-time token, to send back in the token header.
+	Token string `json:"token"`
+	// ExpiresIn is the token's lifetime in whole seconds.
+	ExpiresIn int64 `json:"expires_in"`
+}
+
+// TokenIssuer returns a handler that issues one-time tokens for Token
+// mode: it answers 201 Created with an IssuedToken JSON body and
+// Cache-Control: no-store. The token is bound to the request's principal
+// (WithPrincipal, required; an error gets 401) and lives for the engine's
+// token TTL (idemkit.WithTokenTTL via WithEngineOptions, default 10m).
+// Issuing needs the store whatever the failure mode: when it fails the
+// answer is 503 with Retry-After. It answers every method; register it on
+// the mux with the method you want (e.g. "POST /tokens"). The handler is
+// safe for concurrent use.
+func TokenIssuer(e *idemkit.Engine, opts ...Option) (http.Handler, error) {
+	rt, err := newRoute(e, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &issuer{route: rt}, nil
+}
+
+type issuer struct{ route }
+
+func (h *issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	principal, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	tok, err := h.e.IssueToken(r.Context(), principal, h.c.callOpts...)
+	if err != nil {
+		if !common(w, err) {
+			h.internal(w, r, err)
+		}
+		return
+	}
+	secs := int64((tok.ExpiresIn + time.Second - 1) / time.Second)
+	body, _ := json.Marshal(IssuedToken{Token: tok.Value, ExpiresIn: secs})
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,168 @@
+package idemhttp_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+)
+
+func tokenMux(t testing.TB, e *idemkit.Engine, a http.Handler, opts ...idemhttp.Option) *http.ServeMux {
+	opts = append([]idemhttp.Option{byUser}, opts...)
+	mw := mustMiddleware(t)(idemhttp.Token(e, opts...))
+	iss, err := idemhttp.TokenIssuer(e, opts...)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("POST /tokens", iss)
+	mux.Handle("POST /orders", mw(a))
+	mux.Handle("GET /orders", mw(a))
+	return mux
+}
+
+func issue(t testing.TB, mux http.Handler, user string) string {
+	w := serve(mux, req{target: "/tokens", user: user})
+	require.Equal(t, http.StatusCreated, w.Code, "body: %s", w.Body)
+	var tok idemhttp.IssuedToken
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &tok))
+	return tok.Token
+}
+
+func TestTokenIssuer(t *testing.T) {
+	mux := tokenMux(t, newEngine(t, idemkit.WithTokenTTL(90*time.Second)), &api{})
+	w := serve(mux, req{target: "/tokens", user: "alice"})
+	require.Equal(t, http.StatusCreated, w.Code)
+	assert.Equal(t, "application/json", w.Header().Get("Content-Type"))
+	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
+	assert.Len(t, body, 2)
+	assert.Len(t, body["token"], 43)
+	assert.EqualValues(t, 90, body["expires_in"])
+	requireProblem(t, serve(mux, req{target: "/tokens"}), 401, idemhttp.ProblemUnauthenticated)
+}
+
+func TestTokenStatusPaths(t *testing.T) {
+	tests := []struct {
+		name    string
+		run     func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder
+		status  int
+		problem string
+		replay  bool
+		runs    int32
+	}{
+		{name: "first use runs", status: 201, runs: 1, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			return serve(mux, req{user: "alice", token: issue(t, mux, "alice")})
+		}},
+		{name: "sf-string token", status: 201, runs: 1, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			return serve(mux, req{user: "alice", token: `"` + issue(t, mux, "alice") + `"`})
+		}},
+		{name: "reuse replays the stored outcome", status: 201, replay: true, runs: 1, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			q := req{user: "alice", token: issue(t, mux, "alice"), body: "a=1"}
+			serve(mux, q)
+			return serve(mux, q)
+		}},
+		{name: "reuse after a 500 is 409", status: 409, problem: idemhttp.ProblemTokenUsed, runs: 1, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			tok := issue(t, mux, "alice")
+			require.Equal(t, 500, serve(mux, req{user: "alice", token: tok, header: http.Header{"X-Status": {"500"}}}).Code)
+			return serve(mux, req{user: "alice", token: tok})
+		}},
+		{name: "missing token is 400", status: 400, problem: idemhttp.ProblemTokenMissing, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			return serve(mux, req{user: "alice"})
+		}},
+		{name: "malformed token header is 400", status: 400, problem: idemhttp.ProblemTokenInvalid, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			return serve(mux, req{user: "alice", token: `"open`})
+		}},
+		{name: "forged token is 400", status: 400, problem: idemhttp.ProblemTokenInvalid, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			tok := issue(t, mux, "alice")
+			last := "A"
+			if strings.HasSuffix(tok, "A") {
+				last = "B"
+			}
+			forged := tok[:len(tok)-1] + last
+			return serve(mux, req{user: "alice", token: forged})
+		}},
+		{name: "garbage token is 400", status: 400, problem: idemhttp.ProblemTokenInvalid, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			return serve(mux, req{user: "alice", token: "not-a-token"})
+		}},
+		{name: "other principal's token is 400 and stays usable", status: 201, runs: 1, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			tok := issue(t, mux, "alice")
+			requireProblem(t, serve(mux, req{user: "bob", token: tok}), 400, idemhttp.ProblemTokenInvalid)
+			return serve(mux, req{user: "alice", token: tok})
+		}},
+		{name: "replay goes to the same principal only", status: 400, problem: idemhttp.ProblemTokenInvalid, runs: 1, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			tok := issue(t, mux, "alice")
+			require.Equal(t, 201, serve(mux, req{user: "alice", token: tok}).Code)
+			return serve(mux, req{user: "bob", token: tok})
+		}},
+		{name: "no principal is 401", status: 401, problem: idemhttp.ProblemUnauthenticated, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			return serve(mux, req{token: issue(t, mux, "alice")})
+		}},
+		{name: "GET needs no token", status: 201, runs: 1, run: func(t *testing.T, mux http.Handler) *httptest.ResponseRecorder {
+			return serve(mux, req{method: "GET", user: "alice"})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &api{}
+			w := tc.run(t, tokenMux(t, newEngine(t), a))
+			if tc.problem != "" {
+				requireProblem(t, w, tc.status, tc.problem)
+			} else {
+				require.Equal(t, tc.status, w.Code, "body: %s", w.Body)
+				assert.Equal(t, tc.replay, isReplay(w))
+			}
+			assert.Equal(t, tc.runs, a.runs.Load())
+		})
+	}
+}
+
+func TestTokenConcurrentUsesRunOnce(t *testing.T) {
+	a := &api{delay: 5 * time.Millisecond}
+	mux := tokenMux(t, newEngine(t), a)
+	tok := issue(t, mux, "alice")
+	const n = 50
+	results := make([]*httptest.ResponseRecorder, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Go(func() {
+			r := req{user: "alice", token: tok}.build()
+			start.Wait()
+			results[i] = httptest.NewRecorder()
+			mux.ServeHTTP(results[i], r)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	fresh := 0
+	for _, w := range results {
+		switch {
+		case w.Code == http.StatusConflict:
+			requireProblem(t, w, 409, idemhttp.ProblemInProgress)
+		case w.Code == http.StatusCreated && !isReplay(w):
+			fresh++
+		default:
+			assert.Equal(t, 201, w.Code)
+		}
+	}
+	assert.Equal(t, 1, fresh)
+	assert.EqualValues(t, 1, a.runs.Load())
+}
+
+func TestTokenCustomHeader(t *testing.T) {
+	a := &api{}
+	mux := tokenMux(t, newEngine(t), a, idemhttp.WithTokenHeader("X-Form-Token"))
+	tok := issue(t, mux, "alice")
+	requireProblem(t, serve(mux, req{user: "alice", token: tok}), 400, idemhttp.ProblemTokenMissing)
+	w := serve(mux, req{user: "alice", header: http.Header{"X-Form-Token": {tok}}})
+	assert.Equal(t, 201, w.Code)
+}

@@ -1,0 +1,302 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/keying"
+)
+
+// Defaults of Transport.
+const (
+	DefaultMaxRetries = 3
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// Transport is an http.RoundTripper that makes unsafe requests safe to
+// retry. It adds an Idempotency-Key header, a fresh random key written as
+// an RFC 8941 sf-string, to POST and PATCH requests (see Methods) that
+// carry none, and retries a request with the same key when the attempt
+// failed with a network error, or was answered 503, or 409 because the
+// first attempt is still in progress (a problem of type ProblemInProgress,
+// or any other 409 that carries Retry-After). Every other response is
+// returned as it is.
+//
+// A request is retried only when that cannot run it twice: it carries an
+// idempotency key or has an idempotent method (GET, HEAD, OPTIONS, TRACE,
+// PUT, DELETE), and its body can be replayed (no body, or GetBody set, as
+// http.NewRequest does for bytes, strings and buffers). Otherwise it is
+// sent once. Retries wait with exponential backoff and jitter between
+// MinBackoff and MaxBackoff, or the server's Retry-After when it gives one;
+// a Retry-After longer than MaxBackoff ends the retries, and so does the
+// request's context.
+//
+// The zero value is ready to use, with the defaults below. A Transport is
+// safe for concurrent use; do not change its fields while it is in use.
+type Transport struct {
+	// Base sends each attempt (default http.DefaultTransport).
+	Base http.RoundTripper
+	// MaxRetries is the number of retries after the first attempt:
+	// 0 means DefaultMaxRetries, a negative value disables retries.
+	MaxRetries int
+	// MinBackoff is the first retry delay (default DefaultMinBackoff);
+	// it doubles with every retry.
+	MinBackoff time.Duration
+	// MaxBackoff caps the retry delay and the Retry-After the transport
+	// waits for (default DefaultMaxBackoff).
+	MaxBackoff time.Duration
+	// KeyHeader is the idempotency key header (default DefaultKeyHeader).
+	KeyHeader string
+	// Methods get a key when they have none (default POST and PATCH).
+	Methods []string
+	// NewKey makes a key (default keying.NewToken).
+	NewKey func() (string, error)
+}
+
+// RoundTrip implements http.RoundTripper. It never modifies req: a request
+// that gets a key is cloned first.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req, keyed, err := t.withKey(req)
+	if err != nil {
+		return nil, err
+	}
+	retries := t.retries()
+	if retries == 0 || !retryable(req, keyed) {
+		return t.base().RoundTrip(req)
+	}
+	for attempt := 0; ; attempt++ {
+		resp, err := t.base().RoundTrip(req)
+		if attempt == retries {
+			return resp, err
+		}
+		wait, again := t.decide(req.Context(), resp, err, attempt)
+		if !again {
+			return resp, err
+		}
+		next, gerr := rewind(req)
+		if gerr != nil {
+			return resp, err
+		}
+		discard(resp)
+		if serr := sleep(req.Context(), wait); serr != nil {
+			closeBody(next)
+			return nil, fmt.Errorf("idemhttp: retry abandoned: %w", errors.Join(serr, err))
+		}
+		req = next
+	}
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	return http.DefaultTransport
+}
+
+func (t *Transport) retries() int {
+	switch {
+	case t.MaxRetries < 0:
+		return 0
+	case t.MaxRetries == 0:
+		return DefaultMaxRetries
+	}
+	return t.MaxRetries
+}
+
+func (t *Transport) keyHeader() string {
+	if t.KeyHeader != "" {
+		return t.KeyHeader
+	}
+	return DefaultKeyHeader
+}
+
+// withKey returns req, or a clone of it with a fresh key when its method
+// needs one. keyed reports whether the request to send carries a key.
+func (t *Transport) withKey(req *http.Request) (*http.Request, bool, error) {
+	name := t.keyHeader()
+	if req.Header.Get(name) != "" {
+		return req, true, nil
+	}
+	methods := t.Methods
+	if methods == nil {
+		methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if !contains(methods, req.Method) {
+		return req, false, nil
+	}
+	newKey := t.NewKey
+	if newKey == nil {
+		newKey = keying.NewToken
+	}
+	key, err := newKey()
+	if err != nil {
+		closeBody(req)
+		return nil, false, fmt.Errorf("idemhttp: idempotency key: %w", err)
+	}
+	clone := req.Clone(req.Context())
+	clone.Header.Set(name, sfString(key))
+	return clone, true, nil
+}
+
+// sfString writes s as an RFC 8941 sf-string.
+func sfString(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// retryable reports whether sending req twice is harmless and possible.
+func retryable(req *http.Request, keyed bool) bool {
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return replayable
+	}
+	return keyed && replayable
+}
+
+// decide says whether an attempt's outcome is worth a retry, and after how
+// long.
+func (t *Transport) decide(ctx context.Context, resp *http.Response, err error, attempt int) (time.Duration, bool) {
+	if err != nil {
+		return t.backoff(attempt), ctx.Err() == nil
+	}
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable:
+	case http.StatusConflict:
+		if !inProgress(resp) {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	wait, given := retryAfter(resp.Header.Get("Retry-After"))
+	if !given {
+		return t.backoff(attempt), true
+	}
+	return wait, wait <= t.maxBackoff()
+}
+
+func (t *Transport) maxBackoff() time.Duration {
+	if t.MaxBackoff > 0 {
+		return t.MaxBackoff
+	}
+	return DefaultMaxBackoff
+}
+
+// backoff returns the delay before retry attempt+1: MinBackoff doubled per
+// attempt, capped, with jitter over its upper half.
+func (t *Transport) backoff(attempt int) time.Duration {
+	d := t.MinBackoff
+	if d <= 0 {
+		d = DefaultMinBackoff
+	}
+	limit := t.maxBackoff()
+	for range attempt {
+		if d >= limit/2 {
+			d = limit
+			break
+		}
+		d *= 2
+	}
+	d = min(d, limit)
+	return d/2 + rand.N(d/2+1)
+}
+
+// retryAfter parses a Retry-After value: delay seconds or an HTTP date.
+func retryAfter(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
+		return time.Duration(min(secs, 1<<30)) * time.Second, true
+	}
+	if when, err := http.ParseTime(v); err == nil {
+		return max(time.Until(when), 0), true
+	}
+	return 0, false
+}
+
+// inProgress reports whether a 409 says the first request with the key is
+// still running: a problem of type ProblemInProgress, or a 409 that is not
+// a problem document and carries Retry-After. It restores the body it
+// peeks at.
+func inProgress(resp *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != ProblemContentType {
+		return resp.Header.Get("Retry-After") != ""
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	resp.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), Closer: resp.Body}
+	if err != nil {
+		return false
+	}
+	var p Problem
+	return json.Unmarshal(head, &p) == nil && p.Type == ProblemInProgress
+}
+
+type peekedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// rewind returns a copy of req with a fresh body for the next attempt.
+func rewind(req *http.Request) (*http.Request, error) {
+	next := new(http.Request)
+	*next = *req
+	if req.Body == nil || req.Body == http.NoBody {
+		return next, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	next.Body = body
+	return next, nil
+}
+
+// discard drains a little of a response that will not be returned, so its
+// connection can be reused, and closes it.
+func discard(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+	_ = resp.Body.Close()
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -301,8 +301,8 @@ func WithFingerprinter(f *keying.Fingerprinter) Option {
 
 // WithEngineOptions passes engine options to every engine call the route
 // makes, for example idemkit.WithFailureMode(idemkit.FailOpen),
-// idemkit.WithWindow, idemkit.WithRelease or idemkit.WithRetention. Invalid
-// engine options surface per request as 500 and an error log.
+// idemkit.WithWindow, idemkit.WithRelease or idemkit.WithRetention. The
+// constructors reject invalid engine options (idemkit.CheckOptions).
 func WithEngineOptions(opts ...idemkit.Option) Option {
 	return func(c *config) { c.callOpts = append(c.callOpts, opts...) }
 }

@@ -1,0 +1,72 @@
+// Package boltstore is an embedded, durable, single-node store.Store kept in
+// one bbolt (go.etcd.io/bbolt) file. It needs no server, survives process
+// restarts and crashes, and is the default store of idemkit's demo program.
+//
+// # Choosing it
+//
+// Use boltstore when one process on one machine handles the requests that
+// must be deduplicated. bbolt takes an exclusive lock on its file for as
+// long as it is open, so a second process (or a second Open in the same
+// process) cannot use the same file: Open fails with an error wrapping
+// ErrLocked after WithOpenTimeout (default 1s) instead of waiting forever.
+// Several processes or machines that must see each other's claims need a
+// shared store such as Redis.
+//
+// # Durability
+//
+// By default every commit is flushed to stable storage (fdatasync) before
+// any caller in it is answered, so an acknowledged write survives a process
+// crash, an operating-system crash and a power failure. WithNoSync skips
+// the flush: an acknowledged write still survives a crash of the process
+// (the data is in the operating system's page cache), but an
+// operating-system crash or power failure may lose recent acknowledged
+// writes and, as bbolt warns, may leave the file corrupt.
+//
+// # Group commit
+//
+// Writes (SetNX, CompareAndSwap, CompareAndDelete, Consume) are handed to
+// one committer goroutine, which applies everything queued (up to
+// MaxBatch operations), in order, in one bbolt read-write transaction and
+// commits it with one flush; then it answers every caller and starts the
+// next transaction at once with what queued meanwhile. Each operation is
+// still atomic and sees the effects of the operations before it, so of
+// two SetNX on one key in one transaction exactly one wins. One
+// operation's own error (a corrupt entry, say) is that caller's alone and
+// does not fail the others. Answers come from the transaction that
+// committed; when a commit fails (a disk error), every caller in it gets
+// an error wrapping store.ErrUnavailable. A transaction in which no
+// operation changed anything (a losing SetNX, a failed compare) is rolled
+// back rather than committed, so it costs no flush. When the committer is
+// idle and nothing is queued, a caller runs its own transaction directly,
+// which spares a lone caller the hand-off to the committer; the semantics
+// are the same. Get runs in its own read-only transaction, concurrently
+// with writers.
+//
+// A caller whose ctx is done before its operation is taken gets ctx's
+// error and the operation never runs. Once taken, the operation runs and
+// commits regardless; a caller still waiting gets its real answer, and a
+// caller whose ctx ends first gets ctx's error (wrapping
+// store.ErrUnavailable too), which then means the outcome is unknown. A
+// caller running its own transaction directly waits for it to finish.
+//
+// # Expiry and the clock
+//
+// Each entry is stored with its absolute expiry time in Unix milliseconds,
+// taken from this machine's wall clock (time.Now) at the time of the
+// write; reported TTLs are the whole milliseconds left on that clock,
+// always positive. An expired entry is absent for every operation at once.
+// Stepping the wall clock forward expires entries early and stepping it
+// back keeps them longer. A background sweeper deletes expired entries in
+// bounded batches (WithSweepInterval, WithSweepBatch); Sweep runs one pass
+// on demand.
+//
+// # Stored format
+//
+// A stored value is a format byte (1), the expiry as a big-endian int64 of
+// Unix milliseconds, then the value's bytes. A value that does not decode
+// (too short, unknown format byte) makes an operation on that key return
+// an error wrapping store.ErrCorrupt that names the key, and so does Len;
+// the sweeper leaves such values alone and the other keys are unaffected.
+//
+// All methods of Store are safe for concurrent use.
+package boltstore

@@ -1,0 +1,96 @@
+package boltstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/idemkit/idemkit/store/boltstore"
+)
+
+func Example() {
+	dir, err := os.MkdirTemp("", "boltstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	s, err := boltstore.Open(filepath.Join(dir, "idemkit.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	ctx := context.Background()
+	set, _, err := s.SetNX(ctx, "order-42", []byte("processing"), time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("first claim:", set)
+
+	set, existing, err := s.SetNX(ctx, "order-42", []byte("processing"), time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("second claim:", set, string(existing.Value))
+	// Output:
+	// first claim: true
+	// second claim: false processing
+}
+
+func ExampleOpen_locked() {
+	dir, err := os.MkdirTemp("", "boltstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "idemkit.db")
+
+	s, err := boltstore.Open(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	_, err = boltstore.Open(path, boltstore.WithOpenTimeout(50*time.Millisecond))
+	fmt.Println(errors.Is(err, boltstore.ErrLocked))
+	// Output: true
+}
+
+func ExampleNew() {
+	dir, err := os.MkdirTemp("", "boltstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	db, err := bolt.Open(filepath.Join(dir, "app.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close() // the caller owns db: Store.Close leaves it open
+
+	s, err := boltstore.New(db, "idempotency", boltstore.WithSweepInterval(10*time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	ctx := context.Background()
+	if _, _, err := s.SetNX(ctx, "token", []byte("t1"), time.Hour); err != nil {
+		log.Fatal(err)
+	}
+	v, err := s.Consume(ctx, "token")
+	fmt.Println(string(v), err)
+	_, err = s.Consume(ctx, "token")
+	fmt.Println(err)
+	// Output:
+	// t1 <nil>
+	// boltstore: consume "token": store: key not found
+}

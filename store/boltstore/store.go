@@ -1,0 +1,232 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// Sentinel errors. Test them with errors.Is.
+var (
+	// ErrLocked reports that Open could not get the exclusive lock on the
+	// file within the open timeout: another Store, process or bbolt DB
+	// holds it. It wraps bbolt's timeout error.
+	ErrLocked = errors.New("boltstore: database file is locked by another holder")
+	// ErrClosed reports an operation on a closed Store. It wraps
+	// store.ErrUnavailable.
+	ErrClosed = fmt.Errorf("boltstore: store is closed: %w", store.ErrUnavailable)
+)
+
+// Compile-time checks of the interfaces Store implements.
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Closer = (*Store)(nil)
+	_ store.Pinger = (*Store)(nil)
+)
+
+// Store is a store.Store kept in a bbolt bucket. It is safe for concurrent
+// use. Writes go through one committer goroutine that groups concurrent
+// callers into one transaction and one flush; see the package
+// documentation. Close it to stop its goroutines.
+type Store struct {
+	db     *bolt.DB
+	bucket []byte
+	ownsDB bool
+	cfg    config
+
+	ops  chan *op      // operations waiting for the committer
+	quit chan struct{} // closed by Close
+
+	// mu guards closed: operations hold it for reading while they check
+	// closed and hand work over, Close holds it for writing to set it.
+	mu     sync.RWMutex
+	closed bool
+
+	// txMu is held by whoever runs write transactions: the committer
+	// while it finds work queued, or one caller running its own.
+	txMu sync.Mutex
+	// busy is set while the committer holds work, so that callers queue
+	// behind it instead of running their own transactions.
+	busy atomic.Bool
+
+	stopSweep context.CancelFunc
+	wg        sync.WaitGroup // the committer and the sweeper
+	closeErr  error
+	closeOnce sync.Once
+}
+
+// Open opens (creating it with mode 0600 if missing) the bbolt file at
+// path, creates the bucket (WithBucket, default DefaultBucket) and starts
+// the committer and the background sweeper. bbolt locks the file
+// exclusively while it is open: when another holder keeps the lock for
+// longer than the open timeout (WithOpenTimeout, default 1s), Open
+// returns an error wrapping ErrLocked. Commits are flushed to disk unless
+// WithNoSync is given. Close closes the file.
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := buildConfig(opts)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.openTimeout, NoSync: cfg.noSync})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s: no lock after %v: %w", ErrLocked, path, cfg.openTimeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	s, err := start(db, cfg.bucket, true, cfg)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return s, nil
+}
+
+// New returns a Store over db, an open, writable bbolt DB the caller owns,
+// keeping entries in bucket (created if missing). It starts the committer
+// and the background sweeper. Close stops them but does NOT close db: the
+// caller closes db after closing the Store. The open timeout, WithNoSync
+// and WithBucket do not apply: db's own settings stay in force.
+func New(db *bolt.DB, bucket string, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, fmt.Errorf("boltstore: %w: nil DB", store.ErrInvalid)
+	}
+	if bucket == "" {
+		return nil, fmt.Errorf("boltstore: %w: empty bucket name", store.ErrInvalid)
+	}
+	if db.IsReadOnly() {
+		return nil, fmt.Errorf("boltstore: %w: DB is read-only", store.ErrInvalid)
+	}
+	return start(db, bucket, false, buildConfig(opts))
+}
+
+func buildConfig(opts []Option) config {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
+// start creates the bucket and starts the Store's goroutines.
+func start(db *bolt.DB, bucket string, ownsDB bool, cfg config) (*Store, error) {
+	name := []byte(bucket)
+	err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: create bucket %q: %w", bucket, err)
+	}
+	s := &Store{
+		db:     db,
+		bucket: name,
+		ownsDB: ownsDB,
+		cfg:    cfg,
+		ops:    make(chan *op, MaxBatch),
+		quit:   make(chan struct{}),
+	}
+	sweepCtx, stop := context.WithCancel(context.Background())
+	s.stopSweep = stop
+	s.wg.Add(1)
+	go s.commitLoop()
+	if cfg.sweepInterval > 0 {
+		s.wg.Add(1)
+		go s.sweepLoop(sweepCtx, cfg.sweepInterval)
+	}
+	return s, nil
+}
+
+// Close stops the sweeper and the committer and, when Open opened the
+// file, closes it. Operations the committer had not taken yet fail with
+// an error wrapping ErrClosed; the transaction in progress, if any,
+// commits and answers its callers first. After Close returns every
+// goroutine the Store started has stopped, and every call returns an
+// error wrapping ErrClosed. Close is idempotent: later calls return the
+// first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.stopSweep()
+		close(s.quit)
+		s.wg.Wait()
+		if s.ownsDB {
+			if err := s.db.Close(); err != nil {
+				s.closeErr = fmt.Errorf("boltstore: close: %w", err)
+			}
+		}
+	})
+	return s.closeErr
+}
+
+// Ping reports whether the Store is open and its bucket readable, as nil
+// or an error wrapping store.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.view(ctx, "boltstore: ping", func(*bolt.Bucket, time.Time) error { return nil })
+}
+
+// Len returns the number of live (unexpired) entries, reading the whole
+// bucket in one read-only transaction; it is meant for tests and metrics.
+// An entry that does not decode makes it fail with an error wrapping
+// store.ErrCorrupt.
+func (s *Store) Len(ctx context.Context) (int, error) {
+	n := 0
+	err := s.view(ctx, "boltstore: len", func(b *bolt.Bucket, now time.Time) error {
+		return b.ForEach(func(k, v []byte) error {
+			r, err := decode(k, v)
+			if err != nil {
+				return err
+			}
+			if r.left(now) > 0 {
+				n++
+			}
+			return nil
+		})
+	})
+	return n, err
+}
+
+// view runs fn on the bucket in a read-only transaction, unless the Store
+// is closed or ctx is done.
+func (s *Store) view(ctx context.Context, name string, fn func(b *bolt.Bucket, now time.Time) error) error {
+	if err := ctx.Err(); err != nil {
+		return ctxError(name, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return fmt.Errorf("%s: %w", name, ErrClosed)
+	}
+	var fnErr error
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(s.bucket)
+		if b == nil {
+			return errNoBucket
+		}
+		fnErr = fn(b, s.cfg.now())
+		return nil
+	})
+	if err != nil {
+		return store.Unavailable(name, err)
+	}
+	return fnErr
+}
+
+// errNoBucket reports that the bucket vanished (someone deleted it
+// through a DB passed to New).
+var errNoBucket = errors.New("boltstore: bucket is missing")
+
+// ctxError wraps a done context's error as the store contract asks: with
+// store.ErrUnavailable too when the deadline passed.
+func ctxError(name string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return store.Unavailable(name, err)
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}

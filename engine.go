@@ -1,6 +1,7 @@
 package idemkit
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -198,7 +199,7 @@ func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context)
 		return err
 	}
 	claim := guardClaim(e.newNonce(), cfg.release)
-	set, existing, err := e.store.SetNX(ctx, sk, claim, cfg.window)
+	set, existing, err := e.claim(ctx, sk, claim, cfg.window)
 	if err != nil {
 		unguarded, err := e.storeFailed(ctx, cfg, ModeGuard, key, "guard", err)
 		if !unguarded {
@@ -213,6 +214,26 @@ func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context)
 	}
 	e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeGuard, Key: key})
 	return e.runGuarded(ctx, cfg, key, sk, claim, fn)
+}
+
+// claim stores value under sk if absent and interprets the store's answer
+// for the engine. A write reported with an error (Redis WAIT not confirmed
+// by replicas, say) is undone, best effort, so the failure policy decides
+// as if nothing was written. An existing entry holding this caller's own
+// claim (a client library retried after losing the reply) counts as set:
+// claim values carry a unique owner nonce.
+func (e *Engine) claim(ctx context.Context, sk string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	set, existing, err := e.store.SetNX(ctx, sk, value, ttl)
+	switch {
+	case err != nil:
+		if set {
+			_, _ = e.store.CompareAndDelete(context.WithoutCancel(ctx), sk, value)
+		}
+		return false, store.Entry{}, err
+	case !set && bytes.Equal(existing.Value, value):
+		return true, store.Entry{}, nil
+	}
+	return set, existing, nil
 }
 
 // Guard claims are a flag byte and the owner nonce. The flag tells a near
@@ -304,7 +325,7 @@ func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(contex
 	enc := claim.encode()
 	delay := cfg.pollInterval
 	for {
-		set, existing, err := e.store.SetNX(ctx, sk, enc, cfg.lease)
+		set, existing, err := e.claim(ctx, sk, enc, cfg.lease)
 		if err != nil {
 			return e.unguarded(ctx, cfg, ModeDo, key, "claim", err, fn)
 		}

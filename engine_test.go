@@ -631,3 +631,48 @@ func TestCheckOptions(t *testing.T) {
 	require.ErrorIs(t, idemkit.CheckOptions(idemkit.WithWindow(0)), idemkit.ErrInvalid)
 	require.ErrorIs(t, idemkit.CheckOptions(idemkit.WithNamespace("other")), idemkit.ErrInvalid)
 }
+
+// quirky is a Store that misreports in the two ways real backends can:
+// SetNX that wrote but returns an error (replicas did not confirm), and
+// SetNX that wrote but reports the caller's own value as existing (a retry
+// after a lost reply).
+type quirky struct {
+	store.Store
+	mode string
+}
+
+func (q *quirky) SetNX(ctx context.Context, k string, v []byte, ttl time.Duration) (bool, store.Entry, error) {
+	set, existing, err := q.Store.SetNX(ctx, k, v, ttl)
+	switch q.mode {
+	case "wrote-but-failed":
+		return set, existing, store.Unavailable("setnx", errors.New("NOREPLICAS"))
+	case "lost-reply":
+		if set {
+			ent, gerr := q.Store.Get(ctx, k)
+			return false, ent, gerr
+		}
+	}
+	return set, existing, err
+}
+
+func TestClaimInterpretsMisreportingStores(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	defer mem.Close()
+
+	q := &quirky{Store: mem, mode: "wrote-but-failed"}
+	e, err := idemkit.New(q, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	_, err = e.Do(ctx, "k1", "", func(context.Context) ([]byte, error) { return []byte("x"), nil })
+	require.ErrorIs(t, err, idemkit.ErrUnavailable)
+	_, err = mem.Get(ctx, "idem:i:k1")
+	require.ErrorIs(t, err, store.ErrNotFound, "a claim reported as failed must be undone")
+
+	q.mode = "lost-reply"
+	runs := 0
+	res, err := e.Do(ctx, "k2", "", func(context.Context) ([]byte, error) { runs++; return []byte("x"), nil })
+	require.NoError(t, err, "our own claim read back must count as ours")
+	assert.False(t, res.Replayed)
+	assert.Equal(t, 1, runs)
+	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }))
+}

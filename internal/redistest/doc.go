@@ -1,0 +1,16 @@
+// Package redistest starts throwaway redis-server processes for tests:
+// a standalone server, a primary with one replica, or a Redis Cluster.
+//
+// Every server listens on a free loopback port, keeps no data on disk
+// (--save "" --appendonly no) and writes its log into a directory from
+// t.TempDir(). Each is killed, and waited for, when the test that started
+// it ends. Servers never touch a Redis the machine may already run.
+//
+// The redis-server and redis-cli binaries must be in PATH. When they are
+// not, the test fails (it does not skip) with a message naming the package
+// to install: apt-get install -y redis-server.
+//
+// The functions take a testing.TB and call its Fatal methods, so they must
+// be called from the goroutine running the test. The returned values are
+// safe for concurrent use.
+package redistest

@@ -1,0 +1,30 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/storetest"
+)
+
+func TestConformanceStandalone(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, client) })
+}
+
+// TestCluster runs the cluster variants of the package's tests on one
+// shared 3-master cluster; each subtest uses its own key namespace.
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	client := cl.Client(t)
+	t.Run("Conformance", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, client) })
+	})
+	t.Run("RaceMixed", func(t *testing.T) { raceMixed(t, client) })
+	t.Run("OneRoundTrip", func(t *testing.T) { oneRoundTripCluster(t, cl) })
+	t.Run("WaitReplicas", func(t *testing.T) { waitReplicasCluster(t, client) })
+	t.Run("CheckEvictionPolicy", func(t *testing.T) { checkEvictionPolicyCluster(t, cl) })
+	// Last: it moves a slot.
+	t.Run("WaitAfterSlotMoved", func(t *testing.T) { waitAfterSlotMoved(t, cl) })
+}

@@ -1,0 +1,73 @@
+// Package redisstore is a store.Store kept in Redis, through a go-redis
+// (github.com/redis/go-redis/v9) client the caller creates and owns:
+// standalone (redis.NewClient), Sentinel (redis.NewFailoverClient) or
+// Redis Cluster (redis.NewClusterClient), or whatever
+// redis.NewUniversalClient returns.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	s, err := redisstore.New(rdb, redisstore.WithPrefix("idem:"))
+//
+// # Atomicity and round trips
+//
+// Every operation is one network round trip: one command (GETDEL for
+// Consume) or one Lua script (SetNX, Get, CompareAndSwap,
+// CompareAndDelete), each touching exactly one key, so Redis runs it
+// atomically and a cluster accepts it whatever the key. Scripts run with
+// EVALSHA; when a server does not have a script cached (first use,
+// restart, failover, SCRIPT FLUSH) that call costs a second round trip
+// (NOSCRIPT, then EVAL) once. Store.LoadScripts preloads them.
+//
+// TTLs are kept by Redis (SET PX) at millisecond resolution; reported TTLs
+// come from PTTL, read in the same script as the value. Redis 6.2 or
+// later is required.
+//
+// # Errors
+//
+// Connection failures (refused, reset, i/o timeouts), a pool timeout, a
+// closed client, and the replies LOADING, READONLY, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN, OOM, NOREPLICAS, BUSY and max-clients return
+// errors wrapping store.ErrUnavailable, with the go-redis error kept in
+// the chain. A done ctx returns an error wrapping ctx.Err() (and
+// store.ErrUnavailable for a passed deadline). A key holding a non-string
+// value (WRONGTYPE) or a value without an expiry, which a Store never
+// writes, returns an error wrapping store.ErrCorrupt. Other error replies
+// (NOPERM, authentication) are returned wrapped, as they are: they are
+// configuration errors, not outages.
+//
+// # Client settings that matter
+//
+//   - go-redis bounds a command by the client's ReadTimeout and
+//     WriteTimeout (5 s by default) and, only when ContextTimeoutEnabled is
+//     true, by ctx's deadline as well. Set ContextTimeoutEnabled so that a
+//     caller's deadline bounds a call to an unresponsive server.
+//   - go-redis retries a command whose connection failed (MaxRetries, 3
+//     by default). A retried write may already have been applied by the
+//     lost attempt: a SetNX retried after its reply was lost reports
+//     set == false with the caller's own value as the existing entry, and
+//     a retried CompareAndDelete or Consume reports that nothing matched.
+//     The engine's unique claim values make the first case recognisable;
+//     set MaxRetries to -1 to rule all of them out.
+//
+// # Replication, failover and WAIT
+//
+// Redis replicates asynchronously: a write acknowledged by a primary that
+// fails before its replicas copied it is lost when a replica is promoted
+// (by Sentinel or the cluster), and a claim can then be won twice.
+// WithWaitReplicas narrows that window by waiting, with WAIT, until n
+// replicas confirm each write; it makes writes slower and, when replicas
+// lag, reports ErrNotReplicated although the write happened on the
+// primary. WAIT does not make Redis strongly consistent.
+//
+// # Eviction
+//
+// A key evicted under memory pressure is a claim forgotten. Run Redis with
+// maxmemory-policy noeviction; Store.CheckEvictionPolicy rejects the
+// allkeys-* policies at startup.
+//
+// # Cluster
+//
+// Keys are spread over the slots of a cluster by their hash. WithPrefix
+// namespaces keys; a prefix holding a hash tag ("{...}") pins every key
+// to one slot. Redirections (MOVED, ASK) are followed by the
+// ClusterClient.
+package redisstore

@@ -1,0 +1,90 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// errNotFound is returned, shared, for every absent key: a miss is a hot
+// path and needs no allocation.
+var errNotFound = fmt.Errorf("redisstore: %w", store.ErrNotFound)
+
+// unavailableCodes are the Redis error replies that mean the server
+// cannot serve the request now, although it may later: it is loading,
+// read-only (a demoted primary), cut off from its master or cluster,
+// migrating a slot, out of memory, short of replicas (min-replicas), busy
+// with a script, or out of client slots.
+var unavailableCodes = []string{
+	"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+	"MOVED", "ASK", "OOM", "NOREPLICAS", "BUSY", "max number of clients",
+}
+
+// checkCtx returns the error for op when ctx is already done, so that no
+// command is sent on behalf of a caller who has given up.
+func checkCtx(ctx context.Context, op string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return ctxError(ctx, op, nil)
+}
+
+// fail turns an error from go-redis into the Store's error for op on key
+// (the caller's key; "" when the operation has none):
+//
+//   - ctx done: wraps ctx.Err(), plus store.ErrUnavailable for a deadline;
+//   - a transport failure (refused or reset connection, i/o timeout, pool
+//     timeout, closed client) or an unavailableCodes reply: wraps
+//     store.ErrUnavailable;
+//   - WRONGTYPE (the key holds a non-string): wraps store.ErrCorrupt;
+//   - any other Redis error reply: returned wrapped, as is.
+func (s *Store) fail(ctx context.Context, op, key string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctxError(ctx, op, err)
+	case isUnavailable(err):
+		return store.Unavailable("redisstore: "+op, err)
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return corrupt(op, key, err)
+	}
+	return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
+}
+
+// ctxError wraps ctx.Err(), and err when not nil; a passed deadline also
+// wraps store.ErrUnavailable.
+func ctxError(ctx context.Context, op string, err error) error {
+	cerr := ctx.Err()
+	var e error = cerr
+	if err != nil {
+		e = fmt.Errorf("%w (%w)", cerr, err)
+	}
+	if errors.Is(cerr, context.DeadlineExceeded) {
+		return store.Unavailable("redisstore: "+op, e)
+	}
+	return fmt.Errorf("redisstore: %s: %w", op, e)
+}
+
+// isUnavailable reports whether err means Redis could not serve the
+// request: anything that is not a Redis error reply (so a network, pool
+// or client failure), or a reply in unavailableCodes.
+func isUnavailable(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return true
+	}
+	for _, code := range unavailableCodes {
+		if redis.HasErrorPrefix(err, code) {
+			return true
+		}
+	}
+	return false
+}
+
+// corrupt returns an error wrapping store.ErrCorrupt that names key.
+func corrupt(op, key string, err error) error {
+	return fmt.Errorf("redisstore: %s: key %q: %w: %w", op, key, store.ErrCorrupt, err)
+}

@@ -1,0 +1,99 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// replyErr is a Redis error reply, as go-redis reports one.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+var _ redis.Error = replyErr("")
+
+func TestFailClassifiesErrors(t *testing.T) {
+	unavailable := []error{
+		io.EOF,
+		&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")},
+		redis.ErrClosed,
+		redis.ErrPoolTimeout,
+		replyErr("LOADING Redis is loading the dataset in memory"),
+		replyErr("READONLY You can't write against a read only replica."),
+		replyErr("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+		replyErr("CLUSTERDOWN The cluster is down"),
+		replyErr("TRYAGAIN Multiple keys request during rehashing of slot"),
+		replyErr("MOVED 3999 127.0.0.1:6381"),
+		replyErr("ASK 3999 127.0.0.1:6381"),
+		replyErr("OOM command not allowed when used memory > 'maxmemory'."),
+		replyErr("NOREPLICAS Not enough good replicas to write."),
+		replyErr("BUSY Redis is busy running a script."),
+		replyErr("ERR max number of clients reached"),
+	}
+	s := &Store{}
+	for _, err := range unavailable {
+		got := s.fail(context.Background(), "op", "k", err)
+		require.ErrorIs(t, got, store.ErrUnavailable, "%v", err)
+		require.ErrorIs(t, got, err, "the original error must stay in the chain")
+	}
+
+	got := s.fail(context.Background(), "op", "k", replyErr("WRONGTYPE Operation against a key holding the wrong kind of value"))
+	require.ErrorIs(t, got, store.ErrCorrupt)
+	require.Contains(t, got.Error(), `"k"`)
+
+	for _, err := range []error{replyErr("NOPERM this user has no permissions"), replyErr("ERR unknown command 'GETDEL'")} {
+		got := s.fail(context.Background(), "op", "k", err)
+		require.NotErrorIs(t, got, store.ErrUnavailable, "%v", err)
+		require.NotErrorIs(t, got, store.ErrCorrupt, "%v", err)
+		require.ErrorIs(t, got, err)
+	}
+}
+
+func TestFailWrapsContextErrors(t *testing.T) {
+	s := &Store{}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	got := s.fail(cancelled, "op", "k", io.EOF)
+	require.ErrorIs(t, got, context.Canceled)
+	require.ErrorIs(t, got, io.EOF)
+	require.NotErrorIs(t, got, store.ErrUnavailable, "a caller who gave up is not an outage")
+
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	got = s.fail(expired, "op", "k", io.EOF)
+	require.ErrorIs(t, got, context.DeadlineExceeded)
+	require.ErrorIs(t, got, store.ErrUnavailable)
+	require.ErrorIs(t, got, io.EOF)
+
+	require.ErrorIs(t, checkCtx(expired, "op"), context.DeadlineExceeded)
+	require.ErrorIs(t, checkCtx(expired, "op"), store.ErrUnavailable)
+	require.NoError(t, checkCtx(context.Background(), "op"))
+}
+
+func TestDecodeEntry(t *testing.T) {
+	e, err := decodeEntry("get", "k", []any{"v", int64(1500)})
+	require.NoError(t, err)
+	require.Equal(t, store.Entry{Value: []byte("v"), TTL: 1500 * time.Millisecond}, e)
+
+	e, err = decodeEntry("get", "k", []any{"v", int64(0)})
+	require.NoError(t, err)
+	require.Equal(t, time.Millisecond, e.TTL, "an entry in its last millisecond reports 1 ms")
+
+	_, err = decodeEntry("get", "k", []any{"v", int64(-1)})
+	require.ErrorIs(t, err, store.ErrCorrupt)
+
+	for _, bad := range []any{int64(1), []any{"v"}, []any{int64(1), int64(1)}, []any{"v", int64(-2)}} {
+		_, err := decodeEntry("get", "k", bad)
+		require.Error(t, err, "%#v", bad)
+	}
+}

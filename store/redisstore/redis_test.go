@@ -1,0 +1,231 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/redisstore"
+)
+
+var ctxb = context.Background()
+
+func TestNewValidation(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	cases := map[string]struct {
+		client redis.UniversalClient
+		opts   []redisstore.Option
+	}{
+		"nil client":            {nil, nil},
+		"typed nil client":      {(*redis.Client)(nil), nil},
+		"typed nil cluster":     {(*redis.ClusterClient)(nil), nil},
+		"wait zero replicas":    {client, []redisstore.Option{redisstore.WithWaitReplicas(0, time.Second)}},
+		"wait zero timeout":     {client, []redisstore.Option{redisstore.WithWaitReplicas(1, 0)}},
+		"wait negative timeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, -time.Second)}},
+		"wait over ReadTimeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, client.Options().ReadTimeout)}},
+		"wait on a ring":        {ring, []redisstore.Option{redisstore.WithWaitReplicas(1, time.Second)}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := redisstore.New(c.client, c.opts...)
+			require.ErrorIs(t, err, store.ErrInvalid)
+			require.Nil(t, s)
+		})
+	}
+	s, err := redisstore.New(client, redisstore.WithWaitReplicas(1, time.Second))
+	require.NoError(t, err)
+	require.NotNil(t, s)
+}
+
+func TestNewSendsNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	// A client of a dead server: New must not dial it.
+	s, err := redisstore.New(redis.NewClient(srv.Options()), redisstore.WithPrefix("p:"))
+	require.NoError(t, err)
+	require.NotNil(t, s)
+}
+
+func TestPrefixIsApplied(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	s, err := redisstore.New(client, redisstore.WithPrefix("app:{tag}:"))
+	require.NoError(t, err)
+	set, _, err := s.SetNX(ctxb, "k", []byte("v"), time.Minute)
+	require.NoError(t, err)
+	require.True(t, set)
+	require.Equal(t, "v", client.Get(ctxb, "app:{tag}:k").Val())
+	require.Equal(t, int64(0), client.Exists(ctxb, "k").Val())
+
+	plain, err := redisstore.New(client)
+	require.NoError(t, err)
+	_, err = plain.Get(ctxb, "k")
+	require.ErrorIs(t, err, store.ErrNotFound, "stores with different prefixes must not share keys")
+}
+
+func TestTTLIsKeptInMilliseconds(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	s, err := redisstore.New(client)
+	require.NoError(t, err)
+	_, _, err = s.SetNX(ctxb, "k", []byte("v"), 10*time.Second+time.Microsecond)
+	require.NoError(t, err)
+	pttl := client.PTTL(ctxb, "k").Val()
+	require.Greater(t, pttl, 10*time.Second-time.Second)
+	require.LessOrEqual(t, pttl, 10*time.Second+time.Millisecond, "TTL must be rounded up to a millisecond")
+
+	ok, err := s.CompareAndSwap(ctxb, "k", []byte("v"), []byte("w"), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Greater(t, client.PTTL(ctxb, "k").Val(), 59*time.Minute, "CompareAndSwap must set the new TTL")
+}
+
+func TestKeyWithoutExpiryIsCorrupt(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	s, err := redisstore.New(client)
+	require.NoError(t, err)
+	require.NoError(t, client.Set(ctxb, "forever", "v", 0).Err())
+
+	_, err = s.Get(ctxb, "forever")
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	require.Contains(t, err.Error(), `"forever"`)
+
+	set, _, err := s.SetNX(ctxb, "forever", []byte("x"), time.Minute)
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	require.False(t, set)
+	require.Equal(t, "v", client.Get(ctxb, "forever").Val(), "SetNX must not overwrite it")
+
+	// Consume, which reads no TTL, still works on it.
+	v, err := s.Consume(ctxb, "forever")
+	require.NoError(t, err)
+	require.Equal(t, []byte("v"), v)
+}
+
+func TestWrongTypeIsCorrupt(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	s, err := redisstore.New(client)
+	require.NoError(t, err)
+	require.NoError(t, client.HSet(ctxb, "h", "f", "v").Err())
+
+	_, _, err = s.SetNX(ctxb, "h", []byte("x"), time.Minute)
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	_, err = s.Get(ctxb, "h")
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	require.Contains(t, err.Error(), `"h"`)
+	_, err = s.CompareAndSwap(ctxb, "h", []byte("v"), []byte("w"), time.Minute)
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	_, err = s.CompareAndDelete(ctxb, "h", []byte("v"))
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	_, err = s.Consume(ctxb, "h")
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	require.Equal(t, int64(1), client.Exists(ctxb, "h").Val(), "nothing may delete it")
+}
+
+func TestBinaryValues(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	s := newStore(t, client)
+	v := []byte{0, 1, 2, 0xff, '\r', '\n', 0}
+	set, _, err := s.SetNX(ctxb, "k", v, time.Minute)
+	require.NoError(t, err)
+	require.True(t, set)
+	set, e, err := s.SetNX(ctxb, "k", []byte("other"), time.Minute)
+	require.NoError(t, err)
+	require.False(t, set)
+	require.Equal(t, v, e.Value)
+	ok, err := s.CompareAndDelete(ctxb, "k", v[:len(v)-1])
+	require.NoError(t, err)
+	require.False(t, ok, "a prefix of the value must not match")
+	ok, err = s.CompareAndDelete(ctxb, "k", v)
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestReadOnlyReplicaIsUnavailable(t *testing.T) {
+	_, replica := redistest.StartReplicated(t)
+	s := newStore(t, replica.Client(t))
+	_, _, err := s.SetNX(ctxb, "k", []byte("v"), time.Minute)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.True(t, redis.IsReadOnlyError(err), "the READONLY reply must stay in the chain: %v", err)
+	_, err = s.Consume(ctxb, "k")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+}
+
+func TestOutOfMemoryIsUnavailable(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	s := newStore(t, client)
+	require.NoError(t, client.ConfigSet(ctxb, "maxmemory-policy", "noeviction").Err())
+	require.NoError(t, client.ConfigSet(ctxb, "maxmemory", "1").Err())
+	_, _, err := s.SetNX(ctxb, "k", []byte("v"), time.Minute)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.True(t, redis.IsOOMError(err), "the OOM reply must stay in the chain: %v", err)
+}
+
+func TestClosedClientIsUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(srv.Options())
+	s := newStore(t, client)
+	require.NoError(t, client.Close())
+	_, err := s.Get(ctxb, "k")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.ErrorIs(t, err, redis.ErrClosed)
+	require.ErrorIs(t, s.Ping(ctxb), store.ErrUnavailable)
+}
+
+// TestRaceMixed races SetNX, CompareAndSwap, CompareAndDelete and Consume
+// on one key, checking that the key's history is consistent: every
+// successful Consume or CompareAndDelete ends exactly one successful
+// SetNX's lifetime, during which only the winner's CompareAndSwap works.
+// TestCluster runs it on a cluster.
+func TestRaceMixed(t *testing.T) {
+	raceMixed(t, redistest.Start(t).Client(t))
+}
+
+func raceMixed(t *testing.T, client redis.UniversalClient) {
+	s := newStore(t, client)
+	const workers, rounds = 32, 40
+	var sets, ends atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			mine := []byte(fmt.Sprintf("w%d", w))
+			for range rounds {
+				set, _, err := s.SetNX(ctxb, "k", mine, time.Minute)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if !set {
+					continue
+				}
+				sets.Add(1)
+				ok, err := s.CompareAndSwap(ctxb, "k", mine, mine, time.Minute)
+				assert.NoError(t, err)
+				assert.True(t, ok, "the SetNX winner must own the key until it ends it")
+				if w%2 == 0 {
+					v, err := s.Consume(ctxb, "k")
+					assert.NoError(t, err)
+					assert.Equal(t, mine, v)
+				} else {
+					ok, err := s.CompareAndDelete(ctxb, "k", mine)
+					assert.NoError(t, err)
+					assert.True(t, ok)
+				}
+				ends.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Positive(t, sets.Load())
+	require.Equal(t, sets.Load(), ends.Load())
+	_, err := s.Get(ctxb, "k")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -1,0 +1,231 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// The Lua scripts, one per operation that needs more than one command.
+// Each touches exactly one key, KEYS[1].
+var (
+	//go:embed lua/setnx.lua
+	setNXSrc string
+	//go:embed lua/get.lua
+	getSrc string
+	//go:embed lua/cas.lua
+	casSrc string
+	//go:embed lua/cad.lua
+	cadSrc string
+
+	setNXScript = redis.NewScript(setNXSrc)
+	getScript   = redis.NewScript(getSrc)
+	casScript   = redis.NewScript(casSrc)
+	cadScript   = redis.NewScript(cadSrc)
+
+	scripts = []*redis.Script{setNXScript, getScript, casScript, cadScript}
+)
+
+// ErrNotReplicated reports a write that Redis applied on the primary but
+// that fewer replicas than WithWaitReplicas asks for confirmed in time.
+// Errors that wrap it also wrap store.ErrUnavailable.
+var ErrNotReplicated = errors.New("redisstore: write not confirmed by enough replicas")
+
+// Store is a store.Store kept in Redis. Every operation is one round trip
+// (one command or one Lua script) touching exactly one key, so it works
+// unchanged on a standalone server, behind Sentinel and on Redis Cluster.
+//
+// Create a Store with New; the zero value is not usable. A Store does not
+// own its client: closing the client is the caller's job, and a Store has
+// no Close method. A Store is safe for concurrent use by multiple
+// goroutines.
+type Store struct {
+	client      redis.UniversalClient
+	prefix      string
+	waitN       int
+	waitTimeout time.Duration
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Pinger = (*Store)(nil)
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets a namespace prepended to every key, so that several
+// applications (or several idemkit engines) can share one Redis. The
+// default is no prefix. store.MaxKeyLen applies to keys without it.
+//
+// On Redis Cluster the part of a key between the first "{" and the next
+// "}" (a hash tag) alone selects the key's slot. Every operation touches
+// a single key, so the cluster accepts any prefix; put a hash tag in the
+// prefix, for example "idem:{orders}:", only to pin all the Store's keys
+// to one slot (and one node), which also concentrates their load there.
+func WithPrefix(ns string) Option {
+	return func(s *Store) { s.prefix = ns }
+}
+
+// WithWaitReplicas makes every write that changed something (a SetNX that
+// stored, a CompareAndSwap that swapped, a CompareAndDelete that deleted,
+// a Consume that consumed) wait until n replicas have confirmed it, for
+// at most timeout, using Redis's WAIT command. By default no operation
+// waits.
+//
+// When fewer than n replicas confirm in time, the operation returns an
+// error wrapping ErrNotReplicated and store.ErrUnavailable, and its other
+// results describe the write, which DID happen on the primary: WAIT does
+// not roll it back. It narrows, but does not close, the window in which a
+// failover to a replica loses a write that was acknowledged.
+//
+// WAIT is sent in the same pipeline as the operation, on the same
+// connection, so an operation stays one network round trip but returns
+// only when the replicas answer or timeout passes. A write that changed
+// nothing still carries its WAIT, which returns at once unless earlier
+// writes on that connection are still unconfirmed. timeout must be below
+// the client's ReadTimeout (5 s by default), since the reply to WAIT is
+// read under it.
+//
+// On a cluster the pipeline goes to the master that holds the key, per
+// the client's slot map; if that map is stale (a slot moved), the node
+// answers MOVED, nothing is written, the operation fails with
+// store.ErrUnavailable and the client reloads its map for the next one.
+//
+// New rejects n < 1, timeout <= 0, and clients other than *redis.Client
+// (standalone or Sentinel failover) and *redis.ClusterClient, except that
+// WithWaitReplicas(0, 0), the default, turns waiting off. timeout is
+// rounded up to a whole millisecond.
+func WithWaitReplicas(n int, timeout time.Duration) Option {
+	return func(s *Store) {
+		s.waitN = n
+		s.waitTimeout = timeout
+	}
+}
+
+// New returns a Store that keeps its entries through client: a
+// *redis.Client (standalone, or Sentinel from redis.NewFailoverClient),
+// a *redis.ClusterClient, or any other redis.UniversalClient. New sends
+// nothing to Redis. It returns an error wrapping store.ErrInvalid when
+// client is nil or an option is invalid.
+//
+// The server must run Redis 6.2 or later (Consume uses GETDEL).
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if isNil(client) {
+		return nil, fmt.Errorf("redisstore: %w: nil client", store.ErrInvalid)
+	}
+	s := &Store{client: client}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.checkWait(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// isNil reports whether c is nil or a typed nil of a known client type.
+func isNil(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// checkWait validates the WithWaitReplicas settings against the client.
+func (s *Store) checkWait() error {
+	if s.waitN == 0 && s.waitTimeout == 0 {
+		return nil
+	}
+	if s.waitN < 1 || s.waitTimeout <= 0 {
+		return fmt.Errorf("redisstore: %w: WithWaitReplicas(%d, %v) needs n >= 1 and a positive timeout",
+			store.ErrInvalid, s.waitN, s.waitTimeout)
+	}
+	s.waitTimeout = store.RoundTTL(s.waitTimeout)
+	var readTimeout time.Duration
+	switch c := s.client.(type) {
+	case *redis.Client:
+		readTimeout = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		readTimeout = c.Options().ReadTimeout
+	default:
+		return fmt.Errorf("redisstore: %w: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, not %T",
+			store.ErrInvalid, s.client)
+	}
+	if readTimeout > 0 && s.waitTimeout >= readTimeout {
+		return fmt.Errorf("redisstore: %w: WithWaitReplicas timeout %v must be below the client's ReadTimeout %v",
+			store.ErrInvalid, s.waitTimeout, readTimeout)
+	}
+	return nil
+}
+
+// key returns the Redis key for the caller's key.
+func (s *Store) key(k string) string {
+	if s.prefix == "" {
+		return k
+	}
+	return s.prefix + k
+}
+
+// LoadScripts loads the Store's Lua scripts into the script cache of
+// Redis (of every node, on a cluster), so that no operation pays the
+// extra round trip of a first use. It is optional: an operation whose
+// script is missing from the cache (a first use, a restarted server, a
+// failover, SCRIPT FLUSH) sends EVALSHA, gets NOSCRIPT and falls back to
+// EVAL, two round trips once, one thereafter.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	err := s.forEachNode(ctx, func(ctx context.Context, c redis.Cmdable, _ string) error {
+		for _, sc := range scripts {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return s.fail(ctx, "load scripts", "", err)
+	}
+	return nil
+}
+
+// Ping checks that Redis answers: the server, or every master of a
+// cluster (every shard of a ring). It returns nil or an error wrapping
+// store.ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	err := s.forEachNode(ctx, func(ctx context.Context, c redis.Cmdable, _ string) error {
+		return c.Ping(ctx).Err()
+	})
+	if err != nil {
+		return s.fail(ctx, "ping", "", err)
+	}
+	return nil
+}
+
+// forEachNode calls fn for the server behind the client, or for every
+// master of a cluster, or every shard of a ring, naming each node's
+// address ("" for a plain client).
+func (s *Store) forEachNode(ctx context.Context, fn func(ctx context.Context, c redis.Cmdable, addr string) error) error {
+	node := func(ctx context.Context, c *redis.Client) error {
+		return fn(ctx, c, c.Options().Addr)
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, node)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, node)
+	}
+	return fn(ctx, s.client, "")
+}

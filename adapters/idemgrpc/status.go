@@ -1,0 +1,68 @@
+package idemgrpc
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/idemkit/idemkit"
+)
+
+// pushbackTrailer is the trailer grpc-go's retry policy reads as the
+// server's retry delay, in milliseconds.
+const pushbackTrailer = "grpc-retry-pushback-ms"
+
+// engineStatus maps an error of the engine (the handler did not run) to a
+// status.
+func engineStatus(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	switch {
+	case errors.Is(err, idemkit.ErrInProgress):
+		return inProgress(ctx, err)
+	case errors.Is(err, idemkit.ErrMismatch):
+		return status.Error(codes.FailedPrecondition, "idemgrpc: idempotency key reused with a different request")
+	case errors.Is(err, idemkit.ErrUnavailable):
+		return status.Error(codes.Unavailable, "idemgrpc: idempotency store unavailable")
+	case errors.Is(err, idemkit.ErrInvalid):
+		return status.Error(codes.InvalidArgument, "idemgrpc: "+err.Error())
+	}
+	return status.Error(codes.Internal, "idemgrpc: "+err.Error())
+}
+
+// inProgress builds the Aborted status of a repeat that arrives while the
+// first call runs, with the engine's retry hint in a RetryInfo detail and
+// in the pushback trailer grpc-go's retry policy honours.
+func inProgress(ctx context.Context, err error) error {
+	delay, _ := idemkit.RetryAfter(err)
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(pushbackTrailer, strconv.FormatInt(delay.Milliseconds(), 10)))
+	return withRetryInfo(codes.Aborted, "idemgrpc: a request with this idempotency key is in progress", delay)
+}
+
+// withRetryInfo returns a status error carrying delay as RetryInfo.
+func withRetryInfo(c codes.Code, msg string, delay time.Duration) error {
+	st, err := status.New(c, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)})
+	if err != nil {
+		return status.Error(c, msg)
+	}
+	return st.Err()
+}
+
+// retryInfo returns the RetryInfo delay a status carries.
+func retryInfo(st *status.Status) (time.Duration, bool) {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().IsValid() {
+			return max(ri.GetRetryDelay().AsDuration(), 0), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/idemkit/idemkit/bench
+cpu: Some CPU @ 2.00GHz
+BenchmarkReplay/idemkit-2         	   10000	    120500 ns/op	         1.000 redis-calls/op	    9000 B/op	      90 allocs/op
+BenchmarkReplay/idemkit-2         	   10000	    110000 ns/op	         1.000 redis-calls/op	    9100 B/op	      91 allocs/op
+BenchmarkReplay/idemkit-2         	   10000	    130000 ns/op	         1.000 redis-calls/op	    9200 B/op	      92 allocs/op
+BenchmarkReplay/fiber-2           	   10000	     99000 ns/op	         1.000 redis-calls/op	    7000 B/op	      60 allocs/op
+BenchmarkDuplicates/fiber-2       	      50	  21000000 ns/op	         2.000 runs/key	         0 409s/key	  500000 B/op	    5000 allocs/op
+    some_test.go:12: a log line
+PASS
+ok  	github.com/idemkit/idemkit/bench	12.3s
+`
+
+func TestParseAndRender(t *testing.T) {
+	res, err := parse(strings.NewReader(sample))
+	require.NoError(t, err)
+	require.Len(t, res.rows, 3)
+	assert.Equal(t, []string{"ns/op", "redis-calls/op", "B/op", "allocs/op", "runs/key", "409s/key"}, res.units)
+	assert.Equal(t, []float64{120500, 110000, 130000}, res.rows[0].values["ns/op"])
+
+	var out strings.Builder
+	render(&out, res)
+	want := `| scenario | stack | time/op | Redis calls/op | B/op | allocs/op | handler runs/key | 409s/key |
+| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |
+| Replay | idemkit | 120 µs | 1 | 9100 | 91 | – | – |
+| Replay | fiber | 99.0 µs | 1 | 7000 | 60 | – | – |
+| Duplicates | fiber | 21.0 ms | – | 500000 | 5000 | 2 | 0 |
+
+goos: linux, goarch: amd64, cpu: Some CPU @ 2.00GHz
+`
+	assert.Equal(t, want, out.String())
+}
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	in := []float64{3, 1, 2}
+	median(in)
+	assert.Equal(t, []float64{3, 1, 2}, in, "median must not reorder its input")
+}
+
+func TestParseLineRejectsNonResults(t *testing.T) {
+	for _, line := range []string{
+		"BenchmarkX",
+		"BenchmarkX-2 --- FAIL: something went wrong",
+		"PASS",
+		"ok  \tpkg\t1.0s",
+	} {
+		_, _, ok, err := parseLine(line)
+		assert.False(t, ok, line)
+		assert.NoError(t, err, line)
+	}
+	_, _, _, err := parseLine("BenchmarkX-2 10 abc ns/op")
+	assert.Error(t, err)
+}

@@ -1,0 +1,222 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// DefaultBudget is the time budget of each store call when Budget is given
+// a duration <= 0.
+const DefaultBudget = 100 * time.Millisecond
+
+// BudgetOption configures a store returned by Budget.
+type BudgetOption func(*budget)
+
+// WithInline makes the budget run each call on the caller's goroutine and
+// rely on the wrapped store to honour its context's deadline, which saves a
+// goroutine and a copy of the value per call (see the package benchmarks).
+// Use it only for stores known to return promptly once their context is
+// done: store/memstore does; store/redisstore does only when its go-redis
+// client has ContextTimeoutEnabled set (otherwise go-redis waits for its
+// own ReadTimeout, 3 s by default, whatever the context says). A store that
+// blocks regardless is no longer cut off at the budget. By default calls
+// are detached (see Budget).
+func WithInline() BudgetOption {
+	return func(b *budget) { b.inline = true }
+}
+
+// Budget returns a store.Store that gives each call to s its own time
+// budget of d (DefaultBudget when d <= 0), so a slow or hung store cannot
+// stall a request. A call that exceeds its budget returns an error wrapping
+// store.ErrUnavailable and context.DeadlineExceeded, which the engine treats
+// like any other outage (fail-closed, fail-open or a Tiered fallback).
+//
+// The caller's context still applies: when it is cancelled, or its own
+// deadline comes before the budget, the error wraps the caller's ctx.Err()
+// (and store.ErrUnavailable for a deadline), as the store contract says.
+// A context already done when a call starts returns at once without calling
+// s.
+//
+// By default each call is detached: it runs on its own goroutine while the
+// caller waits for its result or for the budget, whichever comes first, so
+// the caller gets its answer at the budget even from a store that ignores
+// its context. A call cut off this way keeps running in the background
+// until s returns (its context is cancelled, so a well-behaved store stops
+// at once); whether it took effect is unknown, as with any
+// ErrUnavailable. Values passed in are copied first, so the caller may reuse
+// them at once. The detached mode costs a goroutine, a channel and a copy
+// per call, a few microseconds: noise next to a network round trip, but
+// measurable over an in-memory store; see WithInline. Detaching is what
+// makes the budget hold for a go-redis client with default options, which
+// does not let a context deadline interrupt a read.
+//
+// The result implements store.Closer and store.Pinger exactly when s does:
+// Close closes s, and Ping runs s's Ping under the budget. Budget panics if
+// s is nil. The result is safe for concurrent use when s is.
+func Budget(s store.Store, d time.Duration, opts ...BudgetOption) store.Store {
+	if s == nil {
+		panic("policy: Budget of a nil store")
+	}
+	if d <= 0 {
+		d = DefaultBudget
+	}
+	b := &budget{s: s, d: d}
+	for _, o := range opts {
+		o(b)
+	}
+	var closeS closeFunc
+	if c, ok := s.(store.Closer); ok {
+		closeS = c.Close
+	}
+	return expose(b, s, closeS, b.ping)
+}
+
+type budget struct {
+	s      store.Store
+	d      time.Duration
+	inline bool
+}
+
+var _ store.Store = (*budget)(nil)
+
+// outcome carries a detached call's results back to the caller.
+type outcome[T any] struct {
+	v   T
+	err error
+}
+
+// within runs call under the budget and maps a budget overrun to
+// ErrUnavailable.
+func within[T any](b *budget, ctx context.Context, op string, call func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, callerDone(op, err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	if b.inline {
+		v, err := call(bctx)
+		return v, b.check(ctx, bctx, op, err)
+	}
+	ch := make(chan outcome[T], 1)
+	go func() {
+		v, err := call(bctx)
+		ch <- outcome[T]{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, b.check(ctx, bctx, op, r.err)
+	case <-bctx.Done():
+	}
+	select {
+	case r := <-ch: // finished just in time: prefer the real answer
+		return r.v, b.check(ctx, bctx, op, r.err)
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, callerDone(op, err)
+	}
+	return zero, b.overrun(op, nil)
+}
+
+// check makes sure an error of a call that ran past the budget says so,
+// even when the wrapped store reported it some other way.
+func (b *budget) check(ctx, bctx context.Context, op string, err error) error {
+	if err == nil || bctx.Err() == nil || ctx.Err() != nil {
+		return err
+	}
+	if errors.Is(err, store.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return b.overrun(op, err)
+}
+
+// overrun is the error of a call cut off by the budget; cause, if not nil,
+// is what the store reported.
+func (b *budget) overrun(op string, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("policy: %s: %w: time budget of %v exceeded: %w", op, store.ErrUnavailable, b.d, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("policy: %s: %w: time budget of %v exceeded: %w: %w", op, store.ErrUnavailable, b.d, context.DeadlineExceeded, cause)
+}
+
+// callerDone is the error of a call whose caller's context is done: it
+// wraps ctx.Err(), and ErrUnavailable for a deadline.
+func callerDone(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return store.Unavailable("policy: "+op, err)
+	}
+	return fmt.Errorf("policy: %s: %w", op, err)
+}
+
+// clone copies v for a detached call; a nil v stays nil so the store still
+// rejects it.
+func (b *budget) clone(v []byte) []byte {
+	if b.inline {
+		return v
+	}
+	return bytes.Clone(v)
+}
+
+type setResult struct {
+	set bool
+	e   store.Entry
+}
+
+// SetNX implements store.Store.
+func (b *budget) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	value = b.clone(value)
+	r, err := within(b, ctx, "SetNX", func(ctx context.Context) (setResult, error) {
+		set, e, err := b.s.SetNX(ctx, key, value, ttl)
+		return setResult{set, e}, err
+	})
+	return r.set, r.e, err
+}
+
+// Get implements store.Store.
+func (b *budget) Get(ctx context.Context, key string) (store.Entry, error) {
+	return within(b, ctx, "Get", func(ctx context.Context) (store.Entry, error) {
+		return b.s.Get(ctx, key)
+	})
+}
+
+// CompareAndSwap implements store.Store.
+func (b *budget) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	old, new = b.clone(old), b.clone(new)
+	return within(b, ctx, "CompareAndSwap", func(ctx context.Context) (bool, error) {
+		return b.s.CompareAndSwap(ctx, key, old, new, ttl)
+	})
+}
+
+// CompareAndDelete implements store.Store.
+func (b *budget) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	old = b.clone(old)
+	return within(b, ctx, "CompareAndDelete", func(ctx context.Context) (bool, error) {
+		return b.s.CompareAndDelete(ctx, key, old)
+	})
+}
+
+// Consume implements store.Store.
+func (b *budget) Consume(ctx context.Context, key string) ([]byte, error) {
+	return within(b, ctx, "Consume", func(ctx context.Context) ([]byte, error) {
+		return b.s.Consume(ctx, key)
+	})
+}
+
+// ping runs the wrapped store's Ping under the budget. It is exposed only
+// when the wrapped store is a store.Pinger.
+func (b *budget) ping(ctx context.Context) error {
+	p, ok := b.s.(store.Pinger)
+	if !ok {
+		return nil
+	}
+	_, err := within(b, ctx, "Ping", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, p.Ping(ctx)
+	})
+	return err
+}

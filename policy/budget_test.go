@@ -1,0 +1,231 @@
+package policy_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/memstore"
+	"github.com/idemkit/idemkit/store/redisstore"
+	"github.com/idemkit/idemkit/store/storetest"
+)
+
+// hangDetector bounds calls that must return at their budget; it is far
+// above any budget used here and only catches a call that never returns.
+const hangDetector = 5 * time.Second
+
+func TestBudgetConformance(t *testing.T) {
+	t.Run("Detached", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Store {
+			s := policy.Budget(memstore.New(), time.Second)
+			t.Cleanup(func() { _ = s.(store.Closer).Close() })
+			return s
+		})
+	})
+	t.Run("Inline", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Store {
+			s := policy.Budget(memstore.New(), time.Second, policy.WithInline())
+			t.Cleanup(func() { _ = s.(store.Closer).Close() })
+			return s
+		})
+	})
+}
+
+// everyOp runs each Store operation once against s and returns its error.
+func everyOp(ctx context.Context, s store.Store) map[string]error {
+	v := []byte("v")
+	errs := map[string]error{}
+	_, _, errs["SetNX"] = s.SetNX(ctx, "k", v, time.Minute)
+	_, errs["Get"] = s.Get(ctx, "k")
+	_, errs["CompareAndSwap"] = s.CompareAndSwap(ctx, "k", v, v, time.Minute)
+	_, errs["CompareAndDelete"] = s.CompareAndDelete(ctx, "k", v)
+	_, errs["Consume"] = s.Consume(ctx, "k")
+	return errs
+}
+
+func TestBudgetCutsOffStoreThatIgnoresContext(t *testing.T) {
+	f := newFaulty(t)
+	f.set(hanging) // blocks until the test ends, whatever its context says
+	s := policy.Budget(f, 50*time.Millisecond)
+	start := time.Now()
+	errs := everyOp(ctx, s)
+	assert.Less(t, time.Since(start), hangDetector)
+	for op, err := range errs {
+		assert.ErrorIs(t, err, store.ErrUnavailable, op)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
+		assert.Contains(t, err.Error(), "50ms", op)
+	}
+	assert.EqualValues(t, 5, f.calls.Load())
+}
+
+var ctx = context.Background()
+
+func TestBudgetInlineWithStoreThatHonoursContext(t *testing.T) {
+	f := newFaulty(t)
+	f.set(stalling)
+	s := policy.Budget(f, 30*time.Millisecond, policy.WithInline())
+	for op, err := range everyOp(ctx, s) {
+		assert.ErrorIs(t, err, store.ErrUnavailable, op)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
+	}
+}
+
+func TestBudgetDefault(t *testing.T) {
+	f := newFaulty(t)
+	f.set(hanging)
+	s := policy.Budget(f, 0)
+	_, err := s.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	assert.Contains(t, err.Error(), policy.DefaultBudget.String())
+}
+
+func TestBudgetPassesThroughAnswers(t *testing.T) {
+	f := newFaulty(t)
+	s := policy.Budget(f, time.Second)
+	set, _, err := s.SetNX(ctx, "k", []byte("v"), time.Minute)
+	require.NoError(t, err)
+	require.True(t, set)
+	_, err = s.Get(ctx, "absent")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NotErrorIs(t, err, store.ErrUnavailable)
+	_, _, err = s.SetNX(ctx, "", []byte("v"), time.Minute)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	f.set(failing)
+	_, err = s.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.ErrorIs(t, err, errInjected)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestBudgetCallerCancellationStaysTheCallers(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		f := newFaulty(t)
+		f.set(stalling)
+		var opts []policy.BudgetOption
+		if inline {
+			opts = append(opts, policy.WithInline())
+		}
+		s := policy.Budget(f, time.Minute, opts...)
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(20*time.Millisecond, cancel)
+		start := time.Now()
+		_, err := s.Get(cctx, "k")
+		assert.ErrorIs(t, err, context.Canceled, "inline=%v", inline)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "inline=%v", inline)
+		assert.Less(t, time.Since(start), hangDetector)
+	}
+}
+
+func TestBudgetCallerDeadlineBeforeBudget(t *testing.T) {
+	f := newFaulty(t)
+	f.set(hanging)
+	s := policy.Budget(f, time.Minute)
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	_, err := s.Get(dctx, "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.NotContains(t, err.Error(), "budget")
+}
+
+func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
+	f := newFaulty(t)
+	s := policy.Budget(f, time.Second)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	for op, err := range everyOp(cctx, s) {
+		assert.ErrorIs(t, err, context.Canceled, op)
+	}
+	assert.Zero(t, f.calls.Load())
+}
+
+func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
+	r := &readingStore{bareStore: bareStore{memstore.New()}, release: make(chan struct{}), seen: make(chan []byte, 1)}
+	s := policy.Budget(r, 20*time.Millisecond)
+	value := []byte("original")
+	_, _, err := s.SetNX(ctx, "k", value, time.Minute)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	copy(value, "mutated!") // the abandoned call still runs: it must not see this
+	close(r.release)
+	require.Equal(t, []byte("original"), <-r.seen)
+}
+
+func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
+	bare := policy.Budget(bareStore{memstore.New()}, time.Second)
+	_, isCloser := bare.(store.Closer)
+	_, isPinger := bare.(store.Pinger)
+	assert.False(t, isCloser)
+	assert.False(t, isPinger)
+
+	mem := memstore.New()
+	closer := policy.Budget(mem, time.Second)
+	_, isPinger = closer.(store.Pinger)
+	assert.False(t, isPinger)
+	require.NoError(t, closer.(store.Closer).Close())
+	_, err := mem.Get(ctx, "k")
+	assert.ErrorIs(t, err, memstore.ErrClosed, "Close must close the wrapped store")
+
+	f := newFaulty(t)
+	both := policy.Budget(f, 30*time.Millisecond)
+	_, isCloser = both.(store.Closer)
+	require.True(t, isCloser)
+	p, isPinger := both.(store.Pinger)
+	require.True(t, isPinger)
+	require.NoError(t, p.Ping(ctx))
+	f.set(hanging)
+	err = p.Ping(ctx)
+	assert.ErrorIs(t, err, store.ErrUnavailable)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestBudgetPanicsOnNilStore(t *testing.T) {
+	assert.Panics(t, func() { policy.Budget(nil, time.Second) })
+}
+
+// A Redis that accepts connections but never answers (a hung server, a
+// black-holed proxy): go-redis with default options waits for its 3 s
+// ReadTimeout whatever the context says; the budget answers at 50 ms.
+func TestBudgetCutsOffSilentRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	client := redis.NewClient(&redis.Options{Addr: l.Addr().String(), MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	rs, err := redisstore.New(client)
+	require.NoError(t, err)
+
+	s := policy.Budget(rs, 50*time.Millisecond)
+	start := time.Now()
+	_, _, err = s.SetNX(ctx, "k", []byte("v"), time.Minute)
+	assert.Less(t, time.Since(start), hangDetector)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}

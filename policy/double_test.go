@@ -1,0 +1,124 @@
+package policy_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/memstore"
+)
+
+// Behaviours of a faultyStore.
+const (
+	healthy  int32 = iota
+	failing        // every call fails with ErrUnavailable at once
+	hanging        // every call blocks, ignoring its context, until the test ends
+	stalling       // every call blocks until its context is done
+)
+
+// faultyStore is a memstore that fails or stalls on command, and counts
+// the calls it receives.
+type faultyStore struct {
+	*memstore.Store
+	mode    atomic.Int32
+	calls   atomic.Int64
+	release chan struct{}
+}
+
+func newFaulty(t *testing.T) *faultyStore {
+	f := &faultyStore{Store: memstore.New(), release: make(chan struct{})}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(f.release) }) })
+	return f
+}
+
+func (f *faultyStore) set(mode int32) { f.mode.Store(mode) }
+
+// gate applies the current behaviour before a call reaches the memstore.
+func (f *faultyStore) gate(ctx context.Context, op string) error {
+	f.calls.Add(1)
+	switch f.mode.Load() {
+	case failing:
+		return store.Unavailable(op, errInjected)
+	case hanging:
+		<-f.release
+		return store.Unavailable(op, errInjected)
+	case stalling:
+		select {
+		case <-ctx.Done():
+			return store.Unavailable(op, ctx.Err())
+		case <-f.release:
+			return store.Unavailable(op, errInjected)
+		}
+	}
+	return nil
+}
+
+var errInjected = errorString("injected fault")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func (f *faultyStore) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	if err := f.gate(ctx, "SetNX"); err != nil {
+		return false, store.Entry{}, err
+	}
+	return f.Store.SetNX(ctx, key, value, ttl)
+}
+
+func (f *faultyStore) Get(ctx context.Context, key string) (store.Entry, error) {
+	if err := f.gate(ctx, "Get"); err != nil {
+		return store.Entry{}, err
+	}
+	return f.Store.Get(ctx, key)
+}
+
+func (f *faultyStore) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	if err := f.gate(ctx, "CompareAndSwap"); err != nil {
+		return false, err
+	}
+	return f.Store.CompareAndSwap(ctx, key, old, new, ttl)
+}
+
+func (f *faultyStore) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	if err := f.gate(ctx, "CompareAndDelete"); err != nil {
+		return false, err
+	}
+	return f.Store.CompareAndDelete(ctx, key, old)
+}
+
+func (f *faultyStore) Consume(ctx context.Context, key string) ([]byte, error) {
+	if err := f.gate(ctx, "Consume"); err != nil {
+		return nil, err
+	}
+	return f.Store.Consume(ctx, key)
+}
+
+// Ping makes a faultyStore a store.Pinger that obeys the same behaviour.
+func (f *faultyStore) Ping(ctx context.Context) error { return f.gate(ctx, "Ping") }
+
+// bareStore hides every optional interface of the store it wraps.
+type bareStore struct{ store.Store }
+
+// readingStore is a store that, when released, reads the value it was
+// given, to show that Budget hands a detached call its own copy.
+type readingStore struct {
+	bareStore
+	release chan struct{}
+	seen    chan []byte
+}
+
+func (r *readingStore) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	<-r.release
+	r.seen <- append([]byte(nil), value...)
+	return r.bareStore.SetNX(ctx, key, value, ttl)
+}
+
+var ctxb = context.Background()
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,248 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// NearCache is an in-process layer in front of a store.Store that remembers
+// keys this instance has seen held with a settled value (see WithSettled),
+// so that repeats are answered without a round trip.
+//
+// When SetNX or Get returns a settled value (the existing entry, or the one
+// SetNX just stored), the cache keeps a copy until the local time the call
+// started plus the TTL the store reported: never past the entry's expiry in
+// the store. A later SetNX or Get of that key answers "held", with the
+// cached value and the remaining TTL (whole milliseconds, never more than
+// the store's), without calling the store. The cache never answers "free":
+// a key it does not hold goes to the store. CompareAndSwap,
+// CompareAndDelete and Consume always go to the store and drop the key from
+// the cache, before and after the call. A change made through another path
+// (another instance, another NearCache) to a settled value is not seen until
+// the cached copy expires; the settled predicate promises there is none.
+//
+// The cache is bounded (WithNearCapacity, least recently used keys go
+// first), split into independently locked shards, and keeps no value
+// larger than WithNearMaxValue. Values are copied in and out. Close closes
+// the wrapped store if it is a store.Closer; Ping forwards to it if it is a
+// store.Pinger and returns nil otherwise. A NearCache is safe for concurrent
+// use.
+type NearCache struct {
+	s        store.Store
+	settled  func([]byte) bool
+	maxValue int
+	shards   []nearShard
+	mask     uint64
+	seed     maphash.Seed
+	hits     atomic.Uint64
+	misses   atomic.Uint64
+}
+
+var (
+	_ store.Store  = (*NearCache)(nil)
+	_ store.Closer = (*NearCache)(nil)
+	_ store.Pinger = (*NearCache)(nil)
+)
+
+type nearShard struct {
+	mu  sync.Mutex
+	lru *simplelru.LRU[string, nearEntry]
+	gen uint64 // bumped by every forget, so a racing fill is dropped
+	_   [40]byte
+}
+
+type nearEntry struct {
+	value   []byte
+	expires time.Time
+}
+
+// NewNearCache returns a NearCache over s configured by opts. It panics if
+// s is nil.
+func NewNearCache(s store.Store, opts ...NearOption) *NearCache {
+	if s == nil {
+		panic("policy: NewNearCache of a nil store")
+	}
+	c := nearConfig{capacity: DefaultNearCapacity, maxValue: DefaultNearMaxValue}
+	for _, o := range opts {
+		o(&c)
+	}
+	n := nearShards(c.capacity)
+	nc := &NearCache{
+		s:        s,
+		settled:  c.settled,
+		maxValue: c.maxValue,
+		shards:   make([]nearShard, n),
+		mask:     uint64(n - 1),
+		seed:     maphash.MakeSeed(),
+	}
+	per := (c.capacity + n - 1) / n
+	for i := range nc.shards {
+		nc.shards[i].lru, _ = simplelru.NewLRU[string, nearEntry](per, nil) // per >= 1: no error
+	}
+	return nc
+}
+
+// nearShards picks a power of two at least 16 and at least four times
+// GOMAXPROCS, but no more than capacity.
+func nearShards(capacity int) int {
+	n := 1 << bits.Len(uint(max(16, 4*runtime.GOMAXPROCS(0))-1))
+	for n > 1 && n > capacity {
+		n /= 2
+	}
+	return n
+}
+
+func (nc *NearCache) shard(key string) *nearShard {
+	return &nc.shards[maphash.String(nc.seed, key)&nc.mask]
+}
+
+// lookup returns the cached entry for key, with its remaining TTL, and the
+// shard's generation for a later fill.
+func (nc *NearCache) lookup(key string) (store.Entry, uint64, bool) {
+	sh := nc.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.lru.Get(key)
+	if !ok {
+		return store.Entry{}, sh.gen, false
+	}
+	ttl := time.Until(e.expires).Truncate(time.Millisecond)
+	if ttl <= 0 {
+		sh.lru.Remove(key)
+		return store.Entry{}, sh.gen, false
+	}
+	return store.Entry{Value: bytes.Clone(e.value), TTL: ttl}, sh.gen, true
+}
+
+// fill caches value for key until start+ttl if it is settled and no forget
+// ran on the shard since the lookup that saw generation gen.
+func (nc *NearCache) fill(key string, value []byte, ttl time.Duration, start time.Time, gen uint64) {
+	if nc.settled == nil || len(value) > nc.maxValue || !nc.settled(value) {
+		return
+	}
+	e := nearEntry{value: bytes.Clone(value), expires: start.Add(ttl)}
+	sh := nc.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.gen == gen {
+		sh.lru.Add(key, e)
+	}
+}
+
+// forget drops key and voids fills racing with it.
+func (nc *NearCache) forget(key string) {
+	sh := nc.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.gen++
+	sh.lru.Remove(key)
+}
+
+// SetNX implements store.Store. A key cached as held answers false with the
+// cached entry and no store call.
+func (nc *NearCache) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	if err := store.CheckSet(key, value, ttl); err != nil {
+		return false, store.Entry{}, err
+	}
+	e, gen, ok := nc.lookup(key)
+	if ok {
+		nc.hits.Add(1)
+		return false, e, nil
+	}
+	nc.misses.Add(1)
+	start := time.Now()
+	set, e, err := nc.s.SetNX(ctx, key, value, ttl)
+	switch {
+	case err != nil:
+	case set:
+		nc.fill(key, value, store.RoundTTL(ttl), start, gen)
+	default:
+		nc.fill(key, e.Value, e.TTL, start, gen)
+	}
+	return set, e, err
+}
+
+// Get implements store.Store. A key cached as held is answered from the
+// cache.
+func (nc *NearCache) Get(ctx context.Context, key string) (store.Entry, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Entry{}, err
+	}
+	e, gen, ok := nc.lookup(key)
+	if ok {
+		nc.hits.Add(1)
+		return e, nil
+	}
+	nc.misses.Add(1)
+	start := time.Now()
+	e, err := nc.s.Get(ctx, key)
+	if err == nil {
+		nc.fill(key, e.Value, e.TTL, start, gen)
+	}
+	return e, err
+}
+
+// CompareAndSwap implements store.Store. It always calls the store.
+func (nc *NearCache) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	nc.forget(key)
+	defer nc.forget(key)
+	return nc.s.CompareAndSwap(ctx, key, old, new, ttl)
+}
+
+// CompareAndDelete implements store.Store. It always calls the store.
+func (nc *NearCache) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	nc.forget(key)
+	defer nc.forget(key)
+	return nc.s.CompareAndDelete(ctx, key, old)
+}
+
+// Consume implements store.Store. It always calls the store.
+func (nc *NearCache) Consume(ctx context.Context, key string) ([]byte, error) {
+	nc.forget(key)
+	defer nc.forget(key)
+	return nc.s.Consume(ctx, key)
+}
+
+// Stats returns the cache's counters.
+func (nc *NearCache) Stats() NearStats {
+	st := NearStats{Hits: nc.hits.Load(), Misses: nc.misses.Load()}
+	for i := range nc.shards {
+		sh := &nc.shards[i]
+		sh.mu.Lock()
+		st.Entries += sh.lru.Len()
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// Close drops every cached key and closes the wrapped store if it is a
+// store.Closer.
+func (nc *NearCache) Close() error {
+	for i := range nc.shards {
+		sh := &nc.shards[i]
+		sh.mu.Lock()
+		sh.gen++
+		sh.lru.Purge()
+		sh.mu.Unlock()
+	}
+	if c, ok := nc.s.(store.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// Ping forwards to the wrapped store if it is a store.Pinger, and returns
+// nil otherwise.
+func (nc *NearCache) Ping(ctx context.Context) error {
+	return ping(ctx, nc.s)
+}

@@ -190,7 +190,11 @@ func (s *Server) start() error {
 		return err
 	}
 	s.proc = p
-	if err := waitReady(s.Addr(), p.done); err != nil {
+	err = waitReady(s.Addr(), p.done)
+	if err == nil {
+		err = checkOwner(s.Addr(), p.cmd.Process.Pid)
+	}
+	if err != nil {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		s.proc = nil
@@ -220,6 +224,20 @@ func (s *Server) spawn() (*process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// checkOwner makes sure the server answering on addr is the process this
+// harness started, not another redis-server that took the port between the
+// free-port probe and the spawn (our own process would then fail to bind).
+func checkOwner(addr string, pid int) error {
+	info, err := do(addr, "INFO", "server")
+	if err != nil {
+		return fmt.Errorf("INFO server: %w", err)
+	}
+	if got := infoField(info, "process_id"); got != strconv.Itoa(pid) {
+		return fmt.Errorf("port taken by another redis-server (process_id %s, ours %d)", got, pid)
+	}
+	return nil
 }
 
 // waitReady polls addr with PING until it answers PONG, the process

@@ -1,0 +1,82 @@
+// Command idemdemo is a small order service that shows idemkit's three ways
+// of stopping duplicate submissions, wired into a real net/http server over
+// a durable store, and a load tool that fires duplicate storms at it.
+//
+//	go run ./cmd/idemdemo                 # serve on 127.0.0.1:8080, bbolt file ./idemdemo.db
+//	go run ./cmd/idemdemo storm           # duplicate storm against an in-process server
+//
+// # Endpoints
+//
+// Every request names its caller in the X-User-Id header. The demo trusts
+// that header as if an authenticating gateway in front of it had set it
+// (and stripped any value the client sent): it has no authentication of its
+// own, so do not expose it beyond localhost. A request without the header
+// gets 401. Errors are application/problem+json (RFC 9457).
+//
+//	POST /orders        Idempotency-Key mode: a retry with the same key gets the
+//	                    first response (Idempotent-Replayed: true); 409 while the
+//	                    first is still running, 422 when the key is reused with
+//	                    another body, 400 without a key.
+//	POST /orders/quick  dedup window: the same body from the same caller within
+//	                    -window gets 409 with Retry-After.
+//	POST /tokens        issues a one-time token for the caller (201
+//	                    {"token","expires_in"}).
+//	POST /orders/form   token mode: the token goes in Idempotency-Token; a reuse
+//	                    replays the first response, a forged token gets 400.
+//	GET  /orders        the caller's orders, as a JSON array, oldest first.
+//	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
+//
+// The order routes take {"sku": "<non-empty string>", "qty": <integer > 0>}
+// (unknown fields and wrong types get 400) and answer 201 with
+// {"id","sku","qty","user"} and a Location header.
+//
+// Test hooks, for demonstrations and tests only: on the order routes,
+// X-Demo-Delay: <duration up to 5s> sleeps before the order is created (to
+// produce in-flight duplicates), X-Demo-Stall: <duration up to 5s> sleeps
+// after it is created and before the answer (the window in which a crash
+// leaves an order without a completed idempotency record), and
+// X-Demo-Fail: 500 fails with 500 without creating anything. Headers are not
+// part of the request fingerprint, so a hook never turns a retry into a
+// different request.
+//
+// # Layered defence
+//
+// The idempotency middleware stops nearly every duplicate before the
+// handler runs, but it records "done" in a second write after the order was
+// created. A crash between the two leaves the key "in progress" until its
+// lease (-lease) expires, after which a retry runs the handler again. The
+// order repository therefore keeps a unique index on (user, idempotency key)
+// in the same transaction as the order, the way a SQL service would use a
+// UNIQUE constraint: the retry finds the existing order and answers with it.
+// The database constraint is the final guard; the idempotency layer makes it
+// rarely needed and gives clients clean replays.
+//
+// # Stores
+//
+// -store bolt (the default) keeps the idempotency records and the orders in
+// one bbolt file (-bolt, default ./idemdemo.db), in separate buckets, so a
+// restart keeps both. -store memory keeps both in process memory.
+// -store redis keeps the idempotency records in Redis (-redis: one address,
+// or a comma-separated list of Redis Cluster nodes) and the orders in process
+// memory. -fallback (with -store redis) answers from an in-process memory
+// store while Redis is down, behind a circuit breaker. -on-store-error says
+// what happens when the store fails: closed (503, nothing runs unprotected)
+// or open (the order is created unguarded).
+//
+// # Storm
+//
+//	idemdemo storm [-url URL] [-n 50] [-users 5] [-store bolt|memory]
+//
+// For each user it sends n concurrent copies of one logical submission to
+// each mode (the same Idempotency-Key; the same body; the same token), then
+// counts the orders through GET /orders and prints, per mode, the requests
+// sent, orders created, replays, conflicts (409), other rejections (4xx),
+// errors and the p50 and p99 latency. Exactly one order per submission is
+// expected; the command exits with status 1 otherwise. Without -url it starts
+// its own server on a loopback port over a temporary store; -url must be a
+// loopback address.
+//
+// The process exits with status 2 on a usage error, and shuts down gracefully
+// on SIGINT or SIGTERM: in-flight requests finish (for up to 10 s), then the
+// store is closed.
+package main

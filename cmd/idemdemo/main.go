@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemkit/idemkit"
+)
+
+// shutdownTimeout bounds how long a graceful shutdown waits for in-flight
+// requests before it closes their connections.
+const shutdownTimeout = 10 * time.Second
+
+// errUsage marks a command-line error; the message and usage were printed.
+var errUsage = errors.New("usage error")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode reports err (when it was not reported already) and returns the
+// process exit status: 0, 2 for a usage error, 1 for anything else.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	fmt.Fprintln(stderr, "idemdemo:", err)
+	return 1
+}
+
+// run runs the command line args: the storm subcommand, or the service
+// until ctx is done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "storm" {
+		return runStorm(ctx, args[1:], stdout, stderr)
+	}
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stdout, newLogger(stderr, cfg.logLevel))
+}
+
+// config is the service's configuration, from its flags.
+type config struct {
+	addr       string
+	storeKind  string // "bolt", "memory" or "redis"
+	boltPath   string
+	redisAddrs []string
+	failure    idemkit.FailureMode
+	fallback   bool
+	window     time.Duration
+	lease      time.Duration
+	logLevel   slog.Level
+}
+
+// defaultConfig is the configuration without flags.
+func defaultConfig() config {
+	return config{
+		addr:       "127.0.0.1:8080",
+		storeKind:  "bolt",
+		boltPath:   "idemdemo.db",
+		redisAddrs: []string{"127.0.0.1:6379"},
+		failure:    idemkit.FailClosed,
+		window:     3 * time.Second,
+		lease:      idemkit.DefaultLease,
+		logLevel:   slog.LevelInfo,
+	}
+}
+
+// parseFlags parses the service's flags. A bad flag prints the error and
+// the usage to stderr and returns an error wrapping errUsage.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("idemdemo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs) }
+	fs.StringVar(&cfg.addr, "addr", cfg.addr, "listen `address`")
+	fs.Func("store", "idempotency store `kind`: bolt, memory or redis (default bolt)", oneOf(&cfg.storeKind, "bolt", "memory", "redis"))
+	fs.StringVar(&cfg.boltPath, "bolt", cfg.boltPath, "bbolt `file` of -store bolt (idempotency records and orders)")
+	fs.Func("redis", "Redis `address` of -store redis, or a comma-separated list of Cluster nodes (default 127.0.0.1:6379)", addrList(&cfg.redisAddrs))
+	fs.Func("on-store-error", "`policy` when the store fails: closed (answer 503) or open (run unguarded) (default closed)", failureMode(&cfg.failure))
+	fs.BoolVar(&cfg.fallback, "fallback", false, "with -store redis: fall back to an in-process memory store while Redis is down")
+	fs.DurationVar(&cfg.window, "window", cfg.window, "dedup window of POST /orders/quick")
+	fs.DurationVar(&cfg.lease, "lease", cfg.lease, "how long an in-progress request keeps its key after a crash")
+	fs.TextVar(&cfg.logLevel, "log-level", cfg.logLevel, "log `level`: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := checkConfig(cfg, fs.Args()); err != nil {
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+		return config{}, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return cfg, nil
+}
+
+// checkConfig checks what single flags cannot: their combination and the
+// absence of arguments.
+func checkConfig(cfg config, rest []string) error {
+	switch {
+	case len(rest) > 0:
+		return fmt.Errorf("unexpected argument %q", rest[0])
+	case cfg.fallback && cfg.storeKind != "redis":
+		return errors.New("-fallback needs -store redis")
+	case cfg.window <= 0:
+		return fmt.Errorf("-window %v: must be positive", cfg.window)
+	case cfg.lease <= 0:
+		return fmt.Errorf("-lease %v: must be positive", cfg.lease)
+	}
+	return nil
+}
+
+// usage prints the synopsis and the flags.
+func usage(fs *flag.FlagSet) {
+	out := fs.Output()
+	fmt.Fprintln(out, "Usage:\n  idemdemo [flags]          run the order service\n  idemdemo storm [flags]    fire duplicate submissions at it (idemdemo storm -h)\n\nFlags:")
+	fs.PrintDefaults()
+}
+
+// oneOf returns a flag setter that accepts one of values.
+func oneOf(dst *string, values ...string) func(string) error {
+	return func(v string) error {
+		for _, ok := range values {
+			if v == ok {
+				*dst = v
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+	}
+}
+
+// addrList returns a flag setter for a comma-separated list of addresses.
+func addrList(dst *[]string) func(string) error {
+	return func(v string) error {
+		var addrs []string
+		for a := range strings.SplitSeq(v, ",") {
+			if a = strings.TrimSpace(a); a == "" {
+				return errors.New("empty address")
+			}
+			addrs = append(addrs, a)
+		}
+		*dst = addrs
+		return nil
+	}
+}
+
+// failureMode returns a flag setter for -on-store-error.
+func failureMode(dst *idemkit.FailureMode) func(string) error {
+	return func(v string) error {
+		switch v {
+		case "closed":
+			*dst = idemkit.FailClosed
+		case "open":
+			*dst = idemkit.FailOpen
+		default:
+			return errors.New("must be closed or open")
+		}
+		return nil
+	}
+}
+
+// newLogger returns a text logger on w at level.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// serve runs the service until ctx is done, then shuts it down gracefully.
+func serve(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) error {
+	svc, err := start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	printBanner(stdout, svc.url, cfg)
+	select {
+	case err := <-svc.served:
+		_ = svc.backend.Close()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: waiting for in-flight requests", "timeout", shutdownTimeout)
+	return svc.shutdown(shutdownTimeout)
+}
+
+// service is a running order service.
+type service struct {
+	url     string // base URL, such as http://127.0.0.1:8080
+	http    *http.Server
+	backend *backend
+	served  chan error // receives Serve's error once it returns
+}
+
+// start opens the store, builds the engine and the routes, and serves them
+// on cfg.addr in the background.
+func start(ctx context.Context, cfg config, log *slog.Logger) (*service, error) {
+	be, err := openBackend(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := startOn(be, cfg, log)
+	if err != nil {
+		return nil, errors.Join(err, be.Close())
+	}
+	return svc, nil
+}
+
+// startOn builds the routes over be and serves them on cfg.addr.
+func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
+	handler, err := newApp(be, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return listen(cfg.addr, handler, be, log)
+}
+
+// newApp builds the engine over the backend's store and the routes over
+// the engine and the backend's orders.
+func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
+	engine, err := idemkit.New(be.store,
+		idemkit.WithFailureMode(cfg.failure),
+		idemkit.WithLease(cfg.lease),
+		idemkit.WithObserver(idemkit.SlogObserver(log)))
+	if err != nil {
+		return nil, err
+	}
+	return newHandler(engine, be.orders, cfg.window, log)
+}
+
+// listen starts serving handler on addr.
+func listen(addr string, handler http.Handler, be *backend, log *slog.Logger) (*service, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	svc := &service{
+		url: "http://" + displayAddr(ln.Addr()),
+		http: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second, // test hooks sleep up to 2 × 5 s
+			IdleTimeout:       time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		backend: be,
+		served:  make(chan error, 1),
+	}
+	go func() { svc.served <- svc.http.Serve(ln) }()
+	return svc, nil
+}
+
+// shutdown stops accepting requests, waits up to timeout for those in
+// flight, and then closes the store: no request is cut off by a closed
+// store.
+func (s *service) shutdown(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		err = fmt.Errorf("shutdown: %w", errors.Join(err, s.http.Close()))
+	}
+	<-s.served
+	return errors.Join(err, s.backend.Close())
+}
+
+// displayAddr returns addr as a client would dial it: an unspecified
+// address (listening on every interface) is reached on the loopback.
+func displayAddr(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+}
+
+// printBanner tells the user what is served and how to try each mode.
+func printBanner(w io.Writer, url string, cfg config) {
+	fmt.Fprintf(w, `idemdemo: order service listening on %[1]s
+  store: %[2]s; on store error: %[3]s; dedup window: %[4]v
+  caller: the %[5]s header, trusted as if an authenticating gateway had set it.
+  This demo has no authentication of its own: do not expose it beyond localhost.
+
+  POST /orders        create an order; Idempotency-Key header required, retries replay
+  POST /orders/quick  create an order; the same body again within %[4]v gets 409
+  POST /tokens        issue a one-time token for POST /orders/form (Idempotency-Token header)
+  GET  /orders        your orders
+  GET  /healthz       200 when the store answers
+  test hooks: X-Demo-Delay: 2s (before creating), X-Demo-Stall: 2s (after), X-Demo-Fail: 500
+
+Try each line twice (the token line submits its form twice):
+  curl -i %[1]s/orders -H '%[5]s: alice' -H 'Idempotency-Key: order-1' -d '{"sku":"book","qty":1}'
+  curl -i %[1]s/orders/quick -H '%[5]s: alice' -d '{"sku":"pen","qty":2}'
+  T=$(curl -s -X POST %[1]s/tokens -H '%[5]s: alice' | sed -E 's/.*"token":"([^"]*)".*/\1/'); for i in 1 2; do curl -i %[1]s/orders/form -H '%[5]s: alice' -H "Idempotency-Token: $T" -d '{"sku":"mug","qty":1}'; done
+  curl -s %[1]s/orders -H '%[5]s: alice'
+
+Ctrl+C stops it gracefully.
+`, url, describeStore(cfg), cfg.failure, cfg.window, userHeader)
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/redistest"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	cfg, err := parseFlags(nil, &syncBuffer{})
+	require.NoError(t, err)
+	assert.Equal(t, defaultConfig(), cfg)
+	assert.Equal(t, "127.0.0.1:8080", cfg.addr)
+	assert.Equal(t, "bolt", cfg.storeKind)
+	assert.Equal(t, "idemdemo.db", cfg.boltPath)
+	assert.Equal(t, idemkit.FailClosed, cfg.failure)
+	assert.Equal(t, 3*time.Second, cfg.window)
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{
+		"-addr", "127.0.0.1:0", "-store", "redis", "-redis", "127.0.0.1:7000, 127.0.0.1:7001",
+		"-on-store-error", "open", "-fallback", "-window", "500ms", "-lease", "2s", "-log-level", "debug",
+	}, &syncBuffer{})
+	require.NoError(t, err)
+	assert.Equal(t, config{
+		addr: "127.0.0.1:0", storeKind: "redis", boltPath: "idemdemo.db",
+		redisAddrs: []string{"127.0.0.1:7000", "127.0.0.1:7001"}, failure: idemkit.FailOpen,
+		fallback: true, window: 500 * time.Millisecond, lease: 2 * time.Second, logLevel: slog.LevelDebug,
+	}, cfg)
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-store", "mongo"},
+		{"-on-store-error", "maybe"},
+		{"-window", "0"},
+		{"-window", "soon"},
+		{"-lease", "-1s"},
+		{"-log-level", "loud"},
+		{"-redis", "a,,b"},
+		{"-fallback"},
+		{"-store", "memory", "-fallback"},
+		{"-nope"},
+		{"extra"},
+		{"storm", "-n", "0"},
+		{"storm", "-users", "1000"},
+		{"storm", "-n", "500", "-users", "3"},
+		{"storm", "-store", "redis"},
+		{"storm", "-url", "http://192.0.2.1:8080"},
+		{"storm", "-url", "http://example.com"},
+		{"storm", "-url", "ftp://127.0.0.1"},
+		{"storm", "extra"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			err := run(context.Background(), args, &stdout, &stderr)
+			require.ErrorIs(t, err, errUsage)
+			assert.Equal(t, 2, exitCode(err, &stderr))
+			assert.Contains(t, stderr.String(), "Usage")
+			assert.Empty(t, stdout.String())
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stderr syncBuffer
+	err := run(context.Background(), []string{"-h"}, &syncBuffer{}, &stderr)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	assert.Equal(t, 0, exitCode(err, &stderr))
+	assert.Contains(t, stderr.String(), "idemdemo storm")
+	assert.Contains(t, stderr.String(), "-on-store-error")
+}
+
+func TestExitCode(t *testing.T) {
+	var stderr syncBuffer
+	assert.Equal(t, 0, exitCode(nil, &stderr))
+	assert.Empty(t, stderr.String())
+	assert.Equal(t, 1, exitCode(errors.New("boom"), &stderr))
+	assert.Equal(t, "idemdemo: boom\n", stderr.String())
+}
+
+// runInBackground starts run with args and returns the service's URL, read
+// from the banner, and a function that stops run and returns its error.
+func runInBackground(t *testing.T, args ...string) (url string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, &stdout, &stderr) }()
+	banner := regexp.MustCompile(`listening on (http://\S+)`)
+	require.Eventually(t, func() bool { return banner.MatchString(stdout.String()) }, 20*time.Second, 10*time.Millisecond,
+		"no banner; stderr: %s", &stderr)
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return banner.FindStringSubmatch(stdout.String())[1], stop
+}
+
+// Cancelling run's context (what SIGINT and SIGTERM do) lets an in-flight
+// request finish, then closes the bbolt file.
+func TestRunGracefulShutdown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "demo.db")
+	url, stop := runInBackground(t, "-addr", "127.0.0.1:0", "-bolt", path, "-log-level", "error")
+	client := &http.Client{Timeout: 30 * time.Second}
+	require.Equal(t, http.StatusOK, doHTTP(t, client, http.MethodGet, url+"/healthz", "", "").status)
+
+	// The request stalls after creating its order: once the order is
+	// listed, the request is in flight.
+	slow := submission{path: "/orders", body: []byte(book), header: http.Header{
+		userHeader: {"alice"}, idemhttp.DefaultKeyHeader: {"k1"}, stallHeader: {"1s"},
+	}}
+	inFlight := make(chan outcome, 1)
+	go func() { inFlight <- send(context.Background(), client, url, slow) }()
+	require.Eventually(t, func() bool {
+		orders, err := listUserOrders(context.Background(), client, url, "alice")
+		return err == nil && len(orders) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, stop())
+	o := <-inFlight
+	require.NoError(t, o.err)
+	assert.Equal(t, http.StatusCreated, o.status, string(o.body))
+
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond})
+	require.NoError(t, err, "the bbolt file is closed after shutdown")
+	orders, err := newBoltOrders(db)
+	require.NoError(t, err)
+	list, err := orders.List(context.Background(), "alice")
+	require.NoError(t, err)
+	assert.Len(t, list, 1)
+	require.NoError(t, db.Close())
+}
+
+func TestRunBoltLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "demo.db")
+	runInBackground(t, "-addr", "127.0.0.1:0", "-bolt", path, "-log-level", "error")
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-bolt", path}, &syncBuffer{}, &syncBuffer{})
+	require.ErrorContains(t, err, "locked by another process")
+	assert.Equal(t, 1, exitCode(err, &syncBuffer{}))
+}
+
+func TestRunListenError(t *testing.T) {
+	url, _ := runInBackground(t, "-addr", "127.0.0.1:0", "-store", "memory", "-log-level", "error")
+	err := run(context.Background(), []string{"-addr", strings.TrimPrefix(url, "http://"), "-store", "memory"}, &syncBuffer{}, &syncBuffer{})
+	require.Error(t, err)
+}
+
+func TestBanner(t *testing.T) {
+	var out syncBuffer
+	cfg := defaultConfig()
+	printBanner(&out, "http://127.0.0.1:8080", cfg)
+	s := out.String()
+	assert.Contains(t, s, "X-User-Id header, trusted as if an authenticating gateway had set it")
+	assert.Contains(t, s, "bbolt file idemdemo.db")
+	for _, line := range []string{
+		"curl -i http://127.0.0.1:8080/orders -H 'X-User-Id: alice' -H 'Idempotency-Key: order-1'",
+		"curl -i http://127.0.0.1:8080/orders/quick -H 'X-User-Id: alice'",
+		"curl -s -X POST http://127.0.0.1:8080/tokens",
+		`-H "Idempotency-Token: $T"`,
+	} {
+		assert.Contains(t, s, line)
+	}
+}
+
+// startTestService starts the service with cfg on a loopback port.
+func startTestService(t *testing.T, cfg config) *service {
+	t.Helper()
+	cfg.addr = "127.0.0.1:0"
+	svc, err := start(context.Background(), cfg, discardLogger())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.shutdown(time.Second) })
+	return svc
+}
+
+// redisConfig is a configuration over the Redis at addrs.
+func redisConfig(addrs ...string) config {
+	cfg := defaultConfig()
+	cfg.storeKind, cfg.redisAddrs = "redis", addrs
+	return cfg
+}
+
+// checkKeyMode checks that a key is replayed and returns the order.
+func checkKeyMode(t *testing.T, url, key string) Order {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	r := doHTTP(t, client, http.MethodPost, url+"/orders", "alice", book, "Idempotency-Key", key)
+	first := requireCreated(t, r.status, r.header, r.body, false)
+	r = doHTTP(t, client, http.MethodPost, url+"/orders", "alice", book, "Idempotency-Key", key)
+	assert.Equal(t, first, requireCreated(t, r.status, r.header, r.body, true))
+	return first
+}
+
+func TestRedisStore(t *testing.T) {
+	srv := redistest.Start(t)
+	svc := startTestService(t, redisConfig(srv.Addr()))
+	client := &http.Client{Timeout: 10 * time.Second}
+	require.Equal(t, http.StatusOK, doHTTP(t, client, http.MethodGet, svc.url+"/healthz", "", "").status)
+	checkKeyMode(t, svc.url, "k1")
+
+	// Redis down, fail-closed: refused, nothing created.
+	srv.Stop()
+	r := doHTTP(t, client, http.MethodPost, svc.url+"/orders", "alice", pen, "Idempotency-Key", "k2")
+	requireProblem(t, r.status, r.header, r.body, http.StatusServiceUnavailable, idemhttp.ProblemUnavailable)
+	assert.Equal(t, http.StatusServiceUnavailable, doHTTP(t, client, http.MethodGet, svc.url+"/healthz", "", "").status)
+	r = doHTTP(t, client, http.MethodGet, svc.url+"/orders", "alice", "")
+	assert.Equal(t, http.StatusOK, r.status)
+	assert.Equal(t, 1, strings.Count(string(r.body), `"id"`))
+}
+
+func TestRedisFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := redisConfig(srv.Addr())
+	cfg.fallback = true
+	svc := startTestService(t, cfg)
+	checkKeyMode(t, svc.url, "k1")
+	srv.Stop()
+	// The in-memory fallback deduplicates while Redis is down.
+	checkKeyMode(t, svc.url, "k2")
+	client := &http.Client{Timeout: 10 * time.Second}
+	assert.Equal(t, http.StatusOK, doHTTP(t, client, http.MethodGet, svc.url+"/healthz", "", "").status)
+}
+
+func TestRedisDownAtStartFailOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	cfg := redisConfig(srv.Addr())
+	cfg.failure = idemkit.FailOpen
+	svc := startTestService(t, cfg)
+	client := &http.Client{Timeout: 10 * time.Second}
+	r := doHTTP(t, client, http.MethodPost, svc.url+"/orders", "alice", book, "Idempotency-Key", "k1")
+	requireCreated(t, r.status, r.header, r.body, false)
+}
+
+func TestRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	svc := startTestService(t, redisConfig(cl.Addrs()...))
+	checkKeyMode(t, svc.url, "k1")
+	checkKeyMode(t, svc.url, "k2")
+	assert.Equal(t, "Redis "+strings.Join(cl.Addrs(), ",")+", orders in memory", describeStore(redisConfig(cl.Addrs()...)))
+}

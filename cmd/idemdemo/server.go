@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/store"
+)
+
+// Request headers the service reads.
+const (
+	// userHeader names the caller. The demo trusts it as an authenticating
+	// gateway in front of the service would set it; see doc.go.
+	userHeader = "X-User-Id"
+
+	// Test hooks, not part of any real API. They are read and checked
+	// before the idempotency middleware runs, so a malformed hook never
+	// reaches the store. Headers are not part of the request fingerprint
+	// (method, route, path and body are), so adding or changing a hook does
+	// not make a retry a different request.
+	delayHeader = "X-Demo-Delay" // sleep this long before creating the order
+	stallHeader = "X-Demo-Stall" // sleep this long after creating it, before answering
+	failHeader  = "X-Demo-Fail"  // "500": fail with 500 without creating anything
+)
+
+const (
+	// maxHookDelay bounds X-Demo-Delay and X-Demo-Stall.
+	maxHookDelay = 5 * time.Second
+	// maxOrderBody bounds an order request body.
+	maxOrderBody = 16 << 10
+	// healthTimeout bounds the store check of GET /healthz.
+	healthTimeout = 2 * time.Second
+	// healthProbeKey is read from stores that cannot Ping; its absence is
+	// an answer.
+	healthProbeKey = "idemdemo:healthz"
+)
+
+// Problem types of the demo's own errors; the middleware's are the
+// idemhttp.Problem* constants.
+const (
+	demoProblemBase    = "https://idemkit.dev/problems/demo/"
+	problemInvalidBody = demoProblemBase + "invalid-body" // 400
+	problemInvalidHook = demoProblemBase + "invalid-hook" // 400
+	problemKeyReused   = demoProblemBase + "key-reused"   // 422
+	problemDemoFailure = demoProblemBase + "demo-failure" // 500
+	problemInternal    = demoProblemBase + "internal"     // 500
+	problemCancelled   = demoProblemBase + "cancelled"    // 503
+)
+
+// server holds what the handlers need. Its handlers are safe for
+// concurrent use.
+type server struct {
+	engine    *idemkit.Engine
+	orders    orderRepo
+	principal func(*http.Request) (string, error)
+	log       *slog.Logger
+}
+
+// newHandler wires the routes: each order route behind the idemkit
+// middleware of its mode, plus the token issuer, the order list and the
+// health check. window is the dedup window of POST /orders/quick.
+func newHandler(e *idemkit.Engine, orders orderRepo, window time.Duration, log *slog.Logger) (http.Handler, error) {
+	s := &server{
+		engine:    e,
+		orders:    orders,
+		principal: idemhttp.TrustedHeaderPrincipal(userHeader),
+		log:       log,
+	}
+	g, err := newGuards(e, s.principal, window, log)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	// Wrap each handler registered on the mux (not the mux): the route
+	// pattern the middleware fingerprints is only set once the mux routed.
+	mux.Handle("POST /orders", withHooks(g.key(s.createOrder(idempotencyKeyOf))))
+	mux.Handle("POST /orders/quick", withHooks(g.window(s.createOrder(noDedupKey))))
+	mux.Handle("POST /tokens", g.issuer)
+	mux.Handle("POST /orders/form", withHooks(g.token(s.createOrder(tokenOf))))
+	mux.HandleFunc("GET /orders", s.listOrders)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	return mux, nil
+}
+
+// guards are the idemhttp middlewares, one per mode, and the token issuer.
+type guards struct {
+	key, window, token func(http.Handler) http.Handler
+	issuer             http.Handler
+}
+
+// newGuards builds the middleware of every mode. All of them identify the
+// caller the same way; the window route is released early when the order
+// fails (5xx), so a failed submit can be retried at once.
+func newGuards(e *idemkit.Engine, principal func(*http.Request) (string, error), window time.Duration, log *slog.Logger) (guards, error) {
+	common := []idemhttp.Option{idemhttp.WithPrincipal(principal), idemhttp.WithLogger(log)}
+	windowOpts := slices.Concat(common, []idemhttp.Option{idemhttp.WithEngineOptions(
+		idemkit.WithWindow(window), idemkit.WithRelease(idemkit.ReleaseOnError))})
+	var g guards
+	var errs [4]error
+	g.key, errs[0] = idemhttp.Idempotency(e, common...)
+	g.window, errs[1] = idemhttp.Window(e, windowOpts...)
+	g.token, errs[2] = idemhttp.Token(e, common...)
+	g.issuer, errs[3] = idemhttp.TokenIssuer(e, common...)
+	if err := errors.Join(errs[:]...); err != nil {
+		return guards{}, fmt.Errorf("idempotency middleware: %w", err)
+	}
+	return g, nil
+}
+
+// dedupKeyFunc names the order repository's unique key for a request, or ""
+// for none.
+type dedupKeyFunc func(*http.Request) string
+
+// idempotencyKeyOf keys POST /orders by the client's Idempotency-Key, so a
+// retry that the idempotency record no longer stops (a crash left it in
+// progress and its lease expired) still finds the first order.
+func idempotencyKeyOf(r *http.Request) string {
+	return "key:" + headerKey(r.Header.Get(idemhttp.DefaultKeyHeader))
+}
+
+// tokenOf keys POST /orders/form by its one-time token, for the same reason.
+func tokenOf(r *http.Request) string {
+	return "token:" + headerKey(r.Header.Get(idemhttp.DefaultTokenHeader))
+}
+
+// noDedupKey is for POST /orders/quick: a dedup window has no client key,
+// only a fingerprint that expires, so there is nothing to make unique.
+func noDedupKey(*http.Request) string { return "" }
+
+// headerKey returns the key in an Idempotency-Key or Idempotency-Token
+// header value, which the middleware already validated: an RFC 8941
+// sf-string ("abc", whose only escapes are \" and \\, which strconv.Unquote
+// reads alike) or a bare token (abc). Both spellings name the same key.
+func headerKey(v string) string {
+	v = strings.Trim(v, " \t")
+	if !strings.HasPrefix(v, `"`) {
+		return v
+	}
+	if unquoted, err := strconv.Unquote(v); err == nil {
+		return unquoted
+	}
+	return v
+}
+
+// orderRequest is the body of every order route.
+type orderRequest struct {
+	SKU string `json:"sku"`
+	Qty int    `json:"qty"`
+}
+
+// createOrder returns the handler of the three order routes: check the
+// body, run the test hooks, create the order (unique per dedupKey) and
+// answer 201 with the order and its Location.
+func (s *server) createOrder(dedupKey dedupKeyFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := decodeOrderRequest(w, r)
+		if err != nil {
+			writeProblem(w, http.StatusBadRequest, problemInvalidBody, err.Error())
+			return
+		}
+		h := hooksFrom(r.Context())
+		if !sleep(r.Context(), h.delay) {
+			writeProblem(w, http.StatusServiceUnavailable, problemCancelled, "the request was cancelled before the order was created")
+			return
+		}
+		if h.fail {
+			writeProblem(w, http.StatusInternalServerError, problemDemoFailure, failHeader+" asked for a failure; no order was created")
+			return
+		}
+		user, _ := s.principal(r) // the middleware already answered 401 when absent
+		order, _, err := s.orders.Create(r.Context(), Order{SKU: req.SKU, Qty: req.Qty, User: user}, dedupKey(r))
+		if err != nil {
+			s.orderError(w, r, err)
+			return
+		}
+		sleep(r.Context(), h.stall)
+		w.Header().Set("Location", fmt.Sprintf("/orders/%d", order.ID))
+		writeJSON(w, http.StatusCreated, order)
+	})
+}
+
+// orderError answers a failed Create.
+func (s *server) orderError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errKeyReused) {
+		writeProblem(w, http.StatusUnprocessableEntity, problemKeyReused, err.Error())
+		return
+	}
+	s.log.ErrorContext(r.Context(), "create order", "error", err)
+	writeProblem(w, http.StatusInternalServerError, problemInternal, "the order could not be stored")
+}
+
+// decodeOrderRequest reads an order body strictly: one JSON object with
+// only the known fields, of the right types, a non-empty sku and a
+// positive qty.
+func decodeOrderRequest(w http.ResponseWriter, r *http.Request) (orderRequest, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxOrderBody))
+	dec.DisallowUnknownFields()
+	var req orderRequest
+	if err := dec.Decode(&req); err != nil {
+		return orderRequest{}, fmt.Errorf("the body must be a JSON object {\"sku\": string, \"qty\": integer}: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return orderRequest{}, errors.New("the body must hold a single JSON object")
+	}
+	switch {
+	case req.SKU == "":
+		return orderRequest{}, errors.New("sku must be a non-empty string")
+	case req.Qty <= 0:
+		return orderRequest{}, errors.New("qty must be a positive integer")
+	}
+	return req, nil
+}
+
+// listOrders answers GET /orders with the caller's orders, oldest first.
+func (s *server) listOrders(w http.ResponseWriter, r *http.Request) {
+	user, err := s.principal(r)
+	if err != nil {
+		writeProblem(w, http.StatusUnauthorized, idemhttp.ProblemUnauthenticated, "this request needs an "+userHeader+" header")
+		return
+	}
+	orders, err := s.orders.List(r.Context(), user)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "list orders", "error", err)
+		writeProblem(w, http.StatusInternalServerError, problemInternal, "the orders could not be read")
+		return
+	}
+	writeJSON(w, http.StatusOK, orders)
+}
+
+// healthz answers GET /healthz: 200 when the idempotency store answers,
+// 503 otherwise.
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	if err := pingStore(ctx, s.engine.Store()); err != nil {
+		s.log.WarnContext(ctx, "health check: store does not answer", "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, idemhttp.ProblemUnavailable, "the idempotency store does not answer")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// pingStore checks that st answers: with its Ping when it has one,
+// otherwise with a Get of a key that is never written.
+func pingStore(ctx context.Context, st store.Store) error {
+	if p, ok := st.(store.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	_, err := st.Get(ctx, healthProbeKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// hooks are the parsed test-hook headers of a request.
+type hooks struct {
+	delay, stall time.Duration
+	fail         bool
+}
+
+type hooksKey struct{}
+
+// withHooks parses the test-hook headers and hands them to next in the
+// request context, or answers 400 when one is malformed. It runs before
+// the idempotency middleware, so a bad hook is refused without touching
+// the store and without being stored as the key's outcome.
+func withHooks(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, err := parseHooks(r.Header)
+		if err != nil {
+			writeProblem(w, http.StatusBadRequest, problemInvalidHook, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), hooksKey{}, h)))
+	})
+}
+
+// hooksFrom returns the hooks withHooks stored in ctx (none when absent).
+func hooksFrom(ctx context.Context) hooks {
+	h, _ := ctx.Value(hooksKey{}).(hooks)
+	return h
+}
+
+// parseHooks reads X-Demo-Delay, X-Demo-Stall and X-Demo-Fail.
+func parseHooks(header http.Header) (hooks, error) {
+	var h hooks
+	var err error
+	if h.delay, err = parseHookDuration(header, delayHeader); err != nil {
+		return hooks{}, err
+	}
+	if h.stall, err = parseHookDuration(header, stallHeader); err != nil {
+		return hooks{}, err
+	}
+	switch v := header.Get(failHeader); v {
+	case "":
+	case "500":
+		h.fail = true
+	default:
+		return hooks{}, fmt.Errorf("%s: %q is not supported; the only value is 500", failHeader, v)
+	}
+	return h, nil
+}
+
+// parseHookDuration reads a duration header of at most maxHookDelay.
+func parseHookDuration(header http.Header, name string) (time.Duration, error) {
+	v := header.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > maxHookDelay {
+		return 0, fmt.Errorf("%s: %q is not a duration between 0 and %v", name, v, maxHookDelay)
+	}
+	return d, nil
+}
+
+// sleep waits for d, or until ctx is done; it reports whether it slept the
+// whole time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeProblem answers status with an RFC 9457 problem, like the
+// middleware's own errors.
+func writeProblem(w http.ResponseWriter, status int, typ, detail string) {
+	w.Header().Set("Content-Type", idemhttp.ProblemContentType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(idemhttp.Problem{
+		Type: typ, Title: http.StatusText(status), Status: status, Detail: detail,
+	})
+}

@@ -74,10 +74,11 @@ type discard struct{}
 func (discard) Observe(context.Context, Event) {}
 
 // SlogObserver returns the default observer: it logs with l (slog.Default()
-// when nil) and never logs raw keys, only KeyDigest. Levels: admitted and
-// replayed at Debug; duplicate, in progress, mismatch, released, token
-// events at Info; lease lost, fail-open and too-large at Warn; store errors
-// at Error.
+// when nil) and never logs raw keys, only KeyDigest. Levels: the outcomes
+// of normal traffic (admitted, replayed, duplicate, in progress, released,
+// token issued) at Debug, so a retry storm does not flood the log; client
+// mistakes (mismatch, invalid token) at Info; lost leases, fail-open runs
+// and oversized results at Warn; store errors at Error.
 func SlogObserver(l *slog.Logger) Observer {
 	return slogObserver{l: l}
 }
@@ -108,7 +109,7 @@ func (o slogObserver) Observe(ctx context.Context, ev Event) {
 
 func eventLevel(k EventKind) slog.Level {
 	switch k {
-	case EventAdmitted, EventReplayed:
+	case EventAdmitted, EventReplayed, EventDuplicate, EventInProgress, EventReleased, EventTokenIssued:
 		return slog.LevelDebug
 	case EventLeaseLost, EventFailOpen, EventTooLarge:
 		return slog.LevelWarn

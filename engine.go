@@ -226,7 +226,9 @@ func (e *Engine) claim(ctx context.Context, sk string, value []byte, ttl time.Du
 	set, existing, err := e.store.SetNX(ctx, sk, value, ttl)
 	switch {
 	case err != nil:
-		if set {
+		// Unless the store refused the arguments, the write may have
+		// happened (set, or a lost reply): undo our own, unique claim.
+		if set || !errors.Is(err, store.ErrInvalid) {
 			_, _ = e.store.CompareAndDelete(context.WithoutCancel(ctx), sk, value)
 		}
 		return false, store.Entry{}, err
@@ -273,13 +275,14 @@ func (e *Engine) runGuarded(ctx context.Context, cfg *config, key, sk string, ow
 	if cfg.release == KeepUntilExpiry {
 		return fn(ctx)
 	}
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if !returned { // fn panicked or called runtime.Goexit
 			e.releaseGuard(ctx, cfg, key, sk, owner)
-			panic(r)
 		}
 	}()
 	err = fn(ctx)
+	returned = true
 	if err != nil || cfg.release == ReleaseOnDone {
 		e.releaseGuard(ctx, cfg, key, sk, owner)
 	}
@@ -377,6 +380,11 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fing
 		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: mode, Key: key, Err: ErrTokenUsed})
 		return Result{}, ErrTokenUsed, false
 	case stateIssued:
+		if mode != ModeToken {
+			err := fmt.Errorf("%w: unused-token record under an idempotency key", store.ErrCorrupt)
+			e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
+			return Result{}, fmt.Errorf("idemkit: record for key digest %s: %w", Event{Key: key}.KeyDigest(), err), false
+		}
 		return Result{}, nil, true // a token restored meanwhile: claim again
 	}
 	if cfg.wait {
@@ -410,14 +418,15 @@ func pause(ctx context.Context, delay *time.Duration, base time.Duration) error 
 // execute runs fn under a claim this caller holds and records the outcome.
 func (e *Engine) execute(ctx context.Context, cfg *config, mode Mode, key, sk string, claim *record, enc []byte, fn func(context.Context) ([]byte, error)) (Result, error) {
 	hb := e.startHeartbeat(ctx, cfg, sk, enc)
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if !returned { // fn panicked or called runtime.Goexit
 			hb.stop()
 			e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
-			panic(r)
 		}
 	}()
 	v, err := fn(ctx)
+	returned = true
 	hb.stop()
 	if err != nil {
 		if cfg.errorCodec != nil {
@@ -431,7 +440,7 @@ func (e *Engine) execute(ctx context.Context, cfg *config, mode Mode, key, sk st
 		e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
 		return Result{}, err
 	}
-	if len(v) > cfg.maxResult {
+	if len(v) > cfg.maxResult || claim.encodedLen(len(v)) > store.MaxValueLen {
 		e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
 		e.observe(ctx, cfg, Event{Kind: EventTooLarge, Mode: mode, Key: key})
 		return Result{}, fmt.Errorf("%w: %d bytes, cap %d", ErrResultTooLarge, len(v), cfg.maxResult)
@@ -448,6 +457,10 @@ func (e *Engine) complete(ctx context.Context, cfg *config, mode Mode, key, sk s
 	ok, err := e.store.CompareAndSwap(context.WithoutCancel(ctx), sk, enc, done.encode(), cfg.retention)
 	if err != nil {
 		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
+		if !errors.Is(err, ErrUnavailable) {
+			e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
+			return fmt.Errorf("idemkit: record result: %w", err)
+		}
 		return unavailable("record result", err)
 	}
 	if !ok {
@@ -461,20 +474,24 @@ func (e *Engine) complete(ctx context.Context, cfg *config, mode Mode, key, sk s
 // idempotency key is deleted so a retry runs again; a token is marked spent.
 func (e *Engine) releaseClaim(ctx context.Context, cfg *config, mode Mode, key, sk string, claim *record, enc []byte) {
 	bg := context.WithoutCancel(ctx)
+	var ok bool
 	var err error
 	if mode == ModeToken {
 		spent := *claim
 		spent.state = stateSpent
 		spent.updated = time.Now().UnixMilli()
-		_, err = e.store.CompareAndSwap(bg, sk, enc, spent.encode(), cfg.tokenTTL)
+		ok, err = e.store.CompareAndSwap(bg, sk, enc, spent.encode(), cfg.tokenTTL)
 	} else {
-		_, err = e.store.CompareAndDelete(bg, sk, enc)
+		ok, err = e.store.CompareAndDelete(bg, sk, enc)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: fmt.Errorf("release: %w", err)})
-		return
+	case !ok:
+		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: mode, Key: key, Err: ErrLeaseLost})
+	default:
+		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: mode, Key: key})
 	}
-	e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: mode, Key: key})
 }
 
 // heartbeat extends a running claim's lease until stopped or lost.
@@ -486,8 +503,8 @@ type heartbeat struct {
 
 func (e *Engine) startHeartbeat(ctx context.Context, cfg *config, sk string, enc []byte) *heartbeat {
 	every := cfg.heartbeat
-	if every == 0 {
-		every = cfg.lease / 3
+	if every == 0 || every >= cfg.lease {
+		every = cfg.lease / 3 // a beat must come before the lease ends
 	}
 	if every <= 0 {
 		return nil
@@ -591,6 +608,9 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 	for {
 		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, cfg.lease)
 		if err != nil {
+			if ok { // applied but reported as failed: put the token back
+				_, _ = e.store.CompareAndSwap(context.WithoutCancel(ctx), sk, enc, issuedToken, cfg.tokenTTL)
+			}
 			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
 		}
 		if ok {

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -102,9 +104,22 @@ func (o slogObserver) Observe(ctx context.Context, ev Event) {
 		attrs = append(attrs, slog.Duration("retry_after", ev.RetryAfter))
 	}
 	if ev.Err != nil {
-		attrs = append(attrs, slog.String("error", ev.Err.Error()))
+		attrs = append(attrs, slog.String("error", redact(ev.Err.Error(), ev.Key, ev.KeyDigest())))
 	}
 	l.LogAttrs(ctx, level, "idemkit: "+string(ev.Kind), attrs...)
+}
+
+// redact replaces the raw key, as is and as quoted by %q, in an error text
+// (stores name keys in their errors) with its digest.
+func redact(msg, key, digest string) string {
+	if key == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, key, "<key "+digest+">")
+	if q := strconv.Quote(key); q[1:len(q)-1] != key {
+		msg = strings.ReplaceAll(msg, q[1:len(q)-1], "<key "+digest+">")
+	}
+	return msg
 }
 
 func eventLevel(k EventKind) slog.Level {

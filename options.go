@@ -206,11 +206,12 @@ func WithRetryHint(d time.Duration) Option {
 // first execution (bounded by its ctx) and return the stored result,
 // instead of ErrInProgress. If the first execution fails and releases the
 // key, the waiter claims it and runs fn itself. poll is the first polling
-// interval (0 means DefaultPollInterval); it doubles up to ten times that.
+// interval (0 means DefaultPollInterval), between 1ms and 1m; it doubles up
+// to ten times that.
 func WithWait(poll time.Duration) Option {
 	return func(c *config) {
-		if poll < 0 {
-			c.invalid("poll interval must not be negative, got %v", poll)
+		if poll < 0 || (poll > 0 && poll < time.Millisecond) || poll > time.Minute {
+			c.invalid("poll interval must be 0 or between 1ms and 1m, got %v", poll)
 			return
 		}
 		c.wait = true

@@ -58,6 +58,19 @@ func (r *record) encode() []byte {
 	return append(b, r.payload...)
 }
 
+// encodedLen returns the length of r's encoding with a payload of n bytes.
+func (r *record) encodedLen(n int) int {
+	return recordHeaderLen + uvarintLen(uint64(len(r.fingerprint))) + len(r.fingerprint) + n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
 // decodeRecord parses b. The fingerprint and payload alias b. Anything but a well-formed
 // version 1 record is an error wrapping store.ErrCorrupt.
 func decodeRecord(b []byte) (record, error) {

@@ -2,6 +2,7 @@ package idemgrpc
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -31,13 +32,16 @@ import (
 //   - the interceptor's own bounded retries (WithRetries), on
 //     codes.Unavailable with jittered exponential backoff (WithBackoff),
 //     and on codes.Aborted carrying an errdetails.RetryInfo, after the
-//     delay it gives. A wait that cannot end before ctx's deadline is not
-//     started: the last error is returned. When ctx ends during a wait the
-//     call fails with its status (Canceled or DeadlineExceeded).
+//     delay it gives; a RetryInfo delay longer than the maximum backoff
+//     (WithBackoff) is not waited. A wait that cannot end before ctx's
+//     deadline is not started: the last error is returned. When ctx ends
+//     during a wait the call fails with its status (Canceled or
+//     DeadlineExceeded).
 //
 // Using both multiplies the attempts. Methods that are not selected pass
 // through untouched. An invalid option makes every selected call fail with
-// codes.Internal.
+// codes.Internal; an invalid method selection (see WithMethods) makes every
+// call fail so.
 func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
 	cfg := newConfig(opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
@@ -82,23 +86,39 @@ func withKey(ctx context.Context, name string) (context.Context, error) {
 }
 
 // retryDelay says whether a failed attempt is retried and after how long.
+// Every wait is bounded by the maximum backoff (plus a fifth as jitter
+// after Aborted): a longer RetryInfo delay is not waited.
 func (c *config) retryDelay(err error, attempt int) (time.Duration, bool) {
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.Unavailable:
-		d := min(c.backoff<<min(attempt, 30), c.maxBackoff)
-		if d <= 0 { // overflow
-			d = c.maxBackoff
-		}
+		d := c.backoffCeiling(attempt)
 		return d/2 + rand.N(d/2+1), true
 	case codes.Aborted:
 		d, ok := retryInfo(st)
-		if !ok {
+		if !ok || d > c.maxBackoff {
 			return 0, false
 		}
-		return d + rand.N(d/5+1), true
+		jitter := rand.N(d/5 + 1)
+		if d > math.MaxInt64-jitter {
+			return math.MaxInt64, true
+		}
+		return d + jitter, true
 	}
 	return 0, false
+}
+
+// backoffCeiling returns the base backoff doubled attempt times, capped at
+// the maximum without overflowing.
+func (c *config) backoffCeiling(attempt int) time.Duration {
+	d := c.backoff
+	for range attempt {
+		if d > c.maxBackoff/2 {
+			return c.maxBackoff
+		}
+		d *= 2
+	}
+	return min(d, c.maxBackoff)
 }
 
 // sleep waits d and returns nil. It returns last at once when ctx's

@@ -79,7 +79,9 @@ func (sc statusCodec) EncodeError(err error) ([]byte, bool) {
 // DecodeError implements idemkit.ErrorCodec.
 func (sc statusCodec) DecodeError(data []byte) error {
 	p := &spb.Status{}
-	if len(data) == 0 || data[0] != formatStatus || proto.Unmarshal(data[1:], p) != nil {
+	if len(data) == 0 || data[0] != formatStatus || proto.Unmarshal(data[1:], p) != nil || p.GetCode() == int32(codes.OK) {
+		// Final statuses are never OK: one that decodes so is corrupt,
+		// and must not replay as a success without a response.
 		return status.Error(codes.Internal, "idemgrpc: corrupt stored status")
 	}
 	return status.FromProto(p).Err()

@@ -1,6 +1,7 @@
 package idemgrpc
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -80,12 +81,12 @@ func TestRetryDelay(t *testing.T) {
 	require.True(t, ok, "no overflow on long runs")
 	assert.LessOrEqual(t, d, 80*time.Millisecond)
 
-	aborted := withRetryInfo(codes.Aborted, "busy", 300*time.Millisecond)
+	aborted := withRetryInfo(codes.Aborted, "busy", 50*time.Millisecond)
 	for range 50 {
 		d, ok := c.retryDelay(aborted, 0)
 		require.True(t, ok)
-		assert.GreaterOrEqual(t, d, 300*time.Millisecond, "the server's delay is honoured")
-		assert.LessOrEqual(t, d, 360*time.Millisecond)
+		assert.GreaterOrEqual(t, d, 50*time.Millisecond, "the server's delay is honoured")
+		assert.LessOrEqual(t, d, 60*time.Millisecond)
 	}
 	_, ok = c.retryDelay(status.Error(codes.Aborted, "no hint"), 0)
 	assert.False(t, ok)
@@ -107,7 +108,10 @@ func TestOptionValidation(t *testing.T) {
 	} {
 		assert.Error(t, newConfig([]Option{o}).err, name)
 	}
-	c := newConfig([]Option{WithMetadataKey("X-Idem.Key_1")})
+	c := newConfig([]Option{WithMethods("/s.S/M"), WithMetadataKey("X-Idem.Key_1")})
 	require.NoError(t, c.err)
 	assert.Equal(t, "x-idem.key_1", c.mdKey)
+	none := newConfig(nil)
+	require.ErrorContains(t, none.err, "no method selected", "an interceptor that protects nothing is a misconfiguration")
+	assert.True(t, none.selected(context.Background(), "/any.Service/Call"), "and fails closed")
 }

@@ -64,6 +64,7 @@ type config struct {
 	backoff     time.Duration
 	maxBackoff  time.Duration
 	err         error // first configuration error
+	badSelect   bool  // the method selection is invalid: treat every call as selected
 }
 
 func newConfig(opts []Option) *config {
@@ -78,6 +79,9 @@ func newConfig(opts []Option) *config {
 	for _, o := range opts {
 		o(c)
 	}
+	if len(c.methods) == 0 && c.selector == nil && !c.badSelect {
+		c.invalidSelection("no method selected: name the non-idempotent methods with WithMethods or WithSelector")
+	}
 	return c
 }
 
@@ -87,9 +91,25 @@ func (c *config) invalid(format string, args ...any) {
 	}
 }
 
-// selected reports whether calls of fullMethod are protected.
+// selected reports whether calls of fullMethod are protected. When the
+// selection itself is invalid, which methods were meant is unknown, so
+// every call counts as selected and fails with the configuration error:
+// nothing runs unprotected by mistake.
 func (c *config) selected(ctx context.Context, fullMethod string) bool {
-	return c.methods[fullMethod] || (c.selector != nil && c.selector(ctx, fullMethod))
+	return c.badSelect || c.methods[fullMethod] || (c.selector != nil && c.selector(ctx, fullMethod))
+}
+
+// invalidSelection records an invalid method selection.
+func (c *config) invalidSelection(format string, args ...any) {
+	c.invalid(format, args...)
+	c.badSelect = true
+}
+
+// validFullMethod reports whether m has the form "/service/method" with a
+// non-empty service and method, the only form a call's method name takes.
+func validFullMethod(m string) bool {
+	svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/")
+	return strings.HasPrefix(m, "/") && ok && svc != "" && method != "" && !strings.Contains(method, "/")
 }
 
 // WithPrincipal sets the function that names the caller of a request, for
@@ -112,20 +132,38 @@ func WithPrincipal(fn func(ctx context.Context) (string, error)) Option {
 // WithMethods selects methods by full name ("/package.Service/Method")
 // for protection (both sides). It adds to earlier WithMethods calls and
 // combines with WithSelector: a method is selected when either selects it.
-// By default no method is selected and every call passes through untouched,
-// since only the service author knows which methods are not idempotent.
+// A selection is required, since only the service author knows which
+// methods are not idempotent: an interceptor built with neither WithMethods
+// nor WithSelector fails every call with codes.Internal rather than protect
+// nothing in silence.
+//
+// A name not of that form ("Create", "pkg.Service/Method") could never
+// match a call and would leave the method it means unprotected, so it is
+// refused: every call through the interceptor, selected or not, then fails
+// with codes.Internal.
 func WithMethods(fullMethods ...string) Option {
 	return func(c *config) {
 		for _, m := range fullMethods {
+			if !validFullMethod(m) {
+				c.invalidSelection("method %q is not a full method name (\"/package.Service/Method\")", m)
+				continue
+			}
 			c.methods[m] = true
 		}
 	}
 }
 
 // WithSelector selects methods for protection with fn (both sides); see
-// WithMethods. fn must be safe for concurrent use.
+// WithMethods. fn must be safe for concurrent use. A nil fn is refused
+// like a malformed method name: every call then fails with codes.Internal.
 func WithSelector(fn func(ctx context.Context, fullMethod string) bool) Option {
-	return func(c *config) { c.selector = fn }
+	return func(c *config) {
+		if fn == nil {
+			c.invalidSelection("nil selector")
+			return
+		}
+		c.selector = fn
+	}
 }
 
 // WithMetadataKey sets the metadata entry that carries the idempotency key
@@ -183,7 +221,10 @@ func WithFinalCodes(cs ...codes.Code) Option {
 // WithCallOptions passes engine options to every engine call (server side):
 // idemkit.WithFailureMode, WithWait, WithRetention, WithLease, WithRetryHint
 // for unary calls; WithWindow and WithRelease for streams. An
-// idemkit.WithErrorCodec given here is overridden: use WithFinalCodes.
+// idemkit.WithErrorCodec given here is overridden: use WithFinalCodes. The
+// options are checked when the interceptor is built (idemkit.CheckOptions):
+// one the engine would refuse makes every selected call fail with
+// codes.Internal.
 func WithCallOptions(opts ...idemkit.Option) Option {
 	return func(c *config) { c.callOpts = append(c.callOpts, opts...) }
 }
@@ -221,7 +262,9 @@ func WithRetries(n int) Option {
 // codes.Unavailable: base doubles with each retry up to maxDelay, and each
 // wait is drawn at random from its upper half (client side; defaults
 // DefaultBackoff and DefaultMaxBackoff). A retry after codes.Aborted waits
-// the server's RetryInfo delay instead, plus up to a fifth more as jitter.
+// the server's RetryInfo delay instead, plus up to a fifth more as jitter;
+// a RetryInfo delay longer than maxDelay is not waited and the Aborted
+// error is returned, so a server cannot hold the client for long.
 func WithBackoff(base, maxDelay time.Duration) Option {
 	return func(c *config) {
 		if base <= 0 || maxDelay < base {

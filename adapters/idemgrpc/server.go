@@ -33,6 +33,9 @@ func newServer(e *idemkit.Engine, opts []Option) *server {
 			cfg.err = errNoPrincipal
 		}
 	}
+	if err := idemkit.CheckOptions(cfg.callOpts...); err != nil {
+		cfg.invalid("call option: %v", err)
+	}
 	callOpts := append(append([]idemkit.Option(nil), cfg.callOpts...), idemkit.WithErrorCodec(statusCodec(cfg.final)))
 	return &server{e: e, cfg: cfg, fp: keying.NewFingerprinter(), callOpts: callOpts}
 }
@@ -60,12 +63,18 @@ func newServer(e *idemkit.Engine, opts []Option) *server {
 //     (idemkit.WithWait in WithCallOptions makes repeats wait instead);
 //   - the store down under the fail-closed policy: Unavailable (with
 //     idemkit.WithFailureMode(idemkit.FailOpen) the handler runs unguarded);
-//   - an engine error wrapping idemkit.ErrInvalid: InvalidArgument;
 //   - the principal function failing: Unauthenticated.
 //
 // Once the handler has run, its own outcome is returned even when it could
 // not be recorded (store failure, lost lease, result over the size cap):
-// the interceptor never hides work that was done.
+// the interceptor never hides work that was done. Such an outcome is not
+// replayed: a response over the engine's size cap (idemkit.WithMaxResultSize,
+// default 1 MiB) releases the key at once, and a retry runs the handler
+// again; set the cap above the largest response of a selected method.
+//
+// A stored response the interceptor cannot rebuild (its type is unknown to
+// the resolver after a deploy, or the record is corrupt) fails with
+// Internal, without the replay header; the handler does not run again.
 //
 // Without WithPrincipal (or with a nil engine or an invalid option) the
 // interceptor does not run anything unprotected: every selected call fails
@@ -193,14 +202,16 @@ func (s *server) do(ctx context.Context, key, fp string, req any, handler grpc.U
 	if err != nil && !res.Replayed {
 		return nil, engineStatus(ctx, err)
 	}
-	markReplayed(ctx)
 	if err != nil {
+		markReplayed(ctx)
 		return nil, err // a stored final status
 	}
 	m, derr := decodeResponse(res.Value, s.cfg.types)
 	if derr != nil {
+		// Not a replay: the stored outcome cannot be given back.
 		return nil, status.Error(codes.Internal, derr.Error())
 	}
+	markReplayed(ctx)
 	return m, nil
 }
 

@@ -366,14 +366,6 @@ func TestSelectorAndCustomMetadataKey(t *testing.T) {
 	assert.EqualValues(t, 2, srv.runs.Load(), "Create is not selected")
 }
 
-func TestEngineInvalidIsInvalidArgument(t *testing.T) {
-	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithCallOptions(idemkit.WithLease(-time.Second)))
-	r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
-	assert.Equal(t, codes.InvalidArgument, code(r.err), r.err)
-	assert.Zero(t, srv.runs.Load())
-}
-
 func TestWaitingRepeatsGetTheReplay(t *testing.T) {
 	srv := &orders{}
 	srv.unary = func(ctx context.Context, m string, in *structpb.Struct) (*structpb.Struct, error) {

@@ -33,9 +33,9 @@ func engineStatus(ctx context.Context, err error) error {
 		return status.Error(codes.FailedPrecondition, "idemgrpc: idempotency key reused with a different request")
 	case errors.Is(err, idemkit.ErrUnavailable):
 		return status.Error(codes.Unavailable, "idemgrpc: idempotency store unavailable")
-	case errors.Is(err, idemkit.ErrInvalid):
-		return status.Error(codes.InvalidArgument, "idemgrpc: "+err.Error())
 	}
+	// Anything else (a corrupt record, a store refusing an argument) is the
+	// server's problem, never the client's: the request itself was valid.
 	return status.Error(codes.Internal, "idemgrpc: "+err.Error())
 }
 

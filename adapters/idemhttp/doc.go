@@ -44,7 +44,8 @@
 // A response that is not stored (5xx by default) is still sent to the
 // client, and the key is released so a retry runs the handler again. A
 // replay carries the stored status, body and the allow-listed headers
-// (Content-Type, Location and WithReplayHeaders), byte for byte.
+// (Content-Type, Content-Encoding, Location and WithReplayHeaders), byte
+// for byte.
 //
 // Streaming responses are not guarded: when the handler calls Flush or
 // Hijack (directly or through http.ResponseController), the response is

@@ -70,7 +70,7 @@ func newConfig(opts []Option) (*config, error) {
 		tokenHeader:   DefaultTokenHeader,
 		methods:       []string{http.MethodPost, http.MethodPatch},
 		store:         DefaultStorePolicy,
-		replayHeaders: []string{"Content-Type", "Location"},
+		replayHeaders: []string{"Content-Type", "Content-Encoding", "Location"},
 		maxBody:       DefaultMaxBody,
 		maxStored:     DefaultMaxStoredResponse,
 		fp:            keying.NewFingerprinter(),
@@ -228,8 +228,9 @@ func WithStorePolicy(store func(status int) bool) Option {
 }
 
 // WithReplayHeaders adds response headers to the allow-list that is stored
-// and replayed. The list always holds Content-Type and Location; other
-// headers appear on the fresh response only.
+// and replayed. The list always holds Content-Type, Content-Encoding
+// (without which the body cannot be decoded) and Location; other headers
+// appear on the fresh response only.
 func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
 		for _, n := range names {
@@ -303,6 +304,13 @@ func WithFingerprinter(f *keying.Fingerprinter) Option {
 // makes, for example idemkit.WithFailureMode(idemkit.FailOpen),
 // idemkit.WithWindow, idemkit.WithRelease or idemkit.WithRetention. The
 // constructors reject invalid engine options (idemkit.CheckOptions).
+//
+// Do not give an engine used by this package an idemkit.ErrorCodec
+// (idemkit.WithErrorCodec) that marks every error final: the middleware
+// signals "do not store this response" (5xx by default, see
+// WithStorePolicy) with an error from the engine's fn, and such a codec
+// would store it and replay a 500 for the whole retention. Which responses
+// are final is WithStorePolicy's job here.
 func WithEngineOptions(opts ...idemkit.Option) Option {
 	return func(c *config) { c.callOpts = append(c.callOpts, opts...) }
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,7 +14,9 @@ import (
 // recorder captures a handler's response (status, headers, body) so that
 // it can be stored before it is sent. Headers go straight into the real
 // writer's header map: whenever the handler ran, its response is the one
-// the client gets.
+// the client gets. As in net/http, the headers are those of the moment the
+// status was set (WriteHeader or the first Write): later changes to the
+// map are undone before the response is stored or sent.
 //
 // A handler that flushes or hijacks, or writes more than the stored-size
 // cap, switches the recorder to pass-through: what was captured is sent,
@@ -21,6 +24,7 @@ import (
 type recorder struct {
 	w      http.ResponseWriter
 	status int
+	header http.Header // the header map when the status was set
 	body   []byte
 	max    int
 	state  recState
@@ -62,10 +66,30 @@ func (rec *recorder) WriteHeader(code int) {
 	case rec.state != capturing:
 		rec.w.WriteHeader(code)
 	case code >= 100 && code < 200 && code != http.StatusSwitchingProtocols:
-		rec.w.WriteHeader(code)
+		if rec.status == 0 { // after the final status it is superfluous
+			rec.w.WriteHeader(code)
+		}
 	case rec.status == 0:
-		rec.status = code
+		rec.setStatus(code)
 	}
+}
+
+// setStatus records the final status and, as net/http does, the headers
+// of that moment.
+func (rec *recorder) setStatus(code int) {
+	rec.status = code
+	rec.header = rec.w.Header().Clone()
+}
+
+// restoreHeader undoes header changes made after the status was set.
+func (rec *recorder) restoreHeader() {
+	if rec.header == nil {
+		return
+	}
+	h := rec.w.Header()
+	clear(h)
+	maps.Copy(h, rec.header)
+	rec.header = nil
 }
 
 // Write captures p, or passes it through once the recorder has switched.
@@ -76,7 +100,7 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	switch rec.state {
 	case capturing:
 		if rec.status == 0 {
-			rec.status = http.StatusOK
+			rec.setStatus(http.StatusOK)
 		}
 		rec.body = append(rec.body, p...)
 		return len(p), nil
@@ -90,7 +114,7 @@ func (rec *recorder) Write(p []byte) (int, error) {
 func (rec *recorder) WriteString(s string) (int, error) {
 	if rec.state == capturing && len(rec.body)+len(s) <= rec.max {
 		if rec.status == 0 {
-			rec.status = http.StatusOK
+			rec.setStatus(http.StatusOK)
 		}
 		rec.body = append(rec.body, s...)
 		return len(s), nil
@@ -114,10 +138,14 @@ func (rec *recorder) FlushError() error {
 func (rec *recorder) Flush() { _ = rec.FlushError() }
 
 // Hijack hands the connection to the handler; the response is then not
-// stored.
+// stored. What the handler wrote before is sent first, as net/http does
+// (a 101 Switching Protocols, say).
 func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if rec.state == hijacked {
 		return nil, nil, http.ErrHijacked
+	}
+	if rec.state == capturing && rec.status != 0 && canHijack(rec.w) {
+		rec.passThrough(streaming)
 	}
 	conn, brw, err := http.NewResponseController(rec.w).Hijack()
 	if err == nil {
@@ -126,12 +154,28 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return conn, brw, err
 }
 
+// canHijack reports whether w, or a writer it wraps, is an http.Hijacker,
+// as http.ResponseController looks for one (HTTP/2 writers are not).
+func canHijack(w http.ResponseWriter) bool {
+	for {
+		if _, ok := w.(http.Hijacker); ok {
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+}
+
 // Unwrap returns the real writer, for http.ResponseController.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
 // passThrough sends what was captured and makes later writes direct.
 func (rec *recorder) passThrough(st recState) {
 	rec.state = st
+	rec.restoreHeader()
 	rec.w.Header().Del(ReplayedHeader)
 	if rec.status != 0 {
 		rec.w.WriteHeader(rec.status)
@@ -163,6 +207,7 @@ func (rec *recorder) run(next http.Handler, r *http.Request, c *config) func(con
 // complete settles the captured response as net/http would have sent it:
 // default status, sniffed Content-Type, no body where none is allowed.
 func (rec *recorder) complete() {
+	rec.restoreHeader()
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}

@@ -49,10 +49,15 @@ var errBodyTooLarge = errors.New("idemhttp: request body too large")
 // for the handler. It answers 413 or 400 itself and reports false.
 func (rt route) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	b, err := readBody(r, rt.c.maxBody)
+	var tooLarge *http.MaxBytesError // a server-wide http.MaxBytesReader
 	switch {
-	case errors.Is(err, errBodyTooLarge):
+	case errors.Is(err, errBodyTooLarge), errors.As(err, &tooLarge):
+		limit := rt.c.maxBody
+		if tooLarge != nil {
+			limit = min(limit, tooLarge.Limit)
+		}
 		writeProblem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge,
-			fmt.Sprintf("the request body is over %d bytes", rt.c.maxBody), 0)
+			fmt.Sprintf("the request body is over %d bytes", limit), 0)
 		return nil, false
 	case err != nil:
 		writeProblem(w, http.StatusBadRequest, ProblemBodyUnreadable, "the request body could not be read", 0)
@@ -71,6 +76,9 @@ type bodyReader struct{ bytes.Reader }
 
 func (*bodyReader) Close() error { return nil }
 
+// firstRead is the most readBody allocates before any byte has arrived.
+const firstRead = 64 << 10
+
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
@@ -80,7 +88,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	size := int64(512)
 	if r.ContentLength >= 0 {
-		size = r.ContentLength + 1 // +1 so that EOF is seen without growing
+		// +1 so that EOF is seen without growing. The length is only
+		// the client's word: beyond firstRead the buffer grows as bytes
+		// arrive, so a few header bytes cannot pin the whole cap.
+		size = min(r.ContentLength+1, firstRead)
 	}
 	buf := make([]byte, 0, size)
 	for {

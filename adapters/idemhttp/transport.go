@@ -145,6 +145,9 @@ func (t *Transport) withKey(req *http.Request) (*http.Request, bool, error) {
 		return nil, false, fmt.Errorf("idemhttp: idempotency key: %w", err)
 	}
 	clone := req.Clone(req.Context())
+	if clone.Header == nil { // valid for http.Transport; Clone keeps it nil
+		clone.Header = make(http.Header)
+	}
 	clone.Header.Set(name, sfString(key))
 	return clone, true, nil
 }

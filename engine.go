@@ -506,11 +506,14 @@ func (e *Engine) releaseClaim(ctx context.Context, cfg *config, mode Mode, key, 
 	}
 }
 
-// heartbeat extends a running claim's lease until stopped or lost.
+// heartbeat extends a running claim's lease until stopped or lost. stop
+// waits for a beat already under way, so no store call outlives the Do
+// that started it.
 type heartbeat struct {
-	mu      sync.Mutex
-	timer   *time.Timer
-	stopped bool
+	mu       sync.Mutex
+	timer    *time.Timer
+	stopped  bool
+	inflight sync.WaitGroup
 }
 
 func (e *Engine) startHeartbeat(ctx context.Context, cfg *config, sk string, enc []byte) *heartbeat {
@@ -526,6 +529,10 @@ func (e *Engine) startHeartbeat(ctx context.Context, cfg *config, sk string, enc
 	lease := cfg.lease
 	var beat func()
 	beat = func() {
+		if !h.begin() {
+			return
+		}
+		defer h.inflight.Done()
 		ok, err := e.store.CompareAndSwap(bg, sk, enc, enc, lease)
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -540,6 +547,17 @@ func (e *Engine) startHeartbeat(ctx context.Context, cfg *config, sk string, enc
 	return h
 }
 
+// begin registers a beat unless the heartbeat was stopped.
+func (h *heartbeat) begin() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return false
+	}
+	h.inflight.Add(1)
+	return true
+}
+
 func (h *heartbeat) stop() {
 	if h == nil {
 		return
@@ -548,6 +566,7 @@ func (h *heartbeat) stop() {
 	h.stopped = true
 	h.timer.Stop()
 	h.mu.Unlock()
+	h.inflight.Wait()
 }
 
 // IssueToken stores a fresh one-time token for principal, valid for the

@@ -288,3 +288,35 @@ func TestEdgeGuardGoexitInFnReleasesClaim(t *testing.T) {
 		"the claim of a fn that did not complete is kept")
 	assert.True(t, ran)
 }
+
+// slowBeats is a Store whose lease extensions (CompareAndSwap with equal
+// old and new values) take a while, counting those under way.
+type slowBeats struct {
+	store.Store
+	running atomic.Int32
+}
+
+func (s *slowBeats) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
+	if bytes.Equal(old, nw) {
+		s.running.Add(1)
+		defer s.running.Add(-1)
+		time.Sleep(15 * time.Millisecond)
+	}
+	return s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
+}
+
+func TestEdgeDoWaitsForHeartbeatUnderWay(t *testing.T) {
+	mem := memstore.New()
+	defer mem.Close()
+	s := &slowBeats{Store: mem}
+	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithLease(300*time.Millisecond), idemkit.WithHeartbeat(2*time.Millisecond))
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := e.Do(context.Background(), fmt.Sprint("k", i), "", func(context.Context) ([]byte, error) {
+			time.Sleep(5 * time.Millisecond) // a beat is likely under way when fn returns
+			return []byte("v"), nil
+		})
+		require.NoError(t, err)
+		require.Zero(t, s.running.Load(), "a heartbeat's store call outlived Do")
+	}
+}

@@ -100,6 +100,14 @@ func (c *config) invalid(format string, args ...any) {
 	}
 }
 
+func atLeast(c *config, name string, d, floor time.Duration, set func()) {
+	if d < floor {
+		c.invalid("%s must be at least %v, got %v", name, floor, d)
+		return
+	}
+	set()
+}
+
 func positive(c *config, name string, d time.Duration, set func()) {
 	if d <= 0 {
 		c.invalid("%s must be positive, got %v", name, d)
@@ -133,16 +141,17 @@ func WithWindow(d time.Duration) Option {
 }
 
 // WithLease sets how long an in-progress claim of Do or UseToken lives
-// without a heartbeat (default 30s). A crashed caller's key frees itself
-// after at most this long.
+// without a heartbeat (default 30s, at least 3ms so a heartbeat fits in
+// it). A crashed caller's key frees itself after at most this long.
 func WithLease(d time.Duration) Option {
-	return func(c *config) { positive(c, "lease", d, func() { c.lease = d }) }
+	return func(c *config) { atLeast(c, "lease", d, 3*time.Millisecond, func() { c.lease = d }) }
 }
 
 // WithHeartbeat sets how often a running fn's lease is extended (default a
-// third of the lease).
+// third of the lease; at least 1ms). An interval not shorter than the lease
+// falls back to the default.
 func WithHeartbeat(every time.Duration) Option {
-	return func(c *config) { positive(c, "heartbeat", every, func() { c.heartbeat = every }) }
+	return func(c *config) { atLeast(c, "heartbeat", every, time.Millisecond, func() { c.heartbeat = every }) }
 }
 
 // WithoutHeartbeat disables lease extension: fn must finish within the

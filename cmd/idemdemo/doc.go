@@ -27,8 +27,8 @@
 //	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
 //
 // The order routes take {"sku": "<non-empty string>", "qty": <integer > 0>}
-// (unknown fields and wrong types get 400) and answer 201 with
-// {"id","sku","qty","user"} and a Location header.
+// (unknown fields and wrong types get 400, a body over 16 KiB gets 413) and
+// answer 201 with {"id","sku","qty","user"} and a Location header.
 //
 // Test hooks, for demonstrations and tests only: on the order routes,
 // X-Demo-Delay: <duration up to 5s> sleeps before the order is created (to
@@ -71,12 +71,15 @@
 // each mode (the same Idempotency-Key; the same body; the same token), then
 // counts the orders through GET /orders and prints, per mode, the requests
 // sent, orders created, replays, conflicts (409), other rejections (4xx),
-// errors and the p50 and p99 latency. Exactly one order per submission is
-// expected; the command exits with status 1 otherwise. Without -url it starts
+// errors and the p50 and p99 latency. Each submission is checked on its
+// own: it must have made exactly one order, and at most one of its copies
+// may have run the handler (a fresh 201); the command exits with status 1
+// otherwise. Without -url it starts
 // its own server on a loopback port over a temporary store; -url must be a
 // loopback address.
 //
 // The process exits with status 2 on a usage error, and shuts down gracefully
-// on SIGINT or SIGTERM: in-flight requests finish (for up to 10 s), then the
-// store is closed.
+// on SIGINT or SIGTERM: in-flight requests finish (for up to 10 s, after which
+// their connections are closed and their contexts cancelled), and the store
+// is closed only once every handler has returned.
 package main

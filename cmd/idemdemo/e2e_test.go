@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,6 +35,9 @@ func TestEndToEnd(t *testing.T) {
 	aliceBefore := listOrdersHTTP(t, c, p.url, "alice")
 	stalled := stallOrder(t, c, p.url)
 	stormed := stormThenKill(t, p)
+	cut := <-stalled.answer
+	require.Error(t, cut.err, "the stalled request must be cut off by the kill, not answered (status %d): "+
+		"otherwise its key completed and this test no longer covers the crash window", cut.status)
 
 	p = startDemo(t, bin, args...)
 	for _, k := range append(completed, stormed.completed...) {
@@ -50,6 +54,7 @@ func TestEndToEnd(t *testing.T) {
 	require.NoError(t, checkStormResults(results))
 
 	checkGracefulStop(t, c, p)
+	checkStoreDown(t, c, bin)
 }
 
 // buildDemo builds the binary into a temporary directory.
@@ -76,6 +81,23 @@ var bannerURL = regexp.MustCompile(`listening on (http://\S+)`)
 // /healthz. The process is killed when the test ends.
 func startDemo(t *testing.T, bin string, args ...string) *demoProcess {
 	t.Helper()
+	p := launchDemo(t, bin, args...)
+	c := &http.Client{Timeout: time.Second}
+	require.Eventually(t, func() bool {
+		resp, err := c.Get(p.url + "/healthz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 10*time.Millisecond, "/healthz never answered 200; stderr:\n%s", p.stderr)
+	return p
+}
+
+// launchDemo starts the binary and reads its URL from the banner. The
+// process is killed when the test ends.
+func launchDemo(t *testing.T, bin string, args ...string) *demoProcess {
+	t.Helper()
 	p := &demoProcess{cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	require.NoError(t, p.cmd.Start())
@@ -90,15 +112,6 @@ func startDemo(t *testing.T, bin string, args ...string) *demoProcess {
 		t.Fatalf("idemdemo exited: %v\n%s", p.exitErr, p.stderr)
 	}
 	p.url = bannerURL.FindStringSubmatch(p.stdout.String())[1]
-	c := &http.Client{Timeout: time.Second}
-	require.Eventually(t, func() bool {
-		resp, err := c.Get(p.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 10*time.Millisecond, "/healthz never answered 200; stderr:\n%s", p.stderr)
 	return p
 }
 
@@ -165,6 +178,8 @@ func driveEveryEndpoint(t *testing.T, c *http.Client, url string) []keyedRequest
 	want(post("/orders", "alice", `{"sku":"book","qty":1,"x":1}`, "Idempotency-Key", "e2e-bad2"), http.StatusBadRequest, problemInvalidBody)
 	want(post("/orders", "", book, "Idempotency-Key", "e2e-1"), http.StatusUnauthorized, idemhttp.ProblemUnauthenticated)
 	want(post("/orders", "alice", book, "Idempotency-Key", "e2e-2", delayHeader, "1m"), http.StatusBadRequest, problemInvalidHook)
+	tooLarge := `{"sku":"` + strings.Repeat("x", maxOrderBody) + `","qty":1}`
+	want(post("/orders", "alice", tooLarge, "Idempotency-Key", "e2e-big"), http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
 
 	// In flight: of concurrent copies, one runs and the others get 409.
 	done = append(done, checkInFlight(t, c, url))
@@ -194,6 +209,10 @@ func driveEveryEndpoint(t *testing.T, c *http.Client, url string) []keyedRequest
 	assert.Equal(t, form, requireCreated(t, r.status, r.header, r.body, true))
 	want(post("/orders/form", "alice", `{"sku":"mug","qty":1}`, "Idempotency-Token", "forged-0123456789abcdef"), http.StatusBadRequest, idemhttp.ProblemTokenInvalid)
 	want(post("/orders/form", "alice", `{"sku":"mug","qty":1}`), http.StatusBadRequest, idemhttp.ProblemTokenMissing)
+	r = post("/tokens", "alice", "")
+	require.Equal(t, http.StatusCreated, r.status)
+	require.NoError(t, json.Unmarshal(r.body, &tok))
+	want(post("/orders/form", "alice", tooLarge, "Idempotency-Token", tok.Token), http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
 	want(doHTTP(t, c, http.MethodGet, url+"/orders", "", ""), http.StatusUnauthorized, idemhttp.ProblemUnauthenticated)
 
 	// book, the in-flight pen, the retried pen, lamp, mug.
@@ -228,6 +247,9 @@ func checkInFlight(t *testing.T, c *http.Client, url string) keyedRequest {
 			require.NoError(t, json.Unmarshal(o.body, &p))
 			assert.Equal(t, idemhttp.ProblemInProgress, p.Type)
 			conflicts++
+		case o.status == http.StatusCreated: // a copy that came after the first finished
+		default:
+			t.Errorf("a copy got %d: %s", o.status, o.body)
 		}
 	}
 	require.Len(t, fresh, 1, "exactly one copy ran")
@@ -240,6 +262,7 @@ func checkInFlight(t *testing.T, c *http.Client, url string) keyedRequest {
 type stalledOrder struct {
 	user, key string
 	order     Order
+	answer    <-chan outcome // what the client got: an error once killed
 }
 
 // stallOrder sends a keyed request that stalls after creating its order
@@ -251,7 +274,8 @@ func stallOrder(t *testing.T, c *http.Client, url string) stalledOrder {
 	sub := submission{path: "/orders", body: []byte(book), header: http.Header{
 		userHeader: {"crasher"}, idemhttp.DefaultKeyHeader: {"crash-1"}, stallHeader: {"5s"},
 	}}
-	go send(context.Background(), c, url, sub) // its answer is lost to the kill
+	answer := make(chan outcome, 1)
+	go func() { answer <- send(context.Background(), c, url, sub) }() // its answer is lost to the kill
 	var orders []Order
 	require.Eventually(t, func() bool {
 		var err error
@@ -259,7 +283,7 @@ func stallOrder(t *testing.T, c *http.Client, url string) stalledOrder {
 		return err == nil && len(orders) > 0
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Len(t, orders, 1)
-	return stalledOrder{"crasher", "crash-1", orders[0]}
+	return stalledOrder{"crasher", "crash-1", orders[0], answer}
 }
 
 // stormed is what a storm cut short by a SIGKILL left behind.
@@ -373,6 +397,32 @@ func checkStormedOrders(t *testing.T, c *http.Client, url string, s stormed) {
 		}
 		assert.Equal(t, 1, n, "%s: one order for its key", user)
 	}
+}
+
+// checkStoreDown runs the binary over a store that does not answer (a Redis
+// address nothing listens on): /healthz is 503, and so is every guarded
+// route under -on-store-error closed, while open creates the order
+// unguarded.
+func checkStoreDown(t *testing.T, c *http.Client, bin string) {
+	t.Helper()
+	dead := freePort(t)
+	p := launchDemo(t, bin, "-addr", "127.0.0.1:0", "-store", "redis", "-redis", dead, "-log-level", "error")
+	want := func(r httpResponse, status int, typ string) {
+		t.Helper()
+		requireProblem(t, r.status, r.header, r.body, status, typ)
+		assert.NotEmpty(t, r.header.Get("Retry-After"))
+	}
+	want(doHTTP(t, c, http.MethodGet, p.url+"/healthz", "", ""), http.StatusServiceUnavailable, idemhttp.ProblemUnavailable)
+	want(postHTTP(t, c, p.url, "/orders", "erin", book, "Idempotency-Key", "down-1"), http.StatusServiceUnavailable, idemhttp.ProblemUnavailable)
+	want(postHTTP(t, c, p.url, "/orders/quick", "erin", book), http.StatusServiceUnavailable, idemhttp.ProblemUnavailable)
+	want(postHTTP(t, c, p.url, "/tokens", "erin", ""), http.StatusServiceUnavailable, idemhttp.ProblemUnavailable)
+	assert.Empty(t, listOrdersHTTP(t, c, p.url, "erin"), "fail-closed ran nothing")
+	p.kill()
+
+	p = launchDemo(t, bin, "-addr", "127.0.0.1:0", "-store", "redis", "-redis", dead, "-on-store-error", "open", "-log-level", "error")
+	r := postHTTP(t, c, p.url, "/orders", "erin", book, "Idempotency-Key", "down-1")
+	requireCreated(t, r.status, r.header, r.body, false)
+	assert.Len(t, listOrdersHTTP(t, c, p.url, "erin"), 1)
 }
 
 // checkGracefulStop sends SIGTERM with a request in flight: the request

@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
 )
 
 // shutdownTimeout bounds how long a graceful shutdown waits for in-flight
@@ -195,8 +197,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) 
 	printBanner(stdout, svc.url, cfg)
 	select {
 	case err := <-svc.served:
-		_ = svc.backend.Close()
-		return fmt.Errorf("serve: %w", err)
+		return fmt.Errorf("serve: %w", errors.Join(err, svc.stop()))
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: waiting for in-flight requests", "timeout", shutdownTimeout)
@@ -209,6 +210,9 @@ type service struct {
 	http    *http.Server
 	backend *backend
 	served  chan error // receives Serve's error once it returns
+	// handlers counts the handlers running, so that the backend is closed
+	// only once they all returned.
+	handlers *handlerGate
 }
 
 // start opens the store, builds the engine and the routes, and serves them
@@ -253,26 +257,29 @@ func listen(addr string, handler http.Handler, be *backend, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	gate := &handlerGate{}
 	svc := &service{
 		url: "http://" + displayAddr(ln.Addr()),
 		http: &http.Server{
-			Handler:           handler,
+			Handler:           gate.wrap(handler),
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      30 * time.Second, // test hooks sleep up to 2 × 5 s
 			IdleTimeout:       time.Minute,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
-		backend: be,
-		served:  make(chan error, 1),
+		backend:  be,
+		served:   make(chan error, 1),
+		handlers: gate,
 	}
 	go func() { svc.served <- svc.http.Serve(ln) }()
 	return svc, nil
 }
 
-// shutdown stops accepting requests, waits up to timeout for those in
-// flight, and then closes the store: no request is cut off by a closed
-// store.
+// shutdown stops accepting requests and waits up to timeout for those in
+// flight. Requests still running then have their connections closed (and
+// their contexts cancelled); the store is closed only once every handler
+// has returned, so no request ever runs against a closed store.
 func (s *service) shutdown(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -281,7 +288,78 @@ func (s *service) shutdown(timeout time.Duration) error {
 		err = fmt.Errorf("shutdown: %w", errors.Join(err, s.http.Close()))
 	}
 	<-s.served
+	s.handlers.closeAndWait()
 	return errors.Join(err, s.backend.Close())
+}
+
+// stop closes the server at once (after Serve failed), waits for the
+// handlers still running, and closes the store.
+func (s *service) stop() error {
+	err := s.http.Close()
+	s.handlers.closeAndWait()
+	return errors.Join(err, s.backend.Close())
+}
+
+// handlerGate counts running handlers. Once closed it refuses new requests
+// with 503, and closeAndWait returns when the last running one returned.
+// The zero value is open; it is safe for concurrent use.
+type handlerGate struct {
+	mu      sync.Mutex
+	running int
+	closed  bool
+	idle    chan struct{} // made by closeAndWait; closed when running drops to 0
+}
+
+// wrap returns next behind the gate.
+func (g *handlerGate) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.enter() {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, http.StatusServiceUnavailable, idemhttp.ProblemUnavailable, "the service is shutting down")
+			return
+		}
+		defer g.exit()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// enter admits a handler unless the gate is closed.
+func (g *handlerGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.running++
+	return true
+}
+
+// exit records that a handler returned.
+func (g *handlerGate) exit() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running--
+	if g.running == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// closeAndWait closes the gate and waits until no handler runs.
+func (g *handlerGate) closeAndWait() {
+	g.mu.Lock()
+	g.closed = true
+	if g.running == 0 {
+		g.mu.Unlock()
+		return
+	}
+	if g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+	idle := g.idle
+	g.mu.Unlock()
+	<-idle
 }
 
 // displayAddr returns addr as a client would dial it: an unspecified

@@ -84,10 +84,10 @@ func newHandler(e *idemkit.Engine, orders orderRepo, window time.Duration, log *
 	mux := http.NewServeMux()
 	// Wrap each handler registered on the mux (not the mux): the route
 	// pattern the middleware fingerprints is only set once the mux routed.
-	mux.Handle("POST /orders", withHooks(g.key(s.createOrder(idempotencyKeyOf))))
-	mux.Handle("POST /orders/quick", withHooks(g.window(s.createOrder(noDedupKey))))
+	mux.Handle("POST /orders", s.withHooks(g.key(s.createOrder(idempotencyKeyOf))))
+	mux.Handle("POST /orders/quick", s.withHooks(g.window(s.createOrder(noDedupKey))))
 	mux.Handle("POST /tokens", g.issuer)
-	mux.Handle("POST /orders/form", withHooks(g.token(s.createOrder(tokenOf))))
+	mux.Handle("POST /orders/form", s.withHooks(g.token(s.createOrder(tokenOf))))
 	mux.HandleFunc("GET /orders", s.listOrders)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	return mux, nil
@@ -100,10 +100,11 @@ type guards struct {
 }
 
 // newGuards builds the middleware of every mode. All of them identify the
-// caller the same way; the window route is released early when the order
+// caller the same way and refuse a body over maxOrderBody with 413 before
+// touching the store; the window route is released early when the order
 // fails (5xx), so a failed submit can be retried at once.
 func newGuards(e *idemkit.Engine, principal func(*http.Request) (string, error), window time.Duration, log *slog.Logger) (guards, error) {
-	common := []idemhttp.Option{idemhttp.WithPrincipal(principal), idemhttp.WithLogger(log)}
+	common := []idemhttp.Option{idemhttp.WithPrincipal(principal), idemhttp.WithLogger(log), idemhttp.WithMaxBody(maxOrderBody)}
 	windowOpts := slices.Concat(common, []idemhttp.Option{idemhttp.WithEngineOptions(
 		idemkit.WithWindow(window), idemkit.WithRelease(idemkit.ReleaseOnError))})
 	var g guards
@@ -165,7 +166,14 @@ type orderRequest struct {
 func (s *server) createOrder(dedupKey dedupKeyFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := decodeOrderRequest(w, r)
-		if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			// Token mode does not read the body before the handler.
+			writeProblem(w, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge,
+				fmt.Sprintf("the request body is over %d bytes", maxOrderBody))
+			return
+		case err != nil:
 			writeProblem(w, http.StatusBadRequest, problemInvalidBody, err.Error())
 			return
 		}
@@ -208,9 +216,13 @@ func decodeOrderRequest(w http.ResponseWriter, r *http.Request) (orderRequest, e
 	dec.DisallowUnknownFields()
 	var req orderRequest
 	if err := dec.Decode(&req); err != nil {
-		return orderRequest{}, fmt.Errorf("the body must be a JSON object {\"sku\": string, \"qty\": integer}: %v", err)
+		return orderRequest{}, fmt.Errorf("the body must be a JSON object {\"sku\": string, \"qty\": integer}: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return orderRequest{}, err
+		}
 		return orderRequest{}, errors.New("the body must hold a single JSON object")
 	}
 	switch {
@@ -276,9 +288,14 @@ type hooksKey struct{}
 // withHooks parses the test-hook headers and hands them to next in the
 // request context, or answers 400 when one is malformed. It runs before
 // the idempotency middleware, so a bad hook is refused without touching
-// the store and without being stored as the key's outcome.
-func withHooks(next http.Handler) http.Handler {
+// the store and without being stored as the key's outcome. A request
+// without a caller goes straight to next, whose middleware answers 401.
+func (s *server) withHooks(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.principal(r); err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
 		h, err := parseHooks(r.Header)
 		if err != nil {
 			writeProblem(w, http.StatusBadRequest, problemInvalidHook, err.Error())

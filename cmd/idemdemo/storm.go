@@ -96,10 +96,20 @@ type stormResult struct {
 	rejections  int // other 4xx
 	errors      int // 5xx and transport errors
 	p50, p99    time.Duration
+	// wrong counts the submissions that did not make exactly one order;
+	// reruns those whose handler answered more than one fresh 201 (the
+	// idempotency layer let copies through, even if the order
+	// repository's unique index then kept a single order).
+	wrong, reruns int
 }
 
-// ok reports whether the mode created exactly one order per submission.
-func (r stormResult) ok() bool { return r.orders == r.submissions }
+// ok reports whether every submission of the mode created exactly one
+// order, and ran its handler at most once. Each submission is checked on
+// its own: a duplicate for one cannot hide behind a missing order for
+// another.
+func (r stormResult) ok() bool {
+	return r.submissions > 0 && r.wrong == 0 && r.reruns == 0 && r.orders == r.submissions
+}
 
 // runStorm is the storm subcommand.
 func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -239,17 +249,35 @@ func stormOneMode(ctx context.Context, sc stormConfig, m stormMode) (stormResult
 	if err != nil {
 		return stormResult{}, err
 	}
-	outcomes := fireAll(ctx, sc, subs)
-	r := tally(m.name, outcomes)
+	perSub := fireAll(ctx, sc, subs)
+	r := tally(m.name, slices.Concat(perSub...))
 	r.submissions = len(subs)
-	for _, sub := range subs {
+	for i, sub := range subs {
 		n, err := countOrders(ctx, sc, sub.user, sub.sku)
 		if err != nil {
 			return r, err
 		}
 		r.orders += n
+		if n != 1 {
+			r.wrong++
+		}
+		if countFresh(perSub[i]) > 1 {
+			r.reruns++
+		}
 	}
 	return r, nil
+}
+
+// countFresh returns how many outcomes are fresh (not replayed) 201s: how
+// many copies ran the handler to completion.
+func countFresh(outcomes []outcome) int {
+	n := 0
+	for _, o := range outcomes {
+		if o.err == nil && o.status == http.StatusCreated && !o.replayed {
+			n++
+		}
+	}
+	return n
 }
 
 // prepareSubmissions makes each user's logical submission for mode m.
@@ -301,25 +329,22 @@ func tokenHeaders(ctx context.Context, sc stormConfig, user string) (http.Header
 }
 
 // fireAll sends sc.copies copies of every submission, all released at the
-// same moment, and returns every outcome.
-func fireAll(ctx context.Context, sc stormConfig, subs []submission) []outcome {
-	var (
-		mu       sync.Mutex
-		outcomes []outcome
-		wg       sync.WaitGroup
-	)
+// same moment, and returns the outcomes of each submission's copies
+// (outcomes[i] for subs[i]).
+func fireAll(ctx context.Context, sc stormConfig, subs []submission) [][]outcome {
+	outcomes := make([][]outcome, len(subs))
+	var wg sync.WaitGroup
 	ready := make(chan struct{})
-	for _, sub := range subs {
-		for range sc.copies {
+	for i, sub := range subs {
+		outcomes[i] = make([]outcome, sc.copies)
+		for c := range sc.copies {
 			wg.Go(func() {
 				<-ready
 				o := send(ctx, sc.client, sc.baseURL, sub)
 				if sc.observe != nil {
 					sc.observe(sub, o)
 				}
-				mu.Lock()
-				outcomes = append(outcomes, o)
-				mu.Unlock()
+				outcomes[i][c] = o
 			})
 		}
 	}
@@ -435,10 +460,22 @@ func printStormResults(w io.Writer, results []stormResult) {
 	for _, r := range results {
 		verdict := "ok, one order per submission"
 		if !r.ok() {
-			verdict = fmt.Sprintf("FAIL, %d orders for %d submissions", r.orders, r.submissions)
+			verdict = "FAIL, " + r.failure()
 		}
 		fmt.Fprintf(w, "%s: %s\n", r.mode, verdict)
 	}
+}
+
+// failure says how a result that is not ok went wrong.
+func (r stormResult) failure() string {
+	s := fmt.Sprintf("%d orders for %d submissions", r.orders, r.submissions)
+	if r.wrong > 0 {
+		s += fmt.Sprintf(", %d of them without exactly one order", r.wrong)
+	}
+	if r.reruns > 0 {
+		s += fmt.Sprintf(", %d of them ran the handler more than once", r.reruns)
+	}
+	return s
 }
 
 // roundLatency keeps three significant digits or so.
@@ -457,7 +494,7 @@ func roundLatency(d time.Duration) time.Duration {
 func checkStormResults(results []stormResult) error {
 	for _, r := range results {
 		if !r.ok() {
-			return fmt.Errorf("%s mode: %d orders for %d submissions", r.mode, r.orders, r.submissions)
+			return fmt.Errorf("%s mode: %s", r.mode, r.failure())
 		}
 	}
 	return nil

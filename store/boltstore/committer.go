@@ -30,21 +30,26 @@ const (
 // op is one write operation handed to the committer.
 type op struct {
 	state atomic.Int32
+	name  string // prefixes errors the committer makes for this op
+	key   string // the key, named by the error of an apply that panics
 	apply applyFunc
-	err   error         // the answer's error, set before done is closed
-	done  chan struct{} // closed when the answer is ready
+	// panicked is set when apply panicked; the committer reads it only.
+	panicked bool
+	err      error         // the answer's error, set before done is closed
+	done     chan struct{} // closed when the answer is ready
 }
 
 // submit runs apply in the committer's next transaction and returns its
-// error once that transaction has committed. name prefixes errors.
-func (s *Store) submit(ctx context.Context, name string, apply applyFunc) error {
+// error once that transaction has committed. name prefixes errors; key
+// (empty when there is no single key) is named when apply panics.
+func (s *Store) submit(ctx context.Context, name, key string, apply applyFunc) error {
 	if err := ctx.Err(); err != nil {
 		return ctxError(name, err)
 	}
-	if ran, err := s.tryDirect(name, apply); ran {
+	if ran, err := s.tryDirect(name, key, apply); ran {
 		return err
 	}
-	o := &op{apply: apply, done: make(chan struct{})}
+	o := &op{name: name, key: key, apply: apply, done: make(chan struct{})}
 	if err := s.enqueue(ctx, o); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -57,7 +62,7 @@ func (s *Store) submit(ctx context.Context, name string, apply applyFunc) error 
 // reports whether it ran (or found the Store closed). The committer keeps
 // txMu for as long as it finds work queued, so under load every caller
 // goes through the queue and shares its commits.
-func (s *Store) tryDirect(name string, apply applyFunc) (bool, error) {
+func (s *Store) tryDirect(name, key string, apply applyFunc) (bool, error) {
 	if len(s.ops) != 0 || s.busy.Load() {
 		return false, nil
 	}
@@ -70,7 +75,7 @@ func (s *Store) tryDirect(name string, apply applyFunc) (bool, error) {
 		return false, nil
 	}
 	defer s.txMu.Unlock()
-	o := op{apply: apply}
+	o := op{name: name, key: key, apply: apply}
 	ops := [1]*op{&o}
 	s.run(ops[:])
 	return true, o.err
@@ -204,8 +209,41 @@ func (s *Store) commit(ops []*op) {
 // store.ErrUnavailable. When no op changed anything the transaction is
 // rolled back instead, saving the flush: what the ops read was already
 // durable, since every commit is flushed before the next transaction.
+//
+// bbolt panics when it meets a damaged page. run turns such a panic into
+// errors, since in the committer goroutine nobody could recover it and it
+// would kill the process: the transaction is rolled back, the op that
+// panicked fails with store.ErrCorrupt naming its key, and the others
+// with store.ErrUnavailable.
 func (s *Store) run(ops []*op) {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.runTx(ops)
+	switch {
+	case err == nil || err == errReadOnly:
+		return
+	case err == errPanicked:
+		for _, o := range ops {
+			if !o.panicked {
+				o.err = store.Unavailable(o.name+": rolled back", errPanicked)
+			}
+		}
+	default:
+		for _, o := range ops {
+			o.err = store.Unavailable("boltstore: commit", err)
+		}
+	}
+}
+
+// runTx runs ops in one read-write transaction. It returns errReadOnly
+// when it rolled back because nothing changed, errPanicked when an op
+// panicked (that op's err says so), or bbolt's error, wrapping
+// store.ErrCorrupt when bbolt panicked outside the ops.
+func (s *Store) runTx(ops []*op) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError("boltstore: transaction", "", p)
+		}
+	}()
+	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(s.bucket)
 		if b == nil {
 			return errNoBucket
@@ -213,8 +251,10 @@ func (s *Store) run(ops []*op) {
 		now := s.cfg.now()
 		changed := false
 		for _, o := range ops {
-			var wrote bool
-			wrote, o.err = o.apply(b, now)
+			wrote, panicked := o.run(b, now)
+			if panicked {
+				return errPanicked
+			}
 			changed = changed || wrote
 		}
 		if !changed {
@@ -222,12 +262,33 @@ func (s *Store) run(ops []*op) {
 		}
 		return nil
 	})
-	if err == nil || err == errReadOnly {
-		return
+}
+
+// run applies o, setting o.err, and reports whether it wrote and whether
+// it panicked.
+func (o *op) run(b *bolt.Bucket, now time.Time) (wrote, panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			wrote, panicked = false, true
+			o.panicked = true
+			o.err = panicError(o.name, o.key, p)
+		}
+	}()
+	wrote, o.err = o.apply(b, now)
+	return wrote, false
+}
+
+// errPanicked makes bbolt roll back a transaction in which an op panicked.
+var errPanicked = errors.New("an operation in the transaction panicked")
+
+// panicError describes a recovered panic of bbolt, which it raises on
+// damaged pages, as an error wrapping store.ErrCorrupt that names key
+// when there is one.
+func panicError(name, key string, p any) error {
+	if key == "" {
+		return fmt.Errorf("%s: %w: bbolt panicked (is the file damaged?): %v", name, store.ErrCorrupt, p)
 	}
-	for _, o := range ops {
-		o.err = store.Unavailable("boltstore: commit", err)
-	}
+	return fmt.Errorf("%s: %w: key %q: bbolt panicked (is the file damaged?): %v", name, store.ErrCorrupt, key, p)
 }
 
 // failQueued answers every operation still queued with ErrClosed. It runs

@@ -67,6 +67,12 @@
 // (too short, unknown format byte) makes an operation on that key return
 // an error wrapping store.ErrCorrupt that names the key, and so does Len;
 // the sweeper leaves such values alone and the other keys are unaffected.
+// bbolt itself panics when it meets a damaged page (a torn write after a
+// power failure under WithNoSync, a bad disk); the Store turns such a
+// panic into an error wrapping store.ErrCorrupt (naming the key when the
+// operation has one) instead of letting it kill the process from the
+// committer or the sweeper. A write transaction in which that happens is
+// rolled back, and the other callers in it get store.ErrUnavailable.
 //
 // All methods of Store are safe for concurrent use.
 package boltstore

@@ -39,7 +39,7 @@ func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Du
 	ttl = store.RoundTTL(ttl)
 	var set bool
 	var existing store.Entry
-	err := s.submit(ctx, "boltstore: setnx", func(b *bolt.Bucket, now time.Time) (bool, error) {
+	err := s.submit(ctx, "boltstore: setnx", key, func(b *bolt.Bucket, now time.Time) (bool, error) {
 		r, ok, err := lookup(b, k, now)
 		if err != nil {
 			return false, err
@@ -68,7 +68,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 		return store.Entry{}, fmt.Errorf("boltstore: get: %w", err)
 	}
 	var e store.Entry
-	err := s.view(ctx, "boltstore: get", func(b *bolt.Bucket, now time.Time) error {
+	err := s.view(ctx, "boltstore: get", key, func(b *bolt.Bucket, now time.Time) error {
 		r, ok, err := lookup(b, []byte(key), now)
 		if err != nil {
 			return err
@@ -96,7 +96,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 	k, want, stored := []byte(key), clone(old), encode(new, 0)
 	ttl = store.RoundTTL(ttl)
 	var swapped bool
-	err := s.submit(ctx, "boltstore: cas", func(b *bolt.Bucket, now time.Time) (bool, error) {
+	err := s.submit(ctx, "boltstore: cas", key, func(b *bolt.Bucket, now time.Time) (bool, error) {
 		r, ok, err := lookup(b, k, now)
 		if err != nil || !ok || !bytes.Equal(r.value, want) {
 			return false, err
@@ -122,7 +122,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old []byte) (b
 	}
 	k, want := []byte(key), clone(old)
 	var deleted bool
-	err := s.submit(ctx, "boltstore: cad", func(b *bolt.Bucket, now time.Time) (bool, error) {
+	err := s.submit(ctx, "boltstore: cad", key, func(b *bolt.Bucket, now time.Time) (bool, error) {
 		r, ok, err := lookup(b, k, now)
 		if err != nil || !ok || !bytes.Equal(r.value, want) {
 			return false, err
@@ -148,7 +148,7 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	}
 	k := []byte(key)
 	var value []byte
-	err := s.submit(ctx, "boltstore: consume", func(b *bolt.Bucket, now time.Time) (bool, error) {
+	err := s.submit(ctx, "boltstore: consume", key, func(b *bolt.Bucket, now time.Time) (bool, error) {
 		r, ok, err := lookup(b, k, now)
 		if err != nil {
 			return false, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,11 +69,14 @@ type Store struct {
 // the committer and the background sweeper. bbolt locks the file
 // exclusively while it is open: when another holder keeps the lock for
 // longer than the open timeout (WithOpenTimeout, default 1s), Open
-// returns an error wrapping ErrLocked. Commits are flushed to disk unless
-// WithNoSync is given. Close closes the file.
+// returns an error wrapping ErrLocked. A file bbolt finds damaged while
+// opening makes Open fail with an error wrapping store.ErrCorrupt (the
+// file then stays locked by this process; move it aside to start afresh).
+// Commits are flushed to disk unless WithNoSync is given. Close closes
+// the file.
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := buildConfig(opts)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: cfg.openTimeout, NoSync: cfg.noSync})
+	db, err := openDB(path, cfg)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: no lock after %v: %w", ErrLocked, path, cfg.openTimeout, err)
 	}
@@ -81,9 +85,36 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	s, err := start(db, cfg.bucket, true, cfg)
 	if err != nil {
-		return nil, errors.Join(err, db.Close())
+		return nil, errors.Join(fmt.Errorf("boltstore: open %s: %w", path, err), db.Close())
 	}
 	return s, nil
+}
+
+// openDB opens the bbolt file at path. bbolt panics when it meets a
+// damaged page while opening (its freelist, say); openDB turns that into
+// an error wrapping store.ErrCorrupt and closes its descriptor of the
+// file. The memory map bbolt made, if any, cannot be released, and it
+// keeps the file locked until the process exits: the application can
+// move the damaged file aside and open a new one at the same path.
+func openDB(path string, cfg config) (db *bolt.DB, err error) {
+	var file *os.File
+	defer func() {
+		if p := recover(); p != nil {
+			if file != nil {
+				_ = file.Close()
+			}
+			db, err = nil, panicError("bbolt", "", p)
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: cfg.openTimeout,
+		NoSync:  cfg.noSync,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			file = f
+			return f, err
+		},
+	})
 }
 
 // New returns a Store over db, an open, writable bbolt DB the caller owns,
@@ -115,11 +146,7 @@ func buildConfig(opts []Option) config {
 // start creates the bucket and starts the Store's goroutines.
 func start(db *bolt.DB, bucket string, ownsDB bool, cfg config) (*Store, error) {
 	name := []byte(bucket)
-	err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(name)
-		return err
-	})
-	if err != nil {
+	if err := createBucket(db, name); err != nil {
 		return nil, fmt.Errorf("boltstore: create bucket %q: %w", bucket, err)
 	}
 	s := &Store{
@@ -168,7 +195,7 @@ func (s *Store) Close() error {
 // Ping reports whether the Store is open and its bucket readable, as nil
 // or an error wrapping store.ErrUnavailable.
 func (s *Store) Ping(ctx context.Context) error {
-	return s.view(ctx, "boltstore: ping", func(*bolt.Bucket, time.Time) error { return nil })
+	return s.view(ctx, "boltstore: ping", "", func(*bolt.Bucket, time.Time) error { return nil })
 }
 
 // Len returns the number of live (unexpired) entries, reading the whole
@@ -177,7 +204,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // store.ErrCorrupt.
 func (s *Store) Len(ctx context.Context) (int, error) {
 	n := 0
-	err := s.view(ctx, "boltstore: len", func(b *bolt.Bucket, now time.Time) error {
+	err := s.view(ctx, "boltstore: len", "", func(b *bolt.Bucket, now time.Time) error {
 		return b.ForEach(func(k, v []byte) error {
 			r, err := decode(k, v)
 			if err != nil {
@@ -193,8 +220,11 @@ func (s *Store) Len(ctx context.Context) (int, error) {
 }
 
 // view runs fn on the bucket in a read-only transaction, unless the Store
-// is closed or ctx is done.
-func (s *Store) view(ctx context.Context, name string, fn func(b *bolt.Bucket, now time.Time) error) error {
+// is closed or ctx is done. A panic of bbolt (a damaged page) becomes an
+// error wrapping store.ErrCorrupt that names key, when there is one: the
+// background sweeper reads through view, and a panic there would kill
+// the process.
+func (s *Store) view(ctx context.Context, name, key string, fn func(b *bolt.Bucket, now time.Time) error) error {
 	if err := ctx.Err(); err != nil {
 		return ctxError(name, err)
 	}
@@ -204,18 +234,50 @@ func (s *Store) view(ctx context.Context, name string, fn func(b *bolt.Bucket, n
 		return fmt.Errorf("%s: %w", name, ErrClosed)
 	}
 	var fnErr error
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(s.bucket)
-		if b == nil {
-			return errNoBucket
-		}
+	err := s.readTx(name, key, func(b *bolt.Bucket) error {
 		fnErr = fn(b, s.cfg.now())
 		return nil
 	})
 	if err != nil {
-		return store.Unavailable(name, err)
+		return err
 	}
 	return fnErr
+}
+
+// readTx runs fn on the bucket in a read-only transaction. It fails with
+// an error wrapping store.ErrUnavailable when the transaction fails, and
+// with one wrapping store.ErrCorrupt when bbolt panics.
+func (s *Store) readTx(name, key string, fn func(b *bolt.Bucket) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError(name, key, p)
+		}
+	}()
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(s.bucket)
+		if b == nil {
+			return errNoBucket
+		}
+		return fn(b)
+	})
+	if err != nil {
+		return store.Unavailable(name, err)
+	}
+	return nil
+}
+
+// createBucket creates the bucket name in db if it is missing. A panic of
+// bbolt (a damaged page) becomes an error wrapping store.ErrCorrupt.
+func createBucket(db *bolt.DB, name []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError("bbolt", "", p)
+		}
+	}()
+	return db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(name)
+		return err
+	})
 }
 
 // errNoBucket reports that the bucket vanished (someone deleted it

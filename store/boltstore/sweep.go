@@ -48,7 +48,7 @@ func (s *Store) Sweep(ctx context.Context) (removed int, err error) {
 // nil when it reached the end of the bucket.
 func (s *Store) scanExpired(ctx context.Context, after []byte) (keys [][]byte, last []byte, err error) {
 	batch := s.cfg.sweepBatch
-	err = s.view(ctx, "boltstore: sweep", func(b *bolt.Bucket, now time.Time) error {
+	err = s.view(ctx, "boltstore: sweep", "", func(b *bolt.Bucket, now time.Time) error {
 		c := b.Cursor()
 		k, v := seekAfter(c, after)
 		for scanned := 0; k != nil; k, v = c.Next() {
@@ -93,7 +93,7 @@ func expired(k, v []byte, now time.Time) bool {
 // are still expired, and reports how many it deleted.
 func (s *Store) deleteExpired(ctx context.Context, keys [][]byte) (int, error) {
 	n := 0
-	err := s.submit(ctx, "boltstore: sweep", func(b *bolt.Bucket, now time.Time) (bool, error) {
+	err := s.submit(ctx, "boltstore: sweep", "", func(b *bolt.Bucket, now time.Time) (bool, error) {
 		for _, k := range keys {
 			if expired(k, b.Get(k), now) && b.Delete(k) == nil {
 				n++

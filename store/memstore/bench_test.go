@@ -47,17 +47,67 @@ func (bl *baseline) putIfAbsent(key string, value []byte) (bool, []byte) {
 	return true, nil
 }
 
+// get returns a copy of the value under key, if any.
+func (bl *baseline) get(key string) ([]byte, bool) {
+	bl.mu.Lock()
+	v, ok := bl.m[key]
+	bl.mu.Unlock()
+	return slices.Clone(v), ok
+}
+
+// take removes key and returns its value, if any.
+func (bl *baseline) take(key string) ([]byte, bool) {
+	bl.mu.Lock()
+	v, ok := bl.m[key]
+	delete(bl.m, key)
+	bl.mu.Unlock()
+	return slices.Clone(v), ok
+}
+
 // baselineValue matches the 64-byte value of storetest.Bench.
 var baselineValue = bytes.Repeat([]byte{'v'}, 64)
 
-// BenchmarkBaseline measures put-if-absent on a mutex-guarded map, with
-// keys built as storetest.Bench builds them, so that SetNX/fresh and
-// SetNX/contended of BenchmarkStore can be read as ratios over this floor.
+// BenchmarkBaseline measures put-if-absent, get and take on a
+// mutex-guarded map, with keys built as storetest.Bench builds them, so
+// that SetNX/fresh, SetNX/contended, Get and Consume of BenchmarkStore can
+// be read as ratios over this floor.
 func BenchmarkBaseline(b *testing.B) {
 	b.Run("SetNX/fresh/serial", func(b *testing.B) { runBaseline(b, false, freshOp) })
 	b.Run("SetNX/fresh/parallel", func(b *testing.B) { runBaseline(b, true, freshOp) })
 	b.Run("SetNX/contended/serial", func(b *testing.B) { runBaseline(b, false, contendedOp) })
 	b.Run("SetNX/contended/parallel", func(b *testing.B) { runBaseline(b, true, contendedOp) })
+	b.Run("Get/serial", func(b *testing.B) { runBaseline(b, false, getOp) })
+	b.Run("Get/parallel", func(b *testing.B) { runBaseline(b, true, getOp) })
+	b.Run("Consume/serial", func(b *testing.B) { runBaseline(b, false, consumeOp) })
+	b.Run("Consume/parallel", func(b *testing.B) { runBaseline(b, true, consumeOp) })
+}
+
+// getOp returns worker w's op reading 1024 present keys round-robin, as
+// storetest.Bench's Get does.
+func getOp(bl *baseline, w int) func() bool {
+	const n = 1024
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "get:" + strconv.Itoa(i)
+		bl.putIfAbsent(keys[i], baselineValue)
+	}
+	i := w * 97
+	return func() bool {
+		i++
+		_, ok := bl.get(keys[i%n])
+		return ok
+	}
+}
+
+// consumeOp returns worker w's op storing and then taking its own key, as
+// storetest.Bench's Consume does.
+func consumeOp(bl *baseline, w int) func() bool {
+	key := "consume:" + strconv.Itoa(w)
+	return func() bool {
+		set, _ := bl.putIfAbsent(key, baselineValue)
+		_, ok := bl.take(key)
+		return set && ok
+	}
 }
 
 // freshOp returns worker w's op inserting a new key each time.

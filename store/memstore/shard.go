@@ -38,8 +38,17 @@ type shard struct {
 	mu       sync.Mutex
 	lru      *simplelru.LRU[string, entry]
 	capacity int
-	_        [40]byte
+	// sinceScan counts inserts since makeRoom last scanned for expired
+	// entries; it scans again once sinceScan reaches scanEvery.
+	sinceScan, scanEvery int
+	_                    [24]byte
 }
+
+// Bounds of shard.scanEvery, as fractions and multiples of the capacity.
+const (
+	scanEveryMinDiv = 2 // at least capacity/2 inserts between scans
+	scanEveryMaxMul = 4 // at most 4*capacity inserts between scans
+)
 
 // init prepares an empty shard holding at most capacity (>= 1) entries.
 func (sh *shard) init(capacity int) {
@@ -50,6 +59,13 @@ func (sh *shard) init(capacity int) {
 		panic("memstore: " + err.Error())
 	}
 	sh.lru, sh.capacity = lru, capacity
+	sh.scanEvery = sh.minScanEvery()
+}
+
+// minScanEvery is the shortest interval, in inserts, between two scans
+// for expired entries.
+func (sh *shard) minScanEvery() int {
+	return max(1, sh.capacity/scanEveryMinDiv)
 }
 
 // get returns key's entry if it is live at now, marking it recently used.
@@ -85,12 +101,55 @@ func (sh *shard) peek(key string, now int64) (entry, bool) {
 // caller holds mu.
 func (sh *shard) insert(key string, e entry, now int64) (evicted string, didEvict bool) {
 	if sh.lru.Len() >= sh.capacity {
-		if k, old, ok := sh.lru.RemoveOldest(); ok && old.live(now) {
-			evicted, didEvict = k, true
-		}
+		evicted, didEvict = sh.makeRoom(now)
 	}
+	sh.sinceScan++
 	sh.lru.Add(key, e)
 	return evicted, didEvict
+}
+
+// makeRoom removes at least one entry from the full shard, preferring
+// expired entries to live ones: the least recently used entry if it has
+// expired; otherwise every expired entry, found by a scan of the shard;
+// and only if there is none, the least recently used live entry, whose key
+// it returns. The caller holds mu.
+//
+// Scans are spread over inserts so that their cost stays a small constant
+// per insert: at least capacity/2 inserts apart, an interval that doubles
+// (up to 4*capacity) after each scan that finds nothing, as in a shard
+// full of live entries, and falls back after one that finds something.
+func (sh *shard) makeRoom(now int64) (evicted string, didEvict bool) {
+	k, old, ok := sh.lru.GetOldest()
+	if !ok {
+		return "", false
+	}
+	if !old.live(now) {
+		sh.lru.Remove(k)
+		return "", false
+	}
+	if sh.sinceScan >= sh.scanEvery {
+		sh.sinceScan = 0
+		if sh.removeExpired(sh.lru.Keys(), now) > 0 {
+			sh.scanEvery = sh.minScanEvery()
+			return "", false
+		}
+		sh.scanEvery = min(2*sh.scanEvery, scanEveryMaxMul*sh.capacity)
+	}
+	sh.lru.Remove(k)
+	return k, true
+}
+
+// removeExpired removes the entries among keys that have expired at now,
+// and returns how many it removed. The caller holds mu.
+func (sh *shard) removeExpired(keys []string, now int64) int {
+	n := 0
+	for _, k := range keys {
+		if e, ok := sh.lru.Peek(k); ok && !e.live(now) {
+			sh.lru.Remove(k)
+			n++
+		}
+	}
+	return n
 }
 
 // sweep removes the entries among keys that have expired at the time now
@@ -101,12 +160,7 @@ func (sh *shard) sweep(keys []string, now func() int64) {
 	for len(keys) > 0 {
 		n := min(batch, len(keys))
 		sh.mu.Lock()
-		t := now()
-		for _, k := range keys[:n] {
-			if e, ok := sh.lru.Peek(k); ok && !e.live(t) {
-				sh.lru.Remove(k)
-			}
-		}
+		sh.removeExpired(keys[:n], now())
 		sh.mu.Unlock()
 		keys = keys[n:]
 	}

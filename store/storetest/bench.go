@@ -17,8 +17,12 @@ const (
 	benchGetKeys = 1024 // keys read round-robin by the Get benchmark
 )
 
-// benchValue is the 64-byte value every benchmark writes.
-var benchValue = bytes.Repeat([]byte{'v'}, 64)
+// benchValue is the 64-byte value every benchmark writes; the
+// CompareAndSwap benchmark flips between it and benchValueAlt.
+var (
+	benchValue    = bytes.Repeat([]byte{'v'}, 64)
+	benchValueAlt = bytes.Repeat([]byte{'w'}, 64)
+)
 
 // benchCase is one benchmarked operation. prepare runs untimed against a
 // fresh store and returns a constructor of per-goroutine operations:
@@ -129,7 +133,7 @@ func prepareGet(b *testing.B, s store.Store) func(int) func() error {
 func prepareCAS(_ *testing.B, s store.Store) func(int) func() error {
 	return func(w int) func() error {
 		key := "cas:" + strconv.Itoa(w)
-		cur, next := []byte("a"), []byte("b")
+		cur, next := benchValue, benchValueAlt
 		_, _, err := s.SetNX(ctxb, key, cur, benchTTL)
 		return func() error {
 			if err != nil {

@@ -29,6 +29,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	cases = append(cases, isolationCases()...)
 	cases = append(cases, keyCases()...)
 	cases = append(cases, raceCases()...)
+	cases = append(cases, lockstepCases()...)
 	cases = append(cases, ctxCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

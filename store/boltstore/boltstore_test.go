@@ -159,7 +159,7 @@ func TestTTLIsExactWithFakeClock(t *testing.T) {
 	clock.Advance(40*time.Millisecond + 300*time.Microsecond)
 	e, err := s.Get(ctxb, "k")
 	require.NoError(t, err)
-	require.Equal(t, 60*time.Millisecond, e.TTL, "59.7ms left rounds up to 60ms")
+	require.Equal(t, 59*time.Millisecond, e.TTL, "59.7ms left reports 59ms: rounded down, so a fresh entry never reports more than its TTL")
 	clock.Advance(59*time.Millisecond + 699*time.Microsecond)
 	e, err = s.Get(ctxb, "k")
 	require.NoError(t, err)
@@ -171,6 +171,21 @@ func TestTTLIsExactWithFakeClock(t *testing.T) {
 	clock.Advance(time.Microsecond)
 	_, err = s.Get(ctxb, "k")
 	require.ErrorIs(t, err, store.ErrNotFound, "expired exactly at its expiry")
+}
+
+// An entry written part-way through a millisecond lives at least its whole
+// TTL (the write time is rounded up), and reports no more than its TTL.
+func TestEntryLivesItsWholeTTL(t *testing.T) {
+	clock := newFakeClock()
+	clock.Advance(900 * time.Microsecond)
+	s, _ := openStore(t, boltstore.WithClock(clock.Now))
+	mustSetNX(t, s, "k", "v", 10*time.Millisecond)
+	e, err := s.Get(ctxb, "k")
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Millisecond, e.TTL)
+	clock.Advance(10*time.Millisecond - time.Nanosecond)
+	_, err = s.Get(ctxb, "k")
+	require.NoError(t, err, "expired before its whole TTL had passed")
 }
 
 func TestCorruptEntries(t *testing.T) {

@@ -59,23 +59,29 @@ func decode(key []byte, raw []byte) (record, error) {
 }
 
 // expiryMs returns the absolute expiry, in Unix milliseconds, of an entry
-// written at now with ttl (already rounded to whole milliseconds).
+// written at now with ttl (already rounded to whole milliseconds). now is
+// rounded up, so an entry lives at least its whole TTL.
 func expiryMs(now time.Time, ttl time.Duration) int64 {
-	return now.UnixMilli() + ttl.Milliseconds()
+	ms := int64(time.Millisecond)
+	return (now.UnixNano()+ms-1)/ms + ttl.Milliseconds()
 }
 
-// left returns the time the record has left at now, in whole milliseconds,
-// or 0 when it has expired.
+// left returns the time the record has left at now, in whole milliseconds
+// rounded down but at least 1ms while it lives (so a fresh entry never
+// reports more than its TTL), or 0 when it has expired.
 func (r record) left(now time.Time) time.Duration {
-	nowMs := now.UnixMilli()
+	nowMs, frac := now.UnixMilli(), now.UnixNano()%int64(time.Millisecond)
 	if r.expiresMs <= nowMs {
 		return 0
 	}
 	diff := r.expiresMs - nowMs
+	if frac > 0 {
+		diff-- // part of the millisecond at nowMs has passed
+	}
 	if diff < 0 || diff > maxLeftMs { // overflow from a far-future expiry
 		diff = maxLeftMs
 	}
-	return time.Duration(diff) * time.Millisecond
+	return max(time.Duration(diff), 1) * time.Millisecond
 }
 
 // entry returns the record as a store.Entry owned by the caller.

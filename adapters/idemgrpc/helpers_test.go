@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
 
@@ -181,30 +180,5 @@ func create(ctx context.Context, conn *grpc.ClientConn, in *structpb.Struct) rep
 }
 
 func code(err error) codes.Code { return status.Code(err) }
-
-// downStore is a Store whose backend is unreachable.
-type downStore struct{}
-
-var errDown = errors.New("connection refused")
-
-func (downStore) SetNX(context.Context, string, []byte, time.Duration) (bool, store.Entry, error) {
-	return false, store.Entry{}, store.Unavailable("setnx", errDown)
-}
-
-func (downStore) Get(context.Context, string) (store.Entry, error) {
-	return store.Entry{}, store.Unavailable("get", errDown)
-}
-
-func (downStore) CompareAndSwap(context.Context, string, []byte, []byte, time.Duration) (bool, error) {
-	return false, store.Unavailable("cas", errDown)
-}
-
-func (downStore) CompareAndDelete(context.Context, string, []byte) (bool, error) {
-	return false, store.Unavailable("cad", errDown)
-}
-
-func (downStore) Consume(context.Context, string) ([]byte, error) {
-	return nil, store.Unavailable("consume", errDown)
-}
 
 var errTransient = status.Error(codes.Unavailable, "downstream unavailable")

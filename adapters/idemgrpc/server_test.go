@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/store/storetest"
 )
 
 // serveIdem serves srv behind the unary and stream interceptors with the
@@ -198,13 +199,13 @@ func TestInFlightRepeatIsAbortedWithRetryInfo(t *testing.T) {
 }
 
 func TestStoreDownFailClosed(t *testing.T) {
-	e, err := idemkit.New(downStore{}, idemkit.WithObserver(nil))
+	e, err := idemkit.New(storetest.Unavailable(), idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	srv := &orders{}
 	conn := serveIdem(t, e, srv)
 	r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
 	assert.Equal(t, codes.Unavailable, code(r.err), r.err)
-	assert.NotContains(t, r.err.Error(), errDown.Error(), "store details stay on the server")
+	assert.NotContains(t, r.err.Error(), storetest.ErrDown.Error(), "store details stay on the server")
 	assert.Zero(t, srv.runs.Load())
 
 	stream, err := conn.NewStream(callCtx(t, "alice", "k"), watchDesc, methodWatch)
@@ -217,7 +218,7 @@ func TestStoreDownFailClosed(t *testing.T) {
 }
 
 func TestStoreDownFailOpen(t *testing.T) {
-	e, err := idemkit.New(downStore{}, idemkit.WithObserver(nil))
+	e, err := idemkit.New(storetest.Unavailable(), idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	srv := &orders{}
 	conn := serveIdem(t, e, srv, idemgrpc.WithCallOptions(idemkit.WithFailureMode(idemkit.FailOpen)))

@@ -1,15 +1,12 @@
 package idemhttp_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -104,31 +101,6 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ 
 
 func isReplay(w *httptest.ResponseRecorder) bool {
 	return w.Header().Get(idemhttp.ReplayedHeader) == "true"
-}
-
-// downStore is a store whose backend is unreachable.
-type downStore struct{}
-
-var errDown = errors.New("connection refused")
-
-func (downStore) SetNX(context.Context, string, []byte, time.Duration) (bool, store.Entry, error) {
-	return false, store.Entry{}, store.Unavailable("setnx", errDown)
-}
-
-func (downStore) Get(context.Context, string) (store.Entry, error) {
-	return store.Entry{}, store.Unavailable("get", errDown)
-}
-
-func (downStore) CompareAndSwap(context.Context, string, []byte, []byte, time.Duration) (bool, error) {
-	return false, store.Unavailable("cas", errDown)
-}
-
-func (downStore) CompareAndDelete(context.Context, string, []byte) (bool, error) {
-	return false, store.Unavailable("cad", errDown)
-}
-
-func (downStore) Consume(context.Context, string) ([]byte, error) {
-	return nil, store.Unavailable("consume", errDown)
 }
 
 // mustMiddleware unwraps a constructor's result.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
+	"github.com/stretchr/testify/assert"
 )
 
 // refStore is the simplest correct Store: one mutex around one map, with
@@ -129,4 +130,20 @@ func TestRunPassesReferenceStore(t *testing.T) {
 
 func BenchmarkReferenceStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return newRefStore(b) })
+}
+
+func TestUnavailableFailsEveryOperation(t *testing.T) {
+	s := storetest.Unavailable()
+	ctx := context.Background()
+	_, _, err := s.SetNX(ctx, "k", []byte("v"), time.Second)
+	assert.ErrorIs(t, err, store.ErrUnavailable)
+	assert.ErrorIs(t, err, storetest.ErrDown)
+	_, err = s.Get(ctx, "k")
+	assert.ErrorIs(t, err, store.ErrUnavailable)
+	_, err = s.CompareAndSwap(ctx, "k", []byte("v"), []byte("w"), time.Second)
+	assert.ErrorIs(t, err, store.ErrUnavailable)
+	_, err = s.CompareAndDelete(ctx, "k", []byte("v"))
+	assert.ErrorIs(t, err, store.ErrUnavailable)
+	_, err = s.Consume(ctx, "k")
+	assert.ErrorIs(t, err, store.ErrUnavailable)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -13,6 +14,10 @@ import (
 // DefaultBudget is the time budget of each store call when Budget is given
 // a duration <= 0.
 const DefaultBudget = 100 * time.Millisecond
+
+// DefaultMaxAbandoned is how many detached calls a Budget lets run on past
+// their budget (see WithMaxAbandoned).
+const DefaultMaxAbandoned = 1024
 
 // BudgetOption configures a store returned by Budget.
 type BudgetOption func(*budget)
@@ -28,6 +33,21 @@ type BudgetOption func(*budget)
 // are detached (see Budget).
 func WithInline() BudgetOption {
 	return func(b *budget) { b.inline = true }
+}
+
+// WithMaxAbandoned bounds how many detached calls cut off at their budget
+// may still be running (default DefaultMaxAbandoned): each holds a
+// goroutine and a copy of its values until the wrapped store returns, which
+// a hung store that ignores its context never does. While n calls are
+// abandoned, a new call fails at once with an error wrapping
+// store.ErrUnavailable instead of starting another. Values below 1 select
+// the default. It has no effect with WithInline.
+func WithMaxAbandoned(n int) BudgetOption {
+	return func(b *budget) {
+		if n >= 1 {
+			b.maxAbandoned = int64(n)
+		}
+	}
 }
 
 // Budget returns a store.Store that gives each call to s its own time
@@ -48,8 +68,10 @@ func WithInline() BudgetOption {
 // its context. A call cut off this way keeps running in the background
 // until s returns (its context is cancelled, so a well-behaved store stops
 // at once); whether it took effect is unknown, as with any
-// ErrUnavailable. Values passed in are copied first, so the caller may reuse
-// them at once. The detached mode costs a goroutine, a channel and a copy
+// ErrUnavailable. At most WithMaxAbandoned such calls run at a time; past
+// that, calls fail at once, so a hung store costs bounded memory. Values
+// passed in are copied first, so the caller may reuse them at once. The
+// detached mode costs a goroutine, a channel and a copy
 // per call, a few microseconds: noise next to a network round trip, but
 // measurable over an in-memory store; see WithInline. Detaching is what
 // makes the budget hold for a go-redis client with default options, which
@@ -65,7 +87,7 @@ func Budget(s store.Store, d time.Duration, opts ...BudgetOption) store.Store {
 	if d <= 0 {
 		d = DefaultBudget
 	}
-	b := &budget{s: s, d: d}
+	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned}
 	for _, o := range opts {
 		o(b)
 	}
@@ -77,9 +99,11 @@ func Budget(s store.Store, d time.Duration, opts ...BudgetOption) store.Store {
 }
 
 type budget struct {
-	s      store.Store
-	d      time.Duration
-	inline bool
+	s            store.Store
+	d            time.Duration
+	inline       bool
+	maxAbandoned int64
+	abandoned    atomic.Int64 // detached calls cut off and still running
 }
 
 var _ store.Store = (*budget)(nil)
@@ -103,21 +127,51 @@ func within[T any](b *budget, ctx context.Context, op string, call func(context.
 		v, err := call(bctx)
 		return v, b.check(ctx, bctx, op, err)
 	}
-	ch := make(chan outcome[T], 1)
-	go func() {
-		v, err := call(bctx)
-		ch <- outcome[T]{v, err}
-	}()
+	return detach(b, ctx, bctx, op, call)
+}
+
+// States of a detached call.
+const (
+	callRunning int32 = iota
+	callFinished
+	callAbandoned
+)
+
+// detachedCall is one call running on its own goroutine.
+type detachedCall[T any] struct {
+	done  chan outcome[T]
+	state atomic.Int32
+}
+
+// run makes the call and hands its outcome over; if the caller abandoned
+// it meanwhile, it no longer counts against the bound.
+func (c *detachedCall[T]) run(b *budget, bctx context.Context, call func(context.Context) (T, error)) {
+	v, err := call(bctx)
+	c.done <- outcome[T]{v, err}
+	if !c.state.CompareAndSwap(callRunning, callFinished) {
+		b.abandoned.Add(-1)
+	}
+}
+
+// detach runs call on its own goroutine and waits for it until bctx is
+// done, unless too many earlier calls are still running past their budget.
+func detach[T any](b *budget, ctx, bctx context.Context, op string, call func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if b.abandoned.Load() >= b.maxAbandoned {
+		return zero, fmt.Errorf("policy: %s: %w: %d calls still running past their time budget of %v", op, store.ErrUnavailable, b.maxAbandoned, b.d)
+	}
+	c := &detachedCall[T]{done: make(chan outcome[T], 1)}
+	go c.run(b, bctx, call)
 	select {
-	case r := <-ch:
+	case r := <-c.done:
 		return r.v, b.check(ctx, bctx, op, r.err)
 	case <-bctx.Done():
 	}
-	select {
-	case r := <-ch: // finished just in time: prefer the real answer
+	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+		r := <-c.done // finished just in time: prefer the real answer
 		return r.v, b.check(ctx, bctx, op, r.err)
-	default:
 	}
+	b.abandoned.Add(1)
 	if err := ctx.Err(); err != nil {
 		return zero, callerDone(op, err)
 	}

@@ -19,15 +19,24 @@ func (t *Tiered) forwardIfJournaled(ctx context.Context, key string) error {
 	if t.flags.Load()&flagJournal == 0 {
 		return nil
 	}
+	if _, ok := t.journal.deadline(key); !ok {
+		return nil
+	}
+	h, err := t.locks.lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer h.unlock()
 	return t.forward(ctx, key)
 }
 
 // forward copies one journaled key from the fallback to the primary with
-// SetNX and its remaining TTL, then deletes it from the fallback. It
-// returns an error only when the primary failed or ctx ended (the key stays
-// journaled);
-// every other outcome is settled, counted and reported by whichever
-// forwarder removes the key from the journal.
+// SetNX and its remaining TTL, then deletes it from the fallback. The
+// caller holds key's lock, so no other copy of key and no fallback write
+// to it runs meanwhile: a key is copied at most once, and an operation
+// that finds it no longer journaled finds it in the primary. It returns an
+// error only when the primary failed or ctx ended (the key stays
+// journaled); every other outcome is settled, counted and reported.
 func (t *Tiered) forward(ctx context.Context, key string) error {
 	deadline, ok := t.journal.deadline(key)
 	if !ok {
@@ -57,8 +66,10 @@ func (t *Tiered) forward(ctx context.Context, key string) error {
 		return nil
 	}
 	// The primary now holds the key: the fallback's copy must not outlive
-	// it into a later outage. A changed value is left alone.
-	_, _ = t.fallback.CompareAndDelete(ctx, key, e.Value)
+	// it into a later outage, even when the caller gives up now.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.copyTimeout)
+	_, _ = t.fallback.CompareAndDelete(dctx, key, e.Value)
+	cancel()
 	if set || bytes.Equal(existing.Value, e.Value) {
 		t.settle(key, TierEvent{Kind: TierCopied, Key: key}, &t.copied)
 	} else {
@@ -119,6 +130,11 @@ func (t *Tiered) copyOne(key string) bool {
 	if t.ctx.Err() != nil || t.flags.Load()&flagNotClosed != 0 {
 		return false
 	}
+	h, err := t.locks.lock(t.ctx, key) // only Close stops the wait
+	if err != nil {
+		return false
+	}
+	defer h.unlock()
 	ctx, cancel := context.WithTimeout(t.ctx, t.copyTimeout)
 	defer cancel()
 	if err := t.forward(ctx, key); err != nil {

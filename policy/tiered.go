@@ -48,7 +48,11 @@ var errExcluded = errors.New("policy: caller's context done")
 // claim made meanwhile through another instance, the primary's value wins:
 // the conflict is counted and reported (TierConflict). An operation on a
 // journaled key copies that key forward first, so once the primary answers,
-// this instance never sees its own outage claims as free.
+// this instance never sees its own outage claims as free. A copy-forward of
+// a key and a change to that key in the fallback never interleave (they
+// share a per-key lock, striped), so a key is copied at most once, a value
+// consumed or deleted meanwhile is not brought back, and a value written
+// meanwhile is not dropped from the journal.
 //
 // What tiering guarantees during an outage: requests that reach this
 // instance are deduplicated among themselves from the moment the fallback
@@ -68,6 +72,7 @@ type Tiered struct {
 	flags             atomic.Uint32
 	state             atomic.Int32
 	journal           *journal
+	locks             *keyLocks
 	observer          func(TierEvent)
 	copyTimeout       time.Duration
 
@@ -105,6 +110,7 @@ func NewTiered(primary, fallback store.Store, opts ...TieredOption) *Tiered {
 		copyTimeout: c.copyTimeout,
 	}
 	t.journal = newJournal(c.journalSize, &t.flags)
+	t.locks = newKeyLocks()
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	threshold := uint32(c.threshold)
 	t.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
@@ -236,6 +242,21 @@ func (t *Tiered) journalWrite(key string, ttl time.Duration) {
 	}
 }
 
+// onFallback runs change, an operation that may change key in the
+// fallback, under key's lock, so that it never interleaves with a
+// copy-forward of key: a copy that read the key's old value cannot then
+// settle it and drop the new one, nor write a consumed or deleted value to
+// the primary.
+func (t *Tiered) onFallback(ctx context.Context, key string, change func() error) error {
+	t.fallbackOps.Add(1)
+	h, err := t.locks.lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer h.unlock()
+	return change()
+}
+
 // SetNX implements store.Store.
 func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	if t.fast() {
@@ -256,11 +277,15 @@ func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.D
 			return set, e, err
 		}
 	}
-	t.fallbackOps.Add(1)
-	set, e, err := t.fallback.SetNX(ctx, key, value, ttl)
-	if set && err == nil {
-		t.journalWrite(key, ttl)
-	}
+	var set bool
+	var e store.Entry
+	err := t.onFallback(ctx, key, func() (err error) {
+		set, e, err = t.fallback.SetNX(ctx, key, value, ttl)
+		if set && err == nil {
+			t.journalWrite(key, ttl)
+		}
+		return err
+	})
 	return set, e, err
 }
 
@@ -306,11 +331,14 @@ func (t *Tiered) CompareAndSwap(ctx context.Context, key string, old, new []byte
 			return ok, err
 		}
 	}
-	t.fallbackOps.Add(1)
-	ok, err := t.fallback.CompareAndSwap(ctx, key, old, new, ttl)
-	if ok && err == nil {
-		t.journalWrite(key, ttl)
-	}
+	var ok bool
+	err := t.onFallback(ctx, key, func() (err error) {
+		ok, err = t.fallback.CompareAndSwap(ctx, key, old, new, ttl)
+		if ok && err == nil {
+			t.journalWrite(key, ttl)
+		}
+		return err
+	})
 	return ok, err
 }
 
@@ -333,8 +361,12 @@ func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (
 			return ok, err
 		}
 	}
-	t.fallbackOps.Add(1)
-	return t.fallback.CompareAndDelete(ctx, key, old)
+	var ok bool
+	err := t.onFallback(ctx, key, func() (err error) {
+		ok, err = t.fallback.CompareAndDelete(ctx, key, old)
+		return err
+	})
+	return ok, err
 }
 
 // Consume implements store.Store.
@@ -356,8 +388,12 @@ func (t *Tiered) Consume(ctx context.Context, key string) ([]byte, error) {
 			return v, err
 		}
 	}
-	t.fallbackOps.Add(1)
-	return t.fallback.Consume(ctx, key)
+	var v []byte
+	err := t.onFallback(ctx, key, func() (err error) {
+		v, err = t.fallback.Consume(ctx, key)
+		return err
+	})
+	return v, err
 }
 
 // Ping reports whether the Tiered can serve: nil when the primary answers,

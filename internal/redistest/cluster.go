@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -39,18 +38,16 @@ func StartCluster(tb testing.TB, masters int, opts ...Option) *Cluster {
 }
 
 // startClusterNode starts one cluster-enabled node whose bus port
-// (port+10000) is free too.
+// (port+10000) is free too. Its nodes.conf is in its own directory (the
+// server's --dir), fresh for every start attempt.
 func startClusterNode(tb testing.TB, extra []string) *Server {
 	tb.Helper()
-	dir := tb.TempDir()
 	args := append([]string{
 		"--cluster-enabled", "yes",
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", "5000",
 	}, extra...)
-	s := newServer(tb, freePort(tb, true), args)
-	s.startOrFail()
-	return s
+	return startFresh(tb, freePort, true, args)
 }
 
 // create runs redis-cli --cluster create over the nodes.

@@ -4,7 +4,11 @@
 // Every server listens on a free loopback port, keeps no data on disk
 // (--save "" --appendonly no) and writes its log into a directory from
 // t.TempDir(). Each is killed, and waited for, when the test that started
-// it ends. Servers never touch a Redis the machine may already run.
+// it ends; on Linux the kernel also kills it when the test process dies
+// without running its cleanups (a -timeout panic, os.Exit, SIGKILL).
+// Servers never touch a Redis the machine may already run; a port taken
+// by another process between the free-port probe and the server's bind
+// makes Start try another port (Restart keeps its port and fails).
 //
 // The redis-server and redis-cli binaries must be in PATH. When they are
 // not, the test fails (it does not skip) with a message naming the package

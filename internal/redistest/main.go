@@ -35,8 +35,7 @@ func StartMain(opts ...Option) (s *Server, stop func(), err error) {
 		s, stop, err = nil, nil, f
 	}()
 	c := newConfig(opts)
-	s = newServer(env, freePort(env, false), c.args)
-	s.startOrFail()
+	s = startFresh(env, freePort, false, c.args)
 	return s, env.cleanup, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,9 +74,28 @@ type process struct {
 func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
 	c := newConfig(opts)
-	s := newServer(tb, freePort(tb, false), c.args)
-	s.startOrFail()
-	return s
+	return startFresh(tb, freePort, false, c.args)
+}
+
+// startAttempts bounds how many ports startFresh tries.
+const startAttempts = 3
+
+// startFresh starts a server on a port from pick (with its cluster bus
+// port free too when bus is set), and tries another port when the first
+// was taken between the probe and redis-server's bind. It fails the test
+// on any other failure, or after startAttempts ports.
+func startFresh(tb testEnv, pick func(tb testEnv, bus bool) int, bus bool, args []string) *Server {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		s := newServer(tb, pick(tb, bus), args)
+		err := s.start()
+		if err == nil {
+			return s
+		}
+		if attempt == startAttempts || !s.portTaken(err) {
+			s.fatal(err)
+		}
+	}
 }
 
 // newServer prepares a server on port without starting it, and registers
@@ -175,8 +195,24 @@ func (s *Server) Restart() {
 func (s *Server) startOrFail() {
 	s.tb.Helper()
 	if err := s.start(); err != nil {
-		s.tb.Fatalf("redistest: redis-server on %s: %v\n%s", s.Addr(), err, s.logTail())
+		s.fatal(err)
 	}
+}
+
+// fatal fails the test with err and the server's log tail.
+func (s *Server) fatal(err error) {
+	s.tb.Helper()
+	s.tb.Fatalf("redistest: redis-server on %s: %v\n%s", s.Addr(), err, s.logTail())
+}
+
+// portTaken reports whether the start that failed with err failed because
+// another process held the port (or the cluster bus port).
+func (s *Server) portTaken(err error) bool {
+	if errors.Is(err, errForeignServer) {
+		return true
+	}
+	log, _ := os.ReadFile(s.logPath())
+	return strings.Contains(string(log), "Address already in use")
 }
 
 func (s *Server) start() error {
@@ -213,6 +249,7 @@ func (s *Server) spawn() (*process, error) {
 	cmd.Dir = s.dir
 	cmd.Stdout = out
 	cmd.Stderr = out
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = out.Close()
 		return nil, fmt.Errorf("starting %s: %w", s.bin, err)
@@ -226,6 +263,10 @@ func (s *Server) spawn() (*process, error) {
 	return p, nil
 }
 
+// errForeignServer reports a redis-server answering on our port that is
+// not the process the harness started.
+var errForeignServer = errors.New("port taken by another redis-server")
+
 // checkOwner makes sure the server answering on addr is the process this
 // harness started, not another redis-server that took the port between the
 // free-port probe and the spawn (our own process would then fail to bind).
@@ -235,7 +276,7 @@ func checkOwner(addr string, pid int) error {
 		return fmt.Errorf("INFO server: %w", err)
 	}
 	if got := infoField(info, "process_id"); got != strconv.Itoa(pid) {
-		return fmt.Errorf("port taken by another redis-server (process_id %s, ours %d)", got, pid)
+		return fmt.Errorf("%w (process_id %s, ours %d)", errForeignServer, got, pid)
 	}
 	return nil
 }

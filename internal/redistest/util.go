@@ -51,18 +51,37 @@ func listenAndClose(port int) (int, error) {
 // returned as is, error replies as an error. It is for health checks,
 // where a full client would add retries and logging.
 func do(addr string, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	replies, err := doSeq(addr, args)
 	if err != nil {
 		return "", err
 	}
+	return replies[0], nil
+}
+
+// doSeq sends commands, in order, on one fresh connection to addr and
+// returns their replies as do does, stopping at the first error.
+func doSeq(addr string, cmds ...[]string) ([]string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
 	if err := conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
-		return "", err
+		return nil, err
 	}
-	if _, err := io.WriteString(conn, encode(args)); err != nil {
-		return "", err
+	r := bufio.NewReader(conn)
+	replies := make([]string, 0, len(cmds))
+	for _, args := range cmds {
+		if _, err := io.WriteString(conn, encode(args)); err != nil {
+			return nil, err
+		}
+		reply, err := readReply(r)
+		if err != nil {
+			return nil, err
+		}
+		replies = append(replies, reply)
 	}
-	return readReply(bufio.NewReader(conn))
+	return replies, nil
 }
 
 // encode renders args as a RESP array of bulk strings.

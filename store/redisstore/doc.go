@@ -25,10 +25,13 @@
 //
 // Connection failures (refused, reset, i/o timeouts), a pool timeout, a
 // closed client, and the replies LOADING, READONLY, MASTERDOWN,
-// CLUSTERDOWN, TRYAGAIN, OOM, NOREPLICAS, BUSY and max-clients return
-// errors wrapping store.ErrUnavailable, with the go-redis error kept in
-// the chain. A done ctx returns an error wrapping ctx.Err() (and
-// store.ErrUnavailable for a passed deadline). A key holding a non-string
+// CLUSTERDOWN, TRYAGAIN, OOM, NOREPLICAS, MISCONF, BUSY and max-clients
+// return errors wrapping store.ErrUnavailable, with the go-redis error
+// kept in the chain; before Redis 7.0 a script reports these as
+// "ERR Error running script ...: -CODE ...", which is recognised too. A
+// done ctx returns an error wrapping ctx.Err() (and store.ErrUnavailable
+// for a passed deadline), also when the socket deadline that
+// ContextTimeoutEnabled derives from ctx fires before ctx's own timer. A key holding a non-string
 // value (WRONGTYPE) or a value without an expiry, which a Store never
 // writes, returns an error wrapping store.ErrCorrupt. Other error replies
 // (NOPERM, authentication) are returned wrapped, as they are: they are

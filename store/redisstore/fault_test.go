@@ -239,3 +239,20 @@ func mustSetNX(t *testing.T, s *redisstore.Store, key, value string) {
 	require.NoError(t, err)
 	require.True(t, set, "SetNX(%q)", key)
 }
+
+// TestDeadlineWithoutRetriesWrapsDeadlineExceeded uses the client settings
+// the README recommends (ContextTimeoutEnabled, MaxRetries -1): the socket
+// deadline is the caller's deadline and may fire before ctx's own timer,
+// and the error must still wrap context.DeadlineExceeded.
+func TestDeadlineWithoutRetriesWrapsDeadlineExceeded(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: blackhole(t), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStore(t, c)
+	for i := range 50 {
+		ctx, cancel := context.WithTimeout(ctxb, 2*time.Millisecond)
+		_, err := s.Get(ctx, "k")
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, "attempt %d", i)
+		require.ErrorIs(t, err, store.ErrUnavailable, "attempt %d", i)
+	}
+}

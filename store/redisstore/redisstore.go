@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -130,17 +131,16 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// isNil reports whether c is nil or a typed nil of a known client type.
+// isNil reports whether c is nil or a typed nil (a nil pointer, map,
+// func, chan or slice of any client type), on which every method would
+// panic or fail.
 func isNil(c redis.UniversalClient) bool {
-	switch c := c.(type) {
-	case nil:
+	if c == nil {
 		return true
-	case *redis.Client:
-		return c == nil
-	case *redis.ClusterClient:
-		return c == nil
-	case *redis.Ring:
-		return c == nil
+	}
+	switch v := reflect.ValueOf(c); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
 	}
 	return false
 }

@@ -119,77 +119,63 @@ func testRaceConsume(t *testing.T, s store.Store) {
 	}
 }
 
-func testRaceCAS(t *testing.T, s store.Store) {
+// raceFromV0 runs rounds of racers over fresh keys that each start as "v0":
+// op is racer i's attempt on key, which must have exactly one winner, and
+// check verifies the key's final state given that winner.
+func raceFromV0(t *testing.T, s store.Store, name string, op func(i int, key string) (bool, error), check func(key string, winner int)) {
+	t.Helper()
 	for r := range rounds {
-		key := roundKey("cas", r)
+		key := roundKey(name, r)
 		mustSet(t, s, key, []byte("v0"), longTTL)
 		won, errs := make([]bool, racers), make([]error, racers)
-		race(racers, func(i int) {
-			won[i], errs[i] = s.CompareAndSwap(ctxb, key, []byte("v0"), racerValue(i), longTTL)
-		})
-		w := onlyWinner(t, won, errs, "CompareAndSwap")
-		requireValue(t, s, key, racerValue(w))
+		race(racers, func(i int) { won[i], errs[i] = op(i, key) })
+		check(key, onlyWinner(t, won, errs, name))
 	}
 }
 
+func testRaceCAS(t *testing.T, s store.Store) {
+	raceFromV0(t, s, "CompareAndSwap", func(i int, key string) (bool, error) {
+		return s.CompareAndSwap(ctxb, key, []byte("v0"), racerValue(i), longTTL)
+	}, func(key string, w int) { requireValue(t, s, key, racerValue(w)) })
+}
+
 func testRaceCAD(t *testing.T, s store.Store) {
-	for r := range rounds {
-		key := roundKey("cad", r)
-		mustSet(t, s, key, []byte("v0"), longTTL)
-		won, errs := make([]bool, racers), make([]error, racers)
-		race(racers, func(i int) {
-			won[i], errs[i] = s.CompareAndDelete(ctxb, key, []byte("v0"))
-		})
-		onlyWinner(t, won, errs, "CompareAndDelete")
-		requireAbsent(t, s, key)
-	}
+	raceFromV0(t, s, "CompareAndDelete", func(_ int, key string) (bool, error) {
+		return s.CompareAndDelete(ctxb, key, []byte("v0"))
+	}, func(key string, _ int) { requireAbsent(t, s, key) })
 }
 
 // testRaceConsumeVsCAD races Consume against CompareAndDelete: both
 // remove the key, so exactly one racer of either kind wins.
 func testRaceConsumeVsCAD(t *testing.T, s store.Store) {
-	for r := range rounds {
-		key := roundKey("mixed", r)
-		mustSet(t, s, key, []byte("v0"), longTTL)
-		won, errs := make([]bool, racers), make([]error, racers)
-		race(racers, func(i int) {
-			if i%2 == 0 {
-				won[i], errs[i] = s.CompareAndDelete(ctxb, key, []byte("v0"))
-				return
-			}
-			v, err := s.Consume(ctxb, key)
-			won[i] = err == nil && string(v) == "v0"
-			if err != nil && !isNotFound(err) {
-				errs[i] = err
-			}
-		})
-		onlyWinner(t, won, errs, "Consume/CompareAndDelete")
-		requireAbsent(t, s, key)
-	}
+	raceFromV0(t, s, "Consume/CompareAndDelete", func(i int, key string) (bool, error) {
+		if i%2 == 0 {
+			return s.CompareAndDelete(ctxb, key, []byte("v0"))
+		}
+		v, err := s.Consume(ctxb, key)
+		if isNotFound(err) {
+			return false, nil
+		}
+		return err == nil && string(v) == "v0", err
+	}, func(key string, _ int) { requireAbsent(t, s, key) })
 }
 
-// testRaceSwapVersusDelete races CompareAndSwap against CompareAndDelete
+// testRaceSwapVsDelete races CompareAndSwap against CompareAndDelete
 // from the same old value: once one has won, the others hold a stale
 // value, so exactly one racer of either kind wins.
 func testRaceSwapVsDelete(t *testing.T, s store.Store) {
-	for r := range rounds {
-		key := roundKey("swapdel", r)
-		mustSet(t, s, key, []byte("v0"), longTTL)
-		won, errs := make([]bool, racers), make([]error, racers)
-		race(racers, func(i int) {
-			if i%2 == 0 {
-				won[i], errs[i] = s.CompareAndDelete(ctxb, key, []byte("v0"))
-				return
-			}
-			won[i], errs[i] = s.CompareAndSwap(ctxb, key, []byte("v0"), racerValue(i), longTTL)
-		})
-		w := onlyWinner(t, won, errs, "CompareAndSwap/CompareAndDelete")
+	raceFromV0(t, s, "CompareAndSwap/CompareAndDelete", func(i int, key string) (bool, error) {
+		if i%2 == 0 {
+			return s.CompareAndDelete(ctxb, key, []byte("v0"))
+		}
+		return s.CompareAndSwap(ctxb, key, []byte("v0"), racerValue(i), longTTL)
+	}, func(key string, w int) {
 		if w%2 == 0 {
 			requireAbsent(t, s, key)
 		} else {
 			requireValue(t, s, key, racerValue(w))
 		}
-	}
+	})
 }
 
 // testStale checks sequentially that a value another writer replaced no

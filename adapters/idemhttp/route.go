@@ -33,6 +33,17 @@ func newRoute(e *idemkit.Engine, opts []Option) (route, error) {
 	return route{e: e, c: c}, nil
 }
 
+// enter passes requests of methods the route does not guard straight to
+// next, and identifies the caller of the others, answering 401 itself. It
+// reports whether the request is the middleware's to handle.
+func (rt route) enter(w http.ResponseWriter, r *http.Request, next http.Handler) (string, bool) {
+	if !rt.c.guarded(r.Method) {
+		next.ServeHTTP(w, r)
+		return "", false
+	}
+	return rt.principal(w, r)
+}
+
 // principal identifies the caller, or answers 401.
 func (rt route) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
 	p, err := rt.c.principal(r)

@@ -45,11 +45,7 @@ type tokenHandler struct {
 }
 
 func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.c.guarded(r.Method) {
-		h.next.ServeHTTP(w, r)
-		return
-	}
-	principal, ok := h.principal(w, r)
+	principal, ok := h.enter(w, r, h.next)
 	if !ok {
 		return
 	}

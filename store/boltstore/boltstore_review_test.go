@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -200,8 +199,8 @@ func TestReviewDamagedRootFailsOpen(t *testing.T) {
 // TestConcurrentSweepAndWrites leaves to scheduling: an entry found
 // expired by a sweep's scan and set afresh before its delete survives.
 func TestReviewSweepSparesEntryResetAfterScan(t *testing.T) {
-	clock := newFakeClockInternal()
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithClock(clock.now), WithSweepInterval(0))
+	clock := NewFakeClock()
+	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithClock(clock.Now), WithSweepInterval(0))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	ctx := context.Background()
@@ -209,7 +208,7 @@ func TestReviewSweepSparesEntryResetAfterScan(t *testing.T) {
 		_, _, err := s.SetNX(ctx, k, []byte("old"), time.Second)
 		require.NoError(t, err)
 	}
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	keys, last, err := s.scanExpired(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, keys, 3)
@@ -224,25 +223,4 @@ func TestReviewSweepSparesEntryResetAfterScan(t *testing.T) {
 	e, err := s.Get(ctx, "b")
 	require.NoError(t, err, "the entry set after the scan survives")
 	require.Equal(t, []byte("new"), e.Value)
-}
-
-type internalClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClockInternal() *internalClock {
-	return &internalClock{t: time.UnixMilli(1_700_000_000_000)}
-}
-
-func (c *internalClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *internalClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }

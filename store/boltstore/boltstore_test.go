@@ -102,7 +102,7 @@ func TestWithBucket(t *testing.T) {
 
 func TestStoredFormat(t *testing.T) {
 	db := openDB(t)
-	clock := newFakeClock()
+	clock := boltstore.NewFakeClock()
 	s := newOver(t, db, boltstore.WithClock(clock.Now))
 	mustSetNX(t, s, "k", "value", 1500*time.Microsecond) // rounds up to 2ms
 	raw := rawGet(t, db, "k")
@@ -113,7 +113,7 @@ func TestStoredFormat(t *testing.T) {
 }
 
 func TestReopenKeepsEntriesAndTTLs(t *testing.T) {
-	clock := newFakeClock()
+	clock := boltstore.NewFakeClock()
 	s, path := openStore(t, boltstore.WithClock(clock.Now))
 	mustSetNX(t, s, "long", "L", 10*time.Second)
 	mustSetNX(t, s, "short", "S", time.Second)
@@ -153,7 +153,7 @@ func TestReopenWithWallClock(t *testing.T) {
 }
 
 func TestTTLIsExactWithFakeClock(t *testing.T) {
-	clock := newFakeClock()
+	clock := boltstore.NewFakeClock()
 	s, _ := openStore(t, boltstore.WithClock(clock.Now))
 	mustSetNX(t, s, "k", "v", 100*time.Millisecond)
 	clock.Advance(40*time.Millisecond + 300*time.Microsecond)
@@ -176,7 +176,7 @@ func TestTTLIsExactWithFakeClock(t *testing.T) {
 // An entry written part-way through a millisecond lives at least its whole
 // TTL (the write time is rounded up), and reports no more than its TTL.
 func TestEntryLivesItsWholeTTL(t *testing.T) {
-	clock := newFakeClock()
+	clock := boltstore.NewFakeClock()
 	clock.Advance(900 * time.Microsecond)
 	s, _ := openStore(t, boltstore.WithClock(clock.Now))
 	mustSetNX(t, s, "k", "v", 10*time.Millisecond)
@@ -380,7 +380,7 @@ func churn(t *testing.T, s *boltstore.Store, g int, stop <-chan struct{}, ops *a
 }
 
 func TestSweepOnDemand(t *testing.T) {
-	clock := newFakeClock()
+	clock := boltstore.NewFakeClock()
 	s, _ := openStore(t, boltstore.WithClock(clock.Now), boltstore.WithSweepInterval(0), boltstore.WithSweepBatch(7))
 	for i := range 100 {
 		ttl := time.Second

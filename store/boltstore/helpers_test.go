@@ -2,9 +2,7 @@ package boltstore_test
 
 import (
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -14,28 +12,6 @@ import (
 
 // testBucket is the bucket of the stores tests make with New.
 const testBucket = "test"
-
-// fakeClock is a settable clock for WithClock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.UnixMilli(1_700_000_000_000)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // openStore opens a Store on a new file in t's temporary directory and
 // closes it when t ends. It returns the file's path.

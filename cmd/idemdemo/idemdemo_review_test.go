@@ -15,9 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // lopsidedServer is an order service whose duplicates balance out: the first
@@ -81,21 +79,7 @@ func TestStormCountsPerSubmission(t *testing.T) {
 // and answers a fresh 201. The storm must not call that a success: it
 // proves nothing about the idempotency layer.
 func TestStormDetectsHandlerReruns(t *testing.T) {
-	mem := memstore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
-	require.NoError(t, err)
-	s := &server{engine: e, orders: newMemoryOrders(), principal: idemhttp.TrustedHeaderPrincipal(userHeader), log: discardLogger()}
-	issuer, err := idemhttp.TokenIssuer(e, idemhttp.WithPrincipal(s.principal))
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("POST /orders", s.createOrder(idempotencyKeyOf))
-	mux.Handle("POST /orders/form", s.createOrder(tokenOf))
-	mux.Handle("POST /orders/quick", s.createOrder(noDedupKey))
-	mux.Handle("POST /tokens", issuer)
-	mux.HandleFunc("GET /orders", s.listOrders)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := unguardedServer(t, idempotencyKeyOf, tokenOf)
 
 	results, err := storm(context.Background(), stormConfig{baseURL: srv.URL, copies: 4, users: 2})
 	require.NoError(t, err)

@@ -72,9 +72,12 @@ func TestStormRepeated(t *testing.T) {
 	}
 }
 
-// A storm against a service without idempotency middleware reports the
-// duplicates it makes: the storm can fail.
-func TestStormDetectsDuplicates(t *testing.T) {
+// unguardedServer serves the demo's routes with no idemkit middleware at
+// all: orders are created by every request, with the order repository's
+// unique index keyed by keyOf on /orders and tokenKey on /orders/form (pass
+// noDedupKey for no index). Tokens are still issued, so the storm can run.
+func unguardedServer(t *testing.T, keyOf, tokenKey func(*http.Request) string) *httptest.Server {
+	t.Helper()
 	mem := memstore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
@@ -83,13 +86,20 @@ func TestStormDetectsDuplicates(t *testing.T) {
 	issuer, err := idemhttp.TokenIssuer(e, idemhttp.WithPrincipal(s.principal))
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", s.createOrder(noDedupKey))
+	mux.Handle("POST /orders", s.createOrder(keyOf))
 	mux.Handle("POST /orders/quick", s.createOrder(noDedupKey))
-	mux.Handle("POST /orders/form", s.createOrder(noDedupKey))
+	mux.Handle("POST /orders/form", s.createOrder(tokenKey))
 	mux.Handle("POST /tokens", issuer)
 	mux.HandleFunc("GET /orders", s.listOrders)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A storm against a service without idempotency middleware reports the
+// duplicates it makes: the storm can fail.
+func TestStormDetectsDuplicates(t *testing.T) {
+	srv := unguardedServer(t, noDedupKey, noDedupKey)
 
 	results, err := storm(context.Background(), stormConfig{baseURL: srv.URL, copies: 4, users: 2})
 	require.NoError(t, err)

@@ -28,9 +28,9 @@ func TestWithViewSharesClaimsAndKeepsItsOptions(t *testing.T) {
 func TestWithRejectsBadOptions(t *testing.T) {
 	e := newEngine(t)
 	for name, opt := range map[string]idemkit.Option{
-		"invalid window":   idemkit.WithWindow(0),
-		"namespace":        idemkit.WithNamespace("other"),
-		"readable keys":    idemkit.WithReadableKeys(),
+		"invalid window":    idemkit.WithWindow(0),
+		"namespace":         idemkit.WithNamespace("other"),
+		"readable keys":     idemkit.WithReadableKeys(),
 		"scope is per call": idemkit.WithScope("alice"),
 	} {
 		v, err := e.With(opt)

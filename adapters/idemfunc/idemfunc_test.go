@@ -191,11 +191,14 @@ func TestWrapRefusesInvalidArguments(t *testing.T) {
 	e := newEngine(t)
 	fn := func(context.Context, msg) (int, error) { return 1, nil }
 	cases := map[string]func() error{
-		"nil engine":     func() error { _, err := idemfunc.Wrap(nil, "n", byID, fn); return err },
-		"nil key func":   func() error { _, err := idemfunc.Wrap(e, "n", nil, fn); return err },
-		"nil fn":         func() error { _, err := idemfunc.Wrap[msg, int](e, "n", byID, nil); return err },
-		"empty name":     func() error { _, err := idemfunc.Wrap(e, "", byID, fn); return err },
-		"long name":      func() error { _, err := idemfunc.Wrap(e, strings.Repeat("n", idemfunc.MaxNameLen+1), byID, fn); return err },
+		"nil engine":   func() error { _, err := idemfunc.Wrap(nil, "n", byID, fn); return err },
+		"nil key func": func() error { _, err := idemfunc.Wrap(e, "n", nil, fn); return err },
+		"nil fn":       func() error { _, err := idemfunc.Wrap[msg, int](e, "n", byID, nil); return err },
+		"empty name":   func() error { _, err := idemfunc.Wrap(e, "", byID, fn); return err },
+		"long name": func() error {
+			_, err := idemfunc.Wrap(e, strings.Repeat("n", idemfunc.MaxNameLen+1), byID, fn)
+			return err
+		},
 		"name w/ space":  func() error { _, err := idemfunc.Wrap(e, "send email", byID, fn); return err },
 		"non-ASCII name": func() error { _, err := idemfunc.Wrap(e, "envoi-é", byID, fn); return err },
 		"nil option":     func() error { _, err := idemfunc.Wrap(e, "n", byID, fn, nil); return err },

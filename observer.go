@@ -27,6 +27,7 @@ const (
 	EventTokenIssued  EventKind = "token_issued"  // a token was issued
 	EventTokenInvalid EventKind = "token_invalid" // a token was refused
 	EventTooLarge     EventKind = "too_large"     // result over the size cap
+	EventAmbiguous    EventKind = "ambiguous"     // a claim the store may have applied was undone
 )
 
 // Mode names the engine mode an event comes from.
@@ -126,7 +127,7 @@ func eventLevel(k EventKind) slog.Level {
 	switch k {
 	case EventAdmitted, EventReplayed, EventDuplicate, EventInProgress, EventReleased, EventTokenIssued:
 		return slog.LevelDebug
-	case EventLeaseLost, EventFailOpen, EventTooLarge:
+	case EventLeaseLost, EventFailOpen, EventTooLarge, EventAmbiguous:
 		return slog.LevelWarn
 	case EventStoreError:
 		return slog.LevelError

@@ -2,6 +2,7 @@ package idemfunc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/idemkit/idemkit"
@@ -69,4 +70,33 @@ func ExampleWrap_twoConsumers() {
 	// Output:
 	// credited 120
 	// receipt sent for evt_2
+}
+
+var ErrDeclined = errors.New("card declined")
+
+// A declined charge is final: registered with idemkit.FinalErrors, it is
+// stored and every redelivery gets it back, still matching ErrDeclined
+// under errors.Is, without charging again.
+func ExampleWrap_finalErrors() {
+	store := memstore.New()
+	defer store.Close()
+	engine, _ := idemkit.New(store, idemkit.WithObserver(nil))
+	charge, _ := idemfunc.Wrap(engine, "charge",
+		func(ev PaymentEvent) (string, error) { return ev.ID, nil },
+		func(_ context.Context, ev PaymentEvent) (string, error) {
+			fmt.Println("charging", ev.Amount)
+			return "", fmt.Errorf("charge %s: %w", ev.ID, ErrDeclined)
+		},
+		idemfunc.WithEngineOptions[PaymentEvent](idemkit.WithErrorCodec(idemkit.FinalErrors(ErrDeclined))),
+	)
+
+	ev := PaymentEvent{ID: "evt_3", Amount: 900}
+	for range 2 {
+		_, res, err := charge(context.Background(), ev)
+		fmt.Println(errors.Is(err, ErrDeclined), res.Replayed, err)
+	}
+	// Output:
+	// charging 900
+	// true false charge evt_3: card declined
+	// true true charge evt_3: card declined
 }

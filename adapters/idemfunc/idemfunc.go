@@ -104,8 +104,9 @@ func Wrap[Req, Resp any](e *idemkit.Engine, name string, key KeyFunc[Req], fn Fu
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := idemkit.CheckOptions(cfg.engineOpts...); err != nil {
-		return nil, fmt.Errorf("idemfunc: engine options: %w", err)
+	view, err := e.With(cfg.engineOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("idemfunc: %s: engine options: %w", name, err)
 	}
 	return func(ctx context.Context, req Req) (Resp, idemkit.Result, error) {
 		var zero Resp
@@ -123,7 +124,7 @@ func Wrap[Req, Resp any](e *idemkit.Engine, name string, key KeyFunc[Req], fn Fu
 			}
 		}
 		run := func(ctx context.Context) (Resp, error) { return fn(ctx, req) }
-		return idemkit.Do(ctx, e, keying.Key(keySpace, name, k), fp, run, cfg.engineOpts...)
+		return idemkit.Do(ctx, view, keying.Key(keySpace, name, k), fp, run)
 	}, nil
 }
 

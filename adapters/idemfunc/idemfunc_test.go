@@ -3,6 +3,7 @@ package idemfunc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,4 +217,27 @@ func TestWrapRefusesInvalidArguments(t *testing.T) {
 	}
 	_, err := idemfunc.Wrap(e, strings.Repeat("n", idemfunc.MaxNameLen), byID, fn)
 	assert.NoError(t, err, "a name of MaxNameLen bytes")
+}
+
+var errDeclined = errors.New("card declined")
+
+// A final error registered with idemkit.FinalErrors keeps its identity on
+// replay: errors.Is holds for the replay as for the first call, and fn
+// does not run again.
+func TestFinalErrorsKeepTheirIdentityOnReplay(t *testing.T) {
+	runs := 0
+	h := wrap(t, newEngine(t), "charge", func(context.Context, msg) (int, error) {
+		runs++
+		return 0, fmt.Errorf("charge %d: %w", runs, errDeclined)
+	}, idemfunc.WithEngineOptions[msg](idemkit.WithErrorCodec(idemkit.FinalErrors(errDeclined))))
+	_, res, first := h(context.Background(), msg{ID: "m"})
+	require.ErrorIs(t, first, errDeclined)
+	assert.False(t, res.Replayed)
+	for range 2 {
+		_, res, err := h(context.Background(), msg{ID: "m"})
+		require.ErrorIs(t, err, errDeclined, "the replay is still the declined error")
+		assert.Equal(t, first.Error(), err.Error())
+		assert.True(t, res.Replayed)
+	}
+	assert.Equal(t, 1, runs)
 }

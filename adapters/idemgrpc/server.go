@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,10 +23,9 @@ const keySpace = "grpc"
 // Server puts an engine in front of gRPC services. Build one with
 // NewServer and install its interceptors; it is safe for concurrent use.
 type Server struct {
-	e        *idemkit.Engine
-	cfg      *config
-	fp       *keying.Fingerprinter
-	callOpts []idemkit.Option
+	e   *idemkit.Engine // the view with the server's engine options
+	cfg *config
+	fp  *keying.Fingerprinter
 }
 
 // NewServer returns a Server over e configured by opts. WithPrincipal and a
@@ -43,11 +43,11 @@ func NewServer(e *idemkit.Engine, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	callOpts := append(append([]idemkit.Option(nil), cfg.engineOpts...), idemkit.WithErrorCodec(statusCodec(cfg.final)))
-	if err := idemkit.CheckOptions(callOpts...); err != nil {
+	view, err := e.With(slices.Concat(cfg.engineOpts, []idemkit.Option{idemkit.WithErrorCodec(statusCodec(cfg.final))})...)
+	if err != nil {
 		return nil, fmt.Errorf("idemgrpc: engine options: %w", err)
 	}
-	return &Server{e: e, cfg: cfg, fp: keying.NewFingerprinter(), callOpts: callOpts}, nil
+	return &Server{e: view, cfg: cfg, fp: keying.NewFingerprinter()}, nil
 }
 
 // UnaryServerInterceptor returns the interceptor that runs each selected
@@ -63,39 +63,48 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	if !s.cfg.selected(ctx, info.FullMethod) {
 		return handler(ctx, req)
 	}
-	key, protect, err := s.admit(ctx, info.FullMethod)
+	c, err := s.admit(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
-	if !protect {
+	if c.key == "" {
 		return handler(ctx, req)
 	}
 	fp, err := s.fingerprint(info.FullMethod, req)
 	if err != nil {
 		return nil, err
 	}
-	return s.do(ctx, key, fp, req, handler)
+	return s.do(ctx, c, fp, req, handler)
 }
 
-// admit checks the principal and the key of a selected call. It returns
-// the engine key, or protect false for a call without key that
-// WithOptionalKey lets through.
-func (s *Server) admit(ctx context.Context, fullMethod string) (key string, protect bool, err error) {
+// call is an admitted call: the engine key and the principal's scope.
+type call struct {
+	key   string
+	scope idemkit.Option
+}
+
+// admit checks the principal and the key of a selected call. It returns a
+// call with an empty key for a call without key that WithOptionalKey lets
+// through.
+func (s *Server) admit(ctx context.Context, fullMethod string) (call, error) {
 	principal, err := s.cfg.principal(ctx)
 	if err != nil {
-		return "", false, principalStatus(err)
+		return call{}, principalStatus(err)
+	}
+	if principal == "" {
+		return call{}, status.Error(codes.Unauthenticated, "idemgrpc: caller not authenticated")
 	}
 	k, present, err := incomingKey(ctx, s.cfg.mdKey)
 	if err != nil {
-		return "", false, err
+		return call{}, err
 	}
 	if !present {
 		if s.cfg.optionalKey {
-			return "", false, nil
+			return call{}, nil
 		}
-		return "", false, status.Errorf(codes.InvalidArgument, "idemgrpc: missing %s metadata", s.cfg.mdKey)
+		return call{}, status.Errorf(codes.InvalidArgument, "idemgrpc: missing %s metadata", s.cfg.mdKey)
 	}
-	return keying.Key(keySpace, keying.Hidden(principal), fullMethod, keying.Hidden(k)), true, nil
+	return call{key: keying.Key(keySpace, fullMethod, k), scope: idemkit.WithScope(principal)}, nil
 }
 
 // principalStatus is the status of a call whose principal function failed:
@@ -163,9 +172,9 @@ type outcome struct {
 
 // do runs the handler through the engine and turns the result into a
 // response or a status.
-func (s *Server) do(ctx context.Context, key, fp string, req any, handler grpc.UnaryHandler) (any, error) {
+func (s *Server) do(ctx context.Context, c call, fp string, req any, handler grpc.UnaryHandler) (any, error) {
 	var out outcome
-	res, err := s.e.Do(ctx, key, fp, func(ctx context.Context) ([]byte, error) {
+	res, err := s.e.Do(ctx, c.key, fp, func(ctx context.Context) ([]byte, error) {
 		out.ran = true
 		out.resp, out.err = handler(ctx, req)
 		if out.err != nil {
@@ -176,7 +185,7 @@ func (s *Server) do(ctx context.Context, key, fp string, req any, handler grpc.U
 			return nil, fmt.Errorf("idemgrpc: response is %T, not a proto.Message", out.resp)
 		}
 		return encodeResponse(m)
-	}, s.callOpts...)
+	}, c.scope)
 	if out.ran {
 		// The handler's own outcome, even when it could not be recorded:
 		// work that was done is never hidden.

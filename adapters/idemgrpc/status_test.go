@@ -296,3 +296,61 @@ func TestStoreKeysHoldNoPrincipalOrKey(t *testing.T) {
 		assert.NotContains(t, k, secretPrincipal)
 	}
 }
+
+// The principal is the engine's scope: every store key of one caller has
+// that caller's scope segment, and another caller's keys another.
+func TestPrincipalIsTheEngineScope(t *testing.T) {
+	ks := newKeyStore(t, "")
+	e, err := idemkit.New(ks, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	conn := serveIdem(t, e, &orders{})
+	scopes := map[string]string{}
+	for _, user := range []string{"alice", "bob"} {
+		before := len(ks.recorded())
+		require.NoError(t, create(callCtx(t, user, "k"), conn, mustStruct(t, nil)).err)
+		_, err := watch(callCtx(t, user, "k"), conn, methodWatch, mustStruct(t, nil))
+		require.NoError(t, err)
+		for _, k := range ks.recorded()[before:] {
+			scope := idemkit.ScopeOf(k)
+			require.NotContains(t, []string{"", "-"}, scope, "key %s has a scope", k)
+			if scopes[user] == "" {
+				scopes[user] = scope
+			}
+			assert.Equal(t, scopes[user], scope, "one scope per principal")
+		}
+	}
+	assert.NotEqual(t, scopes["alice"], scopes["bob"])
+}
+
+// An empty principal is no principal: the call is refused rather than
+// share one scope with every other caller whose principal is empty.
+func TestEmptyPrincipalIsUnauthenticated(t *testing.T) {
+	srv := &orders{}
+	s := newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate, methodWatch),
+		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "", nil }))
+	conn := serve(t, srv, []grpc.ServerOption{
+		grpc.UnaryInterceptor(s.UnaryServerInterceptor()),
+		grpc.StreamInterceptor(s.StreamServerInterceptor()),
+	})
+	assert.Equal(t, codes.Unauthenticated, code(create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil)).err))
+	_, err := watch(callCtx(t, "alice", "k"), conn, methodWatch, mustStruct(t, nil))
+	assert.Equal(t, codes.Unauthenticated, code(err))
+	assert.Zero(t, srv.runs.Load())
+}
+
+// Keys are namespaced "grpc" and hold the method: a record another caller
+// of the engine made under the call's bare key, in the same scope, is not
+// the call's.
+func TestKeysDoNotMeetOtherCallersOfTheEngine(t *testing.T) {
+	e := newEngine(t)
+	for _, key := range []string{"k", methodCreate + ":k"} {
+		_, err := e.Do(context.Background(), key, "", func(context.Context) ([]byte, error) { return []byte("other"), nil },
+			idemkit.WithScope("alice"))
+		require.NoError(t, err)
+	}
+	srv := &orders{}
+	r := create(callCtx(t, "alice", "k"), serveIdem(t, e, srv), mustStruct(t, nil))
+	require.NoError(t, r.err)
+	assert.False(t, r.replayed)
+	assert.EqualValues(t, 1, srv.runs.Load())
+}

@@ -25,18 +25,18 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	if !s.cfg.selected(ctx, info.FullMethod) {
 		return handler(srv, ss)
 	}
-	key, protect, err := s.admit(ctx, info.FullMethod)
+	c, err := s.admit(ctx, info.FullMethod)
 	if err != nil {
 		return err
 	}
-	if !protect {
+	if c.key == "" {
 		return handler(srv, ss)
 	}
 	ran := false
-	err = s.e.Guard(ctx, key, func(context.Context) error {
+	err = s.e.Guard(ctx, c.key, func(context.Context) error {
 		ran = true
 		return handler(srv, ss)
-	}, s.callOpts...)
+	}, c.scope)
 	if ran {
 		return err
 	}

@@ -111,6 +111,12 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+func (b *syncBuffer) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -205,6 +211,21 @@ func TestStatusesRevealNoSecrets(t *testing.T) {
 		assert.Equal(t, codes.Internal, code(lc.stream(conn, "u")))
 		assert.Zero(t, srv.runs.Load())
 		assert.Contains(t, lc.log.String(), "backend refused key", "the operator still sees the cause")
+		lc.check()
+	})
+	t.Run("store error naming a readable key", func(t *testing.T) {
+		// With WithReadableKeys (debugging) store keys, hence store
+		// errors, hold the raw key and principal: still none reaches
+		// the client.
+		lc := &leakCheck{t: t}
+		e, err := idemkit.New(newKeyStore(t, "fail"), idemkit.WithReadableKeys(),
+			idemkit.WithObserver(idemkit.SlogObserver(slog.New(slog.NewTextHandler(&lc.log, &slog.HandlerOptions{Level: slog.LevelDebug})))))
+		require.NoError(t, err)
+		conn, _ := lc.serve(e)
+		assert.Equal(t, codes.Internal, code(lc.unary(conn, "u", mustStruct(t, nil))))
+		assert.Equal(t, codes.Internal, code(lc.stream(conn, "u")))
+		require.Contains(t, lc.log.String(), secretPrincipal, "the store error does name the principal")
+		lc.log.reset() // the engine's debugging mode logs it; the adapter must not send it
 		lc.check()
 	})
 	t.Run("corrupt record", func(t *testing.T) {

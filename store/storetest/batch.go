@@ -61,7 +61,7 @@ func (c *checker) claimed(res []store.BatchResult, i int, set bool, want string,
 	if c.expect(!r.Set, rule, "%s: Set = true for a held key", call) &&
 		c.expect(r.Existing.Value != nil && string(r.Existing.Value) == want, rule,
 			"%s: Existing.Value = %q, want %q", call, r.Existing.Value, want) {
-		c.ttlNear(r.Existing.TTL, wantTTL, call)
+		c.ttlNear(r.Existing.TTL, wantTTL, rule, call)
 	}
 }
 
@@ -96,7 +96,7 @@ func testBatchMixed(c *checker, s batchStore) {
 		ttl        time.Duration
 	}{{"new1", "n1", 10 * time.Second}, {"held", "h", 10 * time.Second}, {"expired", "e2", 10 * time.Second}, {"new2", "n2", store.RoundTTL(frac)}} {
 		if e, ok := c.holds(s, kv.key, []byte(kv.value), ruleBatch); ok {
-			c.ttlNear(e.TTL, kv.ttl, fmt.Sprintf("Get(%q) after the batch", kv.key))
+			c.ttlNear(e.TTL, kv.ttl, ruleBatch, fmt.Sprintf("Get(%q) after the batch", kv.key))
 		}
 	}
 }
@@ -121,7 +121,7 @@ func testBatchDuplicates(c *checker, s batchStore) {
 	c.claimed(res, 5, false, "h", 10*time.Second, ruleBatchDup)
 	for key, want := range map[string]string{"a": "1", "b": "2", "held": "h"} {
 		if e, ok := c.holds(s, key, []byte(want), ruleBatchDup); ok && key != "b" {
-			c.ttlNear(e.TTL, 10*time.Second, fmt.Sprintf("Get(%q) after the batch", key))
+			c.ttlNear(e.TTL, 10*time.Second, ruleBatchDup, fmt.Sprintf("Get(%q) after the batch", key))
 		}
 	}
 }

@@ -38,7 +38,7 @@ func setupInvalid(c *checker, s store.Store) (check func(), ok bool) {
 	}
 	return func() {
 		if e, ok := c.holds(s, "k", presentValue, ruleInvalid); ok {
-			c.ttlNear(e.TTL, fixtureTTL, `Get("k") after the invalid calls`)
+			c.ttlNear(e.TTL, fixtureTTL, ruleInvalid, `Get("k") after the invalid calls`)
 		}
 		c.absent(s, "new", ruleInvalid)
 	}, true

@@ -196,10 +196,10 @@ func requireGone(c *checker, s store.Store) func(key string, winner int) error {
 	}
 }
 
-// lockstep runs r and reports its first failure.
-func (c *checker) lockstep(r lockstepRace, what string) {
+// lockstep runs r and reports its first failure as breaking rule.
+func (c *checker) lockstep(r lockstepRace, rule, what string) {
 	if err := r.run(); err != nil {
-		c.errorf(ruleAtomic, "%s from %d goroutines in lockstep: %v", what, lockstepRacers(), err)
+		c.errorf(rule, "%s from %d goroutines in lockstep: %v", what, lockstepRacers(), err)
 	}
 }
 
@@ -207,24 +207,24 @@ func testLockstepSetNX(c *checker, s store.Store) {
 	c.lockstep(lockstepRace{prefix: "lsnx", settle: removeIfHolds(c, s), op: func(i int, key string) (bool, error) {
 		set, _, err := s.SetNX(c.ctx, key, racerValue(i), longTTL)
 		return set, err
-	}}, "SetNX")
+	}}, ruleAtomic, "SetNX")
 }
 
 func testLockstepConsume(c *checker, s store.Store) {
 	c.lockstep(lockstepRace{prefix: "lsconsume", prepare: presetV0(c, s), settle: requireGone(c, s), op: func(_ int, key string) (bool, error) {
 		v, err := s.Consume(c.ctx, key)
 		return consumeWon(v, err, "v0")
-	}}, "Consume")
+	}}, ruleConsume, "Consume")
 }
 
 func testLockstepCAS(c *checker, s store.Store) {
 	c.lockstep(lockstepRace{prefix: "lscas", prepare: presetV0(c, s), settle: removeIfHolds(c, s), op: func(i int, key string) (bool, error) {
 		return s.CompareAndSwap(c.ctx, key, []byte("v0"), racerValue(i), longTTL)
-	}}, "CompareAndSwap")
+	}}, ruleAtomic, "CompareAndSwap")
 }
 
 func testLockstepCAD(c *checker, s store.Store) {
 	c.lockstep(lockstepRace{prefix: "lscad", prepare: presetV0(c, s), settle: requireGone(c, s), op: func(_ int, key string) (bool, error) {
 		return s.CompareAndDelete(c.ctx, key, []byte("v0"))
-	}}, "CompareAndDelete")
+	}}, ruleAtomic, "CompareAndDelete")
 }

@@ -32,7 +32,7 @@ func testSetNXAbsent(c *checker, s store.Store) {
 		return
 	}
 	if e, ok := c.holds(s, "k", []byte("v1"), ruleSetNX); ok {
-		c.ttlNear(e.TTL, 10*time.Second, `Get("k")`)
+		c.ttlNear(e.TTL, 10*time.Second, ruleSetNX, `Get("k")`)
 	}
 }
 
@@ -44,10 +44,10 @@ func testSetNXPresent(c *checker, s store.Store) {
 	const call = `SetNX("k") of a key holding "first"`
 	if c.noError(err, ruleSetNX, call) && c.expect(!set, ruleSetNX, "%s set it", call) &&
 		c.expect(string(existing.Value) == "first", ruleSetNX, "%s returned existing value %q", call, existing.Value) {
-		c.ttlNear(existing.TTL, 10*time.Second, call)
+		c.ttlNear(existing.TTL, 10*time.Second, ruleSetNX, call)
 	}
 	if e, ok := c.holds(s, "k", []byte("first"), ruleSetNX); ok {
-		c.ttlNear(e.TTL, 10*time.Second, `Get("k")`)
+		c.ttlNear(e.TTL, 10*time.Second, ruleSetNX, `Get("k")`)
 	}
 }
 
@@ -96,7 +96,7 @@ func testCASMismatch(c *checker, s store.Store) {
 		c.expect(!ok, ruleCAS, "CompareAndSwap with old %q matched %q", old, "abc")
 	}
 	if e, ok := c.holds(s, "k", []byte("abc"), ruleCAS); ok {
-		c.ttlNear(e.TTL, 10*time.Second, `Get("k") after mismatched swaps`)
+		c.ttlNear(e.TTL, 10*time.Second, ruleCAS, `Get("k") after mismatched swaps`)
 	}
 }
 
@@ -113,7 +113,7 @@ func testCASMatch(c *checker, s store.Store) {
 			return
 		}
 		e, ok := c.holds(s, "k", []byte(st.new), ruleCAS)
-		if !ok || !c.ttlNear(e.TTL, st.ttl, `Get("k") after CompareAndSwap to `+st.ttl.String()) {
+		if !ok || !c.ttlNear(e.TTL, st.ttl, ruleCAS, `Get("k") after CompareAndSwap to `+st.ttl.String()) {
 			return
 		}
 	}

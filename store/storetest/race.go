@@ -82,9 +82,10 @@ func winners(won []bool, errs []error) (winner int, err error) {
 	return winner, nil
 }
 
-// oneWinner reports unless exactly one racer won and none failed, and
-// returns the winner (-1 if the check failed).
-func (c *checker) oneWinner(won []bool, errs []error, what string) int {
+// oneWinner reports unless exactly one racer won and none failed, citing
+// rule for a wrong number of winners, and returns the winner (-1 if the
+// check failed).
+func (c *checker) oneWinner(won []bool, errs []error, rule, what string) int {
 	for i, err := range errs {
 		if err != nil {
 			c.errorf(ruleConcurrent, "%s: racer %d failed: %v", what, i, err)
@@ -93,7 +94,7 @@ func (c *checker) oneWinner(won []bool, errs []error, what string) int {
 	}
 	w, err := winners(won, errs)
 	if err != nil {
-		c.errorf(ruleAtomic, "%s: %v", what, err)
+		c.errorf(rule, "%s: %v", what, err)
 	}
 	return w
 }
@@ -106,7 +107,7 @@ func testRaceSetNX(c *checker, s store.Store) {
 		race(racers, func(i int) {
 			won[i], seen[i], errs[i] = s.SetNX(c.ctx, key, racerValue(i), longTTL)
 		})
-		w := c.oneWinner(won, errs, "SetNX("+strconv.Quote(key)+") from "+strconv.Itoa(racers)+" goroutines")
+		w := c.oneWinner(won, errs, ruleAtomic, "SetNX("+strconv.Quote(key)+") from "+strconv.Itoa(racers)+" goroutines")
 		if w < 0 || !c.loserSaw(seen, w) {
 			return
 		}
@@ -146,17 +147,17 @@ func consumeWon(v []byte, err error, want string) (bool, error) {
 }
 
 func testRaceConsume(c *checker, s store.Store) {
-	raceFromV0(c, s, "Consume", func(_ int, key string) (bool, error) {
+	raceFromV0(c, s, "Consume", ruleConsume, func(_ int, key string) (bool, error) {
 		v, err := s.Consume(c.ctx, key)
 		return consumeWon(v, err, "v0")
 	}, func(key string, _ int) bool { return c.absent(s, key, ruleConsume) })
 }
 
 // raceFromV0 runs rounds of racers over fresh keys that each start as "v0":
-// op is racer i's attempt on key, which must have exactly one winner, and
-// check verifies the key's final state given that winner. It stops at the
-// first round that fails.
-func raceFromV0(c *checker, s store.Store, name string, op func(i int, key string) (bool, error), check func(key string, winner int) bool) {
+// op is racer i's attempt on key, which must have exactly one winner (rule
+// is cited otherwise), and check verifies the key's final state given that
+// winner. It stops at the first round that fails.
+func raceFromV0(c *checker, s store.Store, name, rule string, op func(i int, key string) (bool, error), check func(key string, winner int) bool) {
 	for r := range rounds {
 		key := roundKey(name, r)
 		if !c.set(s, key, []byte("v0"), longTTL) {
@@ -164,7 +165,7 @@ func raceFromV0(c *checker, s store.Store, name string, op func(i int, key strin
 		}
 		won, errs := make([]bool, racers), make([]error, racers)
 		race(racers, func(i int) { won[i], errs[i] = op(i, key) })
-		w := c.oneWinner(won, errs, name+"("+strconv.Quote(key)+") from "+strconv.Itoa(racers)+" goroutines")
+		w := c.oneWinner(won, errs, rule, name+"("+strconv.Quote(key)+") from "+strconv.Itoa(racers)+" goroutines")
 		if w < 0 || !check(key, w) {
 			return
 		}
@@ -172,7 +173,7 @@ func raceFromV0(c *checker, s store.Store, name string, op func(i int, key strin
 }
 
 func testRaceCAS(c *checker, s store.Store) {
-	raceFromV0(c, s, "CompareAndSwap", func(i int, key string) (bool, error) {
+	raceFromV0(c, s, "CompareAndSwap", ruleAtomic, func(i int, key string) (bool, error) {
 		return s.CompareAndSwap(c.ctx, key, []byte("v0"), racerValue(i), longTTL)
 	}, func(key string, w int) bool {
 		_, ok := c.holds(s, key, racerValue(w), ruleAtomic)
@@ -181,7 +182,7 @@ func testRaceCAS(c *checker, s store.Store) {
 }
 
 func testRaceCAD(c *checker, s store.Store) {
-	raceFromV0(c, s, "CompareAndDelete", func(_ int, key string) (bool, error) {
+	raceFromV0(c, s, "CompareAndDelete", ruleAtomic, func(_ int, key string) (bool, error) {
 		return s.CompareAndDelete(c.ctx, key, []byte("v0"))
 	}, func(key string, _ int) bool { return c.absent(s, key, ruleAtomic) })
 }
@@ -189,7 +190,7 @@ func testRaceCAD(c *checker, s store.Store) {
 // testRaceConsumeVsCAD races Consume against CompareAndDelete: both
 // remove the key, so exactly one racer of either kind wins.
 func testRaceConsumeVsCAD(c *checker, s store.Store) {
-	raceFromV0(c, s, "Consume/CompareAndDelete", func(i int, key string) (bool, error) {
+	raceFromV0(c, s, "Consume/CompareAndDelete", ruleConsume, func(i int, key string) (bool, error) {
 		if i%2 == 0 {
 			return s.CompareAndDelete(c.ctx, key, []byte("v0"))
 		}
@@ -202,7 +203,7 @@ func testRaceConsumeVsCAD(c *checker, s store.Store) {
 // from the same old value: once one has won, the others hold a stale
 // value, so exactly one racer of either kind wins.
 func testRaceSwapVsDelete(c *checker, s store.Store) {
-	raceFromV0(c, s, "CompareAndSwap/CompareAndDelete", func(i int, key string) (bool, error) {
+	raceFromV0(c, s, "CompareAndSwap/CompareAndDelete", ruleAtomic, func(i int, key string) (bool, error) {
 		if i%2 == 0 {
 			return s.CompareAndDelete(c.ctx, key, []byte("v0"))
 		}

@@ -214,9 +214,10 @@ func (c *checker) validTTL(ttl time.Duration, call string) bool {
 		"%s reported TTL %v, want a positive whole number of milliseconds", call, ttl)
 }
 
-// ttlNear checks a reported TTL in (want-1s, want].
-func (c *checker) ttlNear(got, want time.Duration, call string) bool {
-	return c.validTTL(got, call) && c.expect(got <= want && got > want-time.Second, ruleEntryTTL,
+// ttlNear checks a reported TTL in (want-1s, want], citing rule, the rule
+// of the operation that set it, when it is not.
+func (c *checker) ttlNear(got, want time.Duration, rule, call string) bool {
+	return c.validTTL(got, call) && c.expect(got <= want && got > want-time.Second, rule,
 		"%s reported TTL %v, want at most the %v set and less than a second below it", call, got, want)
 }
 

@@ -231,9 +231,25 @@ func TestRunPassesReferenceStore(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return newRefStore(faults{}) })
 }
 
-func TestCheckPassesReferenceStore(t *testing.T) {
-	if err := storetest.Check(t.Context(), func() (store.Store, error) { return newRefStore(faults{}), nil }); err != nil {
+// closingStore counts its Close calls.
+type closingStore struct {
+	*refStore
+	closed *int
+}
+
+func (s closingStore) Close() error { *s.closed++; return nil }
+
+func TestCheckPassesReferenceStoreAndClosesEach(t *testing.T) {
+	made, closed := 0, 0
+	err := storetest.Check(t.Context(), func() (store.Store, error) {
+		made++
+		return closingStore{newRefStore(faults{}), &closed}, nil
+	})
+	if err != nil {
 		t.Errorf("Check of the reference store:\n%v", err)
+	}
+	if made == 0 || closed != made {
+		t.Errorf("Check made %d stores and closed %d, want every one closed", made, closed)
 	}
 }
 

@@ -54,7 +54,7 @@ func testExpiry(c *checker, s store.Store) {
 	c.noError(err, ruleExpired, `SetNX("nx") of an expired key`)
 	if c.expect(set, ruleExpired, `SetNX("nx") of an expired key did not set`) {
 		if e, ok := c.holds(s, "nx", []byte("fresh"), ruleExpired); ok {
-			c.ttlNear(e.TTL, 10*time.Second, `Get("nx")`)
+			c.ttlNear(e.TTL, 10*time.Second, ruleSetNX, `Get("nx")`)
 		}
 	}
 
@@ -107,17 +107,17 @@ func testTTLReporting(c *checker, s store.Store) {
 			continue
 		}
 		if e, ok := c.holds(s, kt.key, []byte(kt.key), ruleGet); ok {
-			c.ttlNear(e.TTL, want, fmt.Sprintf("Get(%q) of a key set with TTL %v", kt.key, kt.ttl))
+			c.ttlNear(e.TTL, want, ruleTTLRound, fmt.Sprintf("Get(%q) of a key set with TTL %v", kt.key, kt.ttl))
 		}
 		set, existing, err := s.SetNX(c.ctx, kt.key, []byte("other"), time.Second)
 		call := fmt.Sprintf("SetNX(%q) of a key set with TTL %v", kt.key, kt.ttl)
 		if c.noError(err, ruleSetNX, call) && c.expect(!set, ruleSetNX, "%s set it", call) {
-			c.ttlNear(existing.TTL, want, call)
+			c.ttlNear(existing.TTL, want, ruleTTLRound, call)
 		}
 	}
 	if c.swap(s, "century", []byte("century"), []byte("c2"), 3*time.Second) {
 		if e, ok := c.holds(s, "century", []byte("c2"), ruleCAS); ok {
-			c.ttlNear(e.TTL, 3*time.Second, `Get("century") after CompareAndSwap to 3s`)
+			c.ttlNear(e.TTL, 3*time.Second, ruleCAS, `Get("century") after CompareAndSwap to 3s`)
 		}
 	}
 }

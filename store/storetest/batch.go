@@ -217,7 +217,8 @@ func batchWindowKeys(prefix string, g int) []string {
 
 // testBatchRace races overlapping batches; with singles, every fourth
 // racer claims its keys one SetNX at a time instead. Every key must have
-// exactly one winner, shown to every loser, and hold its value.
+// exactly one winner, shown to every loser, and hold its value; each round
+// removes its keys.
 func testBatchRace(c *checker, s batchStore, singles bool) {
 	for r := range rounds {
 		prefix := "batch:" + strconv.Itoa(r)
@@ -281,6 +282,12 @@ func (c *checker) batchRaceOutcome(s store.Store, keys [][]string, res [][]store
 			}
 		}
 		if _, ok := c.holds(s, k, []byte(want), ruleAtomic); !ok {
+			return false
+		}
+		// Remove the key, so that a race holds few keys at a time.
+		deleted, err := s.CompareAndDelete(c.ctx, k, []byte(want))
+		if !c.noError(err, ruleCAD, "CompareAndDelete after the race") ||
+			!c.expect(deleted, ruleCAD, "CompareAndDelete(%q, %q) of the value just read reported false", k, want) {
 			return false
 		}
 	}

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -42,9 +41,9 @@ func testArbitraryKeys(c *checker, s store.Store) {
 	}
 	for i, k := range keys {
 		v, err := s.Consume(c.ctx, k)
-		call := fmt.Sprintf("Consume(%q)", k)
+		call := "Consume(" + show(k) + ")"
 		c.noError(err, ruleKeys, call)
-		c.expect(string(v) == strconv.Itoa(i), ruleKeys, "%s = %q, want %q", call, v, strconv.Itoa(i))
+		c.expect(string(v) == strconv.Itoa(i), ruleKeys, "%s = %s, want %q", call, show(v), strconv.Itoa(i))
 		if i+1 < len(keys) {
 			c.holds(s, keys[i+1], []byte(strconv.Itoa(i+1)), ruleKeys)
 		}

@@ -29,7 +29,7 @@ func (v *Violation) message() string {
 }
 
 // Run runs the conformance suite as subtests of t, reporting each broken
-// rule with t.Errorf. newStore is called once per subtest, with that
+// rule with t.Error. newStore is called once per subtest, with that
 // subtest's t, and must return a fresh, empty store; it registers its own
 // cleanup (closing the store, say) with t.Cleanup. Subtests run
 // sequentially; the batch cases are skipped unless the store implements
@@ -55,8 +55,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 // violations it finds, each a *Violation, joined with errors.Join; nil
 // means the store passed. newStore is called once per case and must return
 // a fresh, empty store; Check closes it when the case ends if it
-// implements store.Closer. Check stops when newStore fails or ctx is done,
-// and returns that error too.
+// implements store.Closer (a failed Close is returned too). Check stops
+// when newStore fails or ctx is done, and returns that error as well.
 func Check(ctx context.Context, newStore func() (store.Store, error)) error {
 	var errs []error
 	for _, tc := range cases() {
@@ -83,7 +83,7 @@ func checkCase(ctx context.Context, tc testCase, newStore func() (store.Store, e
 	case s == nil:
 		return nil, fmt.Errorf("storetest: %s: newStore returned nil", tc.name)
 	case tc.batch && !isBatcher(s):
-		return nil, closeStore(tc.name, s)
+		return closeStore(tc.name, s), nil
 	}
 	var mu sync.Mutex
 	c := &checker{ctx: ctx, name: tc.name, report: func(v *Violation) {
@@ -92,20 +92,19 @@ func checkCase(ctx context.Context, tc testCase, newStore func() (store.Store, e
 		found = append(found, v)
 	}}
 	tc.f(c, s)
-	if err := closeStore(tc.name, s); err != nil {
-		return found, err
-	}
+	found = append(found, closeStore(tc.name, s)...)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("storetest: stopped during %s: %w", tc.name, err)
 	}
 	return found, nil
 }
 
-// closeStore closes s if it implements store.Closer.
-func closeStore(name string, s store.Store) error {
+// closeStore closes s if it implements store.Closer, and returns the
+// error of a failed Close.
+func closeStore(name string, s store.Store) []error {
 	if cl, ok := s.(store.Closer); ok {
 		if err := cl.Close(); err != nil {
-			return fmt.Errorf("storetest: %s: Close: %w", name, err)
+			return []error{fmt.Errorf("storetest: %s: Close: %w", name, err)}
 		}
 	}
 	return nil
@@ -172,7 +171,7 @@ const longTTL = 10 * time.Minute
 // set stores value under an absent key, reporting a failure.
 func (c *checker) set(s store.Store, key string, value []byte, ttl time.Duration) bool {
 	set, _, err := s.SetNX(c.ctx, key, value, ttl)
-	call := fmt.Sprintf("SetNX(%q) of an absent key", key)
+	call := fmt.Sprintf("SetNX(%s) of an absent key", show(key))
 	return c.noError(err, ruleSetNX, call) && c.expect(set, ruleSetNX, "%s did not set", call)
 }
 
@@ -187,10 +186,10 @@ func (c *checker) swap(s store.Store, key string, old, new []byte, ttl time.Dura
 // returns its entry.
 func (c *checker) holds(s store.Store, key string, want []byte, rule string) (store.Entry, bool) {
 	e, err := s.Get(c.ctx, key)
-	call := fmt.Sprintf("Get(%q)", key)
+	call := fmt.Sprintf("Get(%s)", show(key))
 	ok := c.noError(err, rule, call) &&
 		c.expect(e.Value != nil, ruleGet, "%s returned a nil value", call) &&
-		c.expect(string(e.Value) == string(want), rule, "%s = %q, want %q", call, e.Value, want) &&
+		c.expect(string(e.Value) == string(want), rule, "%s = %s, want %s", call, show(e.Value), show(want)) &&
 		c.validTTL(e.TTL, call)
 	return e, ok
 }
@@ -199,9 +198,9 @@ func (c *checker) holds(s store.Store, key string, want []byte, rule string) (st
 // does not.
 func (c *checker) absent(s store.Store, key, rule string) bool {
 	e, err := s.Get(c.ctx, key)
-	call := fmt.Sprintf("Get(%q)", key)
+	call := fmt.Sprintf("Get(%s)", show(key))
 	if err == nil {
-		return c.expect(false, rule, "%s = %q, want the key absent", call, e.Value)
+		return c.expect(false, rule, "%s = %s, want the key absent", call, show(e.Value))
 	}
 	return c.isErr(err, store.ErrNotFound, rule, call) &&
 		c.expect(e.Value == nil, ruleGet, "%s of an absent key returned a value", call)
@@ -219,6 +218,16 @@ func (c *checker) validTTL(ttl time.Duration, call string) bool {
 func (c *checker) ttlNear(got, want time.Duration, rule, call string) bool {
 	return c.validTTL(got, call) && c.expect(got <= want && got > want-time.Second, rule,
 		"%s reported TTL %v, want at most the %v set and less than a second below it", call, got, want)
+}
+
+// show quotes a key or value for a report, eliding the middle of a long
+// one.
+func show[B []byte | string](b B) string {
+	const keep = 24
+	if len(b) <= 2*keep {
+		return fmt.Sprintf("%q", b)
+	}
+	return fmt.Sprintf("%q...%q (%d bytes)", b[:keep], b[len(b)-keep:], len(b))
 }
 
 // sleep waits for d or until the case's context is done.

@@ -172,9 +172,9 @@ func testBatchIsolation(c *checker, s batchStore) {
 	c.holds(s, "held", []byte("original"), ruleCopy)
 }
 
-// testBatchCtx runs a batch under a cancelled and under an expired
-// context: the store may run it, but if it fails the error wraps ctx.Err()
-// (and ErrUnavailable for a deadline), and nothing it reports is written.
+// testBatchCtx runs a one-item batch under a cancelled and under an
+// expired context: the store may run it, but if it fails the error wraps
+// ctx.Err() (and ErrUnavailable for a deadline) and the key stays absent.
 func testBatchCtx(c *checker, s batchStore) {
 	cancelled, cancel := context.WithCancel(c.ctx)
 	cancel()
@@ -184,6 +184,7 @@ func testBatchCtx(c *checker, s batchStore) {
 		key := "done:" + strconv.Itoa(n)
 		res, err := s.SetNXBatch(ctx, []store.BatchItem{item(key, "v", longTTL)})
 		if c.ctxErr(ctx, err, "SetNXBatch") {
+			c.absent(s, key, ruleCtx)
 			continue
 		}
 		if c.expect(len(res) == 1 && res[0].Set, ruleBatch, "SetNXBatch of an absent key under a done context = %+v, want it set", res) {

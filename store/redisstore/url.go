@@ -279,16 +279,19 @@ func parseClient(g *url.URL, topology string, d urlDefaults) (*clientOptions, er
 	case "":
 		if c.standalone, err = redis.ParseURL(g.String()); err == nil {
 			c.standalone.ContextTimeoutEnabled, c.standalone.MaintNotificationsConfig = true, maint
+			c.standalone.Dialer = newRedialer(netDialer(c.standalone.TLSConfig)).Dial
 			retries(&c.standalone.MaxRetries)
 		}
 	case "sentinel":
 		if c.failover, err = redis.ParseFailoverURL(g.String()); err == nil {
 			c.failover.ContextTimeoutEnabled = true
+			c.failover.Dialer = newRedialer(netDialer(c.failover.TLSConfig)).Dial
 			retries(&c.failover.MaxRetries)
 		}
 	case "cluster":
 		if c.cluster, err = redis.ParseClusterURL(g.String()); err == nil {
 			c.cluster.ContextTimeoutEnabled, c.cluster.MaintNotificationsConfig = true, maint
+			c.cluster.Dialer = newRedialer(netDialer(c.cluster.TLSConfig)).Dial
 			retries(&c.cluster.MaxRetries)
 		}
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/store"
@@ -172,4 +173,54 @@ func Example_openURLCluster() {
 	}
 	defer s.(store.Closer).Close()
 	fmt.Println(s)
+}
+
+func TestOpenURLConformanceSentinel(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	n := 0
+	storetest.Run(t, func(t *testing.T) store.Store {
+		n++
+		s, err := store.Open(context.Background(), st.URL(fmt.Sprintf("prefix=conf%d:", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.(store.Closer).Close() })
+		return s
+	})
+}
+
+// A store opened from a Sentinel URL follows a failover: after the primary
+// dies and the sentinels promote the replica, calls succeed again and see
+// what was replicated.
+func TestOpenURLSentinelFollowsFailover(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	s, err := redisstore.OpenURL(context.Background(), st.URL("prefix=fo:&wait_replicas=1&wait_timeout=500ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if set, _, err := s.SetNX(ctx, "k", []byte("v"), time.Hour); err != nil || !set {
+		t.Fatalf("SetNX before the failover = %v, %v", set, err)
+	}
+	st.Primary.Stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		e, err := s.Get(cctx, "k")
+		cancel()
+		if err == nil {
+			if string(e.Value) != "v" {
+				t.Fatalf("after the failover Get = %q", e.Value)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer 30s after the primary died: %v (master now %s)", err, st.MasterAddr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := st.MasterAddr(); got != st.Replica.Addr() {
+		t.Errorf("master after the failover is %s, want the replica %s", got, st.Replica.Addr())
+	}
 }

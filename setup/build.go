@@ -34,6 +34,7 @@ type Stack struct {
 	Near *policy.NearCache
 
 	desc    string
+	openFn  func(ctx context.Context, rawURL string) (store.Store, error)
 	closers []func() error // in the order Close calls them
 }
 
@@ -46,7 +47,7 @@ func Build(ctx context.Context, c Config) (*Stack, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	st := &Stack{desc: c.String(), Options: []idemkit.Option{idemkit.WithFailureMode(c.OnStoreError)}}
+	st := &Stack{desc: c.String(), openFn: c.Open, Options: []idemkit.Option{idemkit.WithFailureMode(c.OnStoreError)}}
 	primary, err := st.open(ctx, "store", c.Store, c.budgetFor(c.Store))
 	if err != nil {
 		return nil, err
@@ -76,7 +77,11 @@ func Build(ctx context.Context, c Config) (*Stack, error) {
 // open opens the store at rawURL, wrapped in a budget of d when d > 0,
 // and registers its Close.
 func (st *Stack) open(ctx context.Context, what, rawURL string, d time.Duration) (store.Store, error) {
-	s, err := store.Open(ctx, rawURL)
+	open := store.Open
+	if st.openFn != nil {
+		open = st.openFn
+	}
+	s, err := open(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("setup: %s: %w", what, err)
 	}

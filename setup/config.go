@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -38,6 +39,11 @@ type Config struct {
 	// and copy problems (policy.WithTierObserver). Environment variables
 	// cannot set it.
 	OnTierEvent func(TierEvent)
+	// Open, when not nil, opens the stores in place of store.Open: a
+	// program that shares a store's database with data of its own (its
+	// orders in the same bbolt file, say) opens it itself for the
+	// schemes it cares about and calls store.Open for the others.
+	Open func(ctx context.Context, rawURL string) (store.Store, error)
 }
 
 // NoBudget, as Config.Budget, gives the store no time budget.

@@ -201,3 +201,18 @@ func TestBuildBudgetDefaults(t *testing.T) {
 	}
 }
 
+func TestBuildUsesConfigOpen(t *testing.T) {
+	var opened []string
+	cfg := setup.Config{Store: "mem://?capacity=10", Fallback: "mem://", Open: func(ctx context.Context, rawURL string) (store.Store, error) {
+		opened = append(opened, rawURL)
+		return store.Open(ctx, rawURL)
+	}}
+	st, err := setup.Build(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if strings.Join(opened, " ") != "mem://?capacity=10 mem://" {
+		t.Errorf("Config.Open was called for %q", opened)
+	}
+}

@@ -41,7 +41,7 @@ func newTestApp(t *testing.T, st store.Store, window time.Duration, opts ...idem
 	}
 	e, err := idemkit.New(st, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
 	require.NoError(t, err)
-	orders := newMemoryOrders()
+	orders := newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
 	h, err := newHandler(e, orders, window, discardLogger())
 	require.NoError(t, err)
 	return &testApp{t: t, handler: h, orders: orders}

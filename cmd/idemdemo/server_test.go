@@ -263,7 +263,9 @@ func TestHealthz(t *testing.T) {
 		assert.Equal(t, "1", w.Header().Get("Retry-After"))
 	})
 	t.Run("bolt", func(t *testing.T) {
-		be, err := openBolt(filepath.Join(t.TempDir(), "demo.db"))
+		cfg := defaultConfig()
+		cfg.stack.Store = "bolt://" + filepath.Join(t.TempDir(), "demo.db")
+		be, err := openBackend(context.Background(), cfg, discardLogger())
 		require.NoError(t, err)
 		a := newTestApp(t, be.store, time.Second)
 		require.Equal(t, http.StatusOK, a.get("/healthz", "").Code)

@@ -88,9 +88,8 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)
 	}
 	sk := e.tokenKey(cfg, principal, token)
-	now := time.Now().UnixMilli()
-	claim := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now}
-	enc := claim.encode()
+	c := e.newClaim(cfg, ModeToken, token, sk, "")
+	enc := c.enc
 	delay := cfg.pollInterval
 	for {
 		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, cfg.lease)
@@ -102,7 +101,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		}
 		if ok {
 			e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeToken, Key: token})
-			return e.execute(ctx, cfg, ModeToken, token, sk, &claim, enc, fn)
+			return c.run(ctx, fn)
 		}
 		ent, err := e.store.Get(ctx, sk)
 		if errors.Is(err, store.ErrNotFound) {

@@ -236,4 +236,3 @@ func (c *Claim) release(ctx context.Context, afterTx bool) {
 		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
 	}
 }
-

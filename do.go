@@ -136,4 +136,3 @@ func pause(ctx context.Context, delay *time.Duration, base time.Duration) error 
 	*delay = min(*delay*2, base*10)
 	return nil
 }
-

@@ -28,6 +28,7 @@ const (
 	EventTokenInvalid EventKind = "token_invalid" // a token was refused
 	EventTooLarge     EventKind = "too_large"     // result over the size cap
 	EventAmbiguous    EventKind = "ambiguous"     // a claim the store may have applied was undone
+	EventForgotten    EventKind = "forgotten"     // an operator deleted a key (Forget)
 )
 
 // Mode names the engine mode an event comes from.
@@ -127,7 +128,7 @@ func eventLevel(k EventKind) slog.Level {
 	switch k {
 	case EventAdmitted, EventReplayed, EventDuplicate, EventInProgress, EventReleased, EventTokenIssued:
 		return slog.LevelDebug
-	case EventLeaseLost, EventFailOpen, EventTooLarge, EventAmbiguous:
+	case EventLeaseLost, EventFailOpen, EventTooLarge, EventAmbiguous, EventForgotten:
 		return slog.LevelWarn
 	case EventStoreError:
 		return slog.LevelError

@@ -112,9 +112,14 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fing
 	if cfg.wait {
 		return Result{}, nil, true
 	}
+	return Result{}, e.inProgress(ctx, cfg, key, ent, mode), false
+}
+
+// inProgress reports a repeat that found the first execution running.
+func (e *Engine) inProgress(ctx context.Context, cfg *config, key string, ent store.Entry, mode Mode) error {
 	retry := min(max(ent.TTL, time.Millisecond), cfg.retryHint)
 	e.observe(ctx, cfg, Event{Kind: EventInProgress, Mode: mode, Key: key, RetryAfter: retry})
-	return Result{}, &ConflictError{Err: ErrInProgress, RetryAfter: retry}, false
+	return &ConflictError{Err: ErrInProgress, RetryAfter: retry}
 }
 
 func decodeFinal(cfg *config, payload []byte) error {

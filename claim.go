@@ -32,6 +32,8 @@ type Claim struct {
 	enc  []byte
 	hb   *heartbeat
 
+	started time.Time // when the claim was won
+
 	mu    sync.Mutex
 	ended bool
 	inTx  bool // CompleteIn ran: the outcome depends on the caller's commit
@@ -41,6 +43,7 @@ func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *
 	now := time.Now().UnixMilli()
 	c := &Claim{e: e, cfg: cfg, mode: mode, key: key, sk: sk}
 	c.rec = record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
+	c.started = time.Now()
 	c.enc = c.rec.encode()
 	return c
 }
@@ -60,6 +63,8 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 	if err != nil {
 		return nil, Result{}, err
 	}
+	ctx, end := trace(ctx, cfg, ModeDo, "Begin")
+	defer func() { end(err) }()
 	sk, err := e.storeKey(cfg, spaceDo, key)
 	if err != nil {
 		return nil, Result{}, err
@@ -207,6 +212,7 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
 		return ErrLeaseLost
 	}
+	e.observe(ctx, cfg, Event{Kind: EventCompleted, Mode: c.mode, Key: c.key, Duration: time.Since(c.started)})
 	return nil
 }
 
@@ -231,7 +237,7 @@ func (c *Claim) release(ctx context.Context, afterTx bool) {
 	case err != nil:
 		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: fmt.Errorf("release: %w", err)})
 	case ok:
-		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: c.mode, Key: c.key})
+		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: c.mode, Key: c.key, Duration: time.Since(c.started)})
 	case !afterTx:
 		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
 	}

@@ -23,11 +23,13 @@ import (
 // When fn ran but its result could not be recorded, Do returns fn's value
 // in Result.Value together with an error wrapping ErrLeaseLost (another
 // caller took the key over) or ErrUnavailable (the store failed).
-func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (Result, error) {
+func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, end := trace(ctx, cfg, ModeDo, "Do")
+	defer func() { end(err) }()
 	sk, err := e.storeKey(cfg, spaceDo, key)
 	if err != nil {
 		return Result{}, err

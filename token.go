@@ -26,11 +26,13 @@ var ErrTokenUsed = fmt.Errorf("%w: already used", ErrTokenInvalid)
 // token TTL (WithTokenTTL). The token can be used once, by the same
 // principal, with UseToken. Issuing needs the store whatever the failure
 // mode: a store failure returns an error wrapping ErrUnavailable.
-func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Option) (Token, error) {
+func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Option) (_ Token, err error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
 		return Token{}, err
 	}
+	ctx, end := trace(ctx, cfg, ModeToken, "IssueToken")
+	defer func() { end(err) }()
 	for range 3 {
 		tok, err := keying.NewToken()
 		if err != nil {
@@ -78,11 +80,13 @@ func validTokenText(s string) bool {
 // a non-final error the token is spent and a reuse gets ErrTokenUsed.
 // Unknown, expired, forged or other principals' tokens get ErrTokenInvalid
 // and change nothing.
-func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (Result, error) {
+func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, end := trace(ctx, cfg, ModeToken, "UseToken")
+	defer func() { end(err) }()
 	if !validTokenText(token) {
 		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token})
 		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)

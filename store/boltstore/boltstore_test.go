@@ -205,7 +205,8 @@ func TestCorruptEntries(t *testing.T) {
 			checkCorrupt := func(op string, err error) {
 				t.Helper()
 				require.ErrorIs(t, err, store.ErrCorrupt, op)
-				require.Contains(t, err.Error(), fmt.Sprintf("%q", k), "%s error must name the key", op)
+				require.Contains(t, err.Error(), keyDigest(k), "%s error must identify the key by its digest", op)
+				require.NotContains(t, err.Error(), fmt.Sprintf("%q", k), "%s error must not show the raw key", op)
 			}
 			_, err := s.Get(ctxb, k)
 			checkCorrupt("Get", err)

@@ -282,13 +282,14 @@ func (o *op) run(b *bolt.Bucket, now time.Time) (wrote, panicked bool) {
 var errPanicked = errors.New("an operation in the transaction panicked")
 
 // panicError describes a recovered panic of bbolt, which it raises on
-// damaged pages, as an error wrapping store.ErrCorrupt that names key
-// when there is one.
+// damaged pages, as an error wrapping store.ErrCorrupt that identifies
+// key by its digest when there is one. The panic's text is scrubbed of
+// hex runs, which may be key bytes.
 func panicError(name, key string, p any) error {
 	if key == "" {
-		return fmt.Errorf("%s: %w: bbolt panicked (is the file damaged?): %v", name, store.ErrCorrupt, p)
+		return fmt.Errorf("%s: %w: bbolt panicked (is the file damaged?): %s", name, store.ErrCorrupt, scrub(p))
 	}
-	return fmt.Errorf("%s: %w: key %q: bbolt panicked (is the file damaged?): %v", name, store.ErrCorrupt, key, p)
+	return fmt.Errorf("%s: %w: %s: bbolt panicked (is the file damaged?): %s", name, store.ErrCorrupt, keyRef(key), scrub(p))
 }
 
 // failQueued answers every operation still queued with ErrClosed. It runs

@@ -15,16 +15,17 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// damagedFile writes n keys through a Store at a new path, then overwrites
-// the type flags of one leaf page of the bucket, as a torn write or a bad
-// disk would. It returns the path and a key stored on the damaged page.
-func damagedFile(t *testing.T, pageType string) (path, lostKey string) {
+// damagedFile writes 2000 keys (prefix followed by a number) through a
+// Store at a new path, then overwrites the type flags of one page of type
+// pageType, as a torn write or a bad disk would. It returns the path and,
+// for a leaf page, a key stored on the damaged page.
+func damagedFile(t *testing.T, pageType, prefix string) (path, lostKey string) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "damaged.db")
 	s, err := Open(path, WithSweepInterval(0), WithNoSync())
 	require.NoError(t, err)
 	for i := range 2000 {
-		_, _, err := s.SetNX(context.Background(), fmt.Sprintf("key-%05d", i), make([]byte, 100), time.Hour)
+		_, _, err := s.SetNX(context.Background(), fmt.Sprintf("%s%05d", prefix, i), make([]byte, 100), time.Hour)
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
@@ -72,7 +73,7 @@ func damagedFile(t *testing.T, pageType string) (path, lostKey string) {
 // background sweeper and the committer, in goroutines no caller can
 // recover, killing the process.
 func TestDamagedPageIsAnErrorNotAPanic(t *testing.T) {
-	path, lost := damagedFile(t, "leaf")
+	path, lost := damagedFile(t, "leaf", "key-")
 	require.NotEmpty(t, lost)
 	s, err := Open(path, WithSweepInterval(time.Millisecond))
 	require.NoError(t, err)
@@ -89,10 +90,10 @@ func TestDamagedPageIsAnErrorNotAPanic(t *testing.T) {
 	checkCorrupt("Sweep", err)
 	_, err = s.Get(ctx, lost)
 	checkCorrupt("Get", err)
-	require.Contains(t, err.Error(), fmt.Sprintf("%q", lost), "Get names the key")
+	require.Contains(t, err.Error(), wantRef(lost), "Get identifies the key by its digest")
 	_, _, err = s.SetNX(ctx, lost, []byte("v"), time.Hour)
 	checkCorrupt("SetNX", err)
-	require.Contains(t, err.Error(), fmt.Sprintf("%q", lost), "SetNX names the key")
+	require.Contains(t, err.Error(), wantRef(lost), "SetNX identifies the key by its digest")
 	_, err = s.Consume(ctx, lost)
 	checkCorrupt("Consume", err)
 
@@ -111,7 +112,7 @@ func TestDamagedPageIsAnErrorNotAPanic(t *testing.T) {
 // file stays locked (bbolt's memory map of it holds the lock), but moving
 // it aside lets the application start afresh at the same path.
 func TestDamagedFreelistFailsOpen(t *testing.T) {
-	path, _ := damagedFile(t, "freelist")
+	path, _ := damagedFile(t, "freelist", "key-")
 	var err error
 	require.NotPanics(t, func() { _, err = Open(path, WithOpenTimeout(50*time.Millisecond)) })
 	require.ErrorIs(t, err, store.ErrCorrupt)
@@ -126,7 +127,7 @@ func TestDamagedFreelistFailsOpen(t *testing.T) {
 // TestDamagedRootFailsOpen damages the root bucket's page, which
 // creating the bucket in Open reads. Before the fix Open panicked.
 func TestDamagedRootFailsOpen(t *testing.T) {
-	path, _ := damagedFile(t, "root")
+	path, _ := damagedFile(t, "root", "key-")
 	var err error
 	require.NotPanics(t, func() { _, err = Open(path, WithOpenTimeout(50*time.Millisecond)) })
 	require.ErrorIs(t, err, store.ErrCorrupt)

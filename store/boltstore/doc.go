@@ -65,14 +65,21 @@
 // A stored value is a format byte (1), the expiry as a big-endian int64 of
 // Unix milliseconds, then the value's bytes. A value that does not decode
 // (too short, unknown format byte) makes an operation on that key return
-// an error wrapping store.ErrCorrupt that names the key, and so does Len;
+// an error wrapping store.ErrCorrupt, and so does Len;
 // the sweeper leaves such values alone and the other keys are unaffected.
 // bbolt itself panics when it meets a damaged page (a torn write after a
 // power failure under WithNoSync, a bad disk); the Store turns such a
-// panic into an error wrapping store.ErrCorrupt (naming the key when the
-// operation has one) instead of letting it kill the process from the
-// committer or the sweeper. A write transaction in which that happens is
+// panic into an error wrapping store.ErrCorrupt instead of letting it
+// kill the process from the committer or the sweeper. A write transaction in which that happens is
 // rolled back, and the other callers in it get store.ErrUnavailable.
+//
+// # Keys in errors
+//
+// Keys may hold secrets (tokens, principals), so no error text shows one:
+// an error about a key identifies it as "key sha256:" followed by the
+// first 12 hex digits of the key's SHA-256, which a caller can compute
+// from a key it knows to find the entry. Hex runs in the text of a bbolt
+// panic, which may be key bytes, are redacted too.
 //
 // All methods of Store are safe for concurrent use.
 package boltstore

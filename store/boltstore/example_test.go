@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
 )
 
@@ -89,8 +90,8 @@ func ExampleNew() {
 	v, err := s.Consume(ctx, "token")
 	fmt.Println(string(v), err)
 	_, err = s.Consume(ctx, "token")
-	fmt.Println(err)
+	fmt.Println(errors.Is(err, store.ErrNotFound))
 	// Output:
 	// t1 <nil>
-	// boltstore: consume "token": store: key not found
+	// true
 }

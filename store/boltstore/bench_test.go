@@ -56,7 +56,7 @@ func putIfAbsent(key []byte) func(*bolt.Tx) error {
 
 func openBenchStore(b *testing.B, noSync bool) *boltstore.Store {
 	b.Helper()
-	opts := []boltstore.Option{boltstore.WithSweepInterval(0)}
+	opts := []boltstore.Option{boltstore.WithoutSweeper()}
 	if noSync {
 		opts = append(opts, boltstore.WithNoSync())
 	}

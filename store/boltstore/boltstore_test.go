@@ -71,13 +71,6 @@ func TestOpenBadPaths(t *testing.T) {
 	require.Contains(t, err.Error(), junk)
 }
 
-func TestNewRejectsBadArguments(t *testing.T) {
-	_, err := boltstore.New(nil, "b")
-	require.ErrorIs(t, err, store.ErrInvalid)
-	_, err = boltstore.New(openDB(t), "")
-	require.ErrorIs(t, err, store.ErrInvalid)
-}
-
 func TestNewLeavesDBOpen(t *testing.T) {
 	db := openDB(t)
 	s, err := boltstore.New(db, testBucket)
@@ -85,19 +78,6 @@ func TestNewLeavesDBOpen(t *testing.T) {
 	mustSetNX(t, s, "k", "v", time.Hour)
 	require.NoError(t, s.Close())
 	require.NotNil(t, rawGet(t, db, "k"), "the caller's DB stays open and keeps the entry")
-}
-
-func TestWithBucket(t *testing.T) {
-	s, path := openStore(t, boltstore.WithBucket("mine"))
-	mustSetNX(t, s, "k", "v", time.Hour)
-	require.NoError(t, s.Close())
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	defer db.Close()
-	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		require.NotNil(t, tx.Bucket([]byte("mine")).Get([]byte("k")))
-		return nil
-	}))
 }
 
 func TestStoredFormat(t *testing.T) {
@@ -382,7 +362,7 @@ func churn(t *testing.T, s *boltstore.Store, g int, stop <-chan struct{}, ops *a
 
 func TestSweepOnDemand(t *testing.T) {
 	clock := boltstore.NewFakeClock()
-	s, _ := openStore(t, boltstore.WithClock(clock.Now), boltstore.WithSweepInterval(0), boltstore.WithSweepBatch(7))
+	s, _ := openStore(t, boltstore.WithClock(clock.Now), boltstore.WithoutSweeper(), boltstore.WithSweepBatch(7))
 	for i := range 100 {
 		ttl := time.Second
 		if i%4 == 0 {

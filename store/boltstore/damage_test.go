@@ -22,7 +22,7 @@ import (
 func damagedFile(t *testing.T, pageType, prefix string) (path, lostKey string) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "damaged.db")
-	s, err := Open(path, WithSweepInterval(0), WithNoSync())
+	s, err := Open(path, WithoutSweeper(), WithNoSync())
 	require.NoError(t, err)
 	for i := range 2000 {
 		_, _, err := s.SetNX(context.Background(), fmt.Sprintf("%s%05d", prefix, i), make([]byte, 100), time.Hour)

@@ -129,7 +129,7 @@ func TestErrorsIdentifyKeysOnlyByDigest(t *testing.T) {
 	t.Run("damaged page", func(t *testing.T) {
 		path, lost := damagedFile(t, "leaf", secretKey+"-")
 		require.True(t, strings.HasPrefix(lost, secretKey))
-		s, err := Open(path, WithSweepInterval(0))
+		s, err := Open(path, WithoutSweeper())
 		require.NoError(t, err)
 		defer s.Close()
 		for op, err := range callAll(s, lost) {

@@ -75,7 +75,10 @@ type Store struct {
 // Commits are flushed to disk unless WithNoSync is given. Close closes
 // the file.
 func Open(path string, opts ...Option) (*Store, error) {
-	cfg := buildConfig(opts)
+	cfg, err := buildConfig(opts, false)
+	if err != nil {
+		return nil, err
+	}
 	db, err := openDB(path, cfg)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: no lock after %v: %w", ErrLocked, path, cfg.openTimeout, err)
@@ -126,21 +129,17 @@ func New(db *bolt.DB, bucket string, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("boltstore: %w: nil DB", store.ErrInvalid)
 	}
-	if bucket == "" {
-		return nil, fmt.Errorf("boltstore: %w: empty bucket name", store.ErrInvalid)
+	if err := checkBucket("New", bucket); err != nil {
+		return nil, err
 	}
 	if db.IsReadOnly() {
 		return nil, fmt.Errorf("boltstore: %w: DB is read-only", store.ErrInvalid)
 	}
-	return start(db, bucket, false, buildConfig(opts))
-}
-
-func buildConfig(opts []Option) config {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := buildConfig(opts, true)
+	if err != nil {
+		return nil, err
 	}
-	return cfg
+	return start(db, bucket, false, cfg)
 }
 
 // start creates the bucket and starts the Store's goroutines.

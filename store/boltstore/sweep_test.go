@@ -18,7 +18,7 @@ func TestConcurrentSweepAndWrites(t *testing.T) {
 	var mu sync.Mutex
 	now := time.UnixMilli(1_700_000_000_000)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithClock(clock), WithSweepInterval(0), WithSweepBatch(3))
+	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithClock(clock), WithoutSweeper(), WithSweepBatch(3))
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -50,7 +50,7 @@ func TestConcurrentSweepAndWrites(t *testing.T) {
 // expired by a sweep's scan and set afresh before its delete survives.
 func TestSweepSparesEntryResetAfterScan(t *testing.T) {
 	clock := NewFakeClock()
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithClock(clock.Now), WithSweepInterval(0))
+	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithClock(clock.Now), WithoutSweeper())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	ctx := context.Background()

@@ -95,3 +95,18 @@ func ExampleNew() {
 	// t1 <nil>
 	// true
 }
+
+func ExampleOpen_invalidOption() {
+	dir, err := os.MkdirTemp("", "boltstore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	_, err = boltstore.Open(filepath.Join(dir, "idemkit.db"), boltstore.WithSweepBatch(0))
+	fmt.Println(errors.Is(err, store.ErrInvalid))
+	fmt.Println(err)
+	// Output:
+	// true
+	// boltstore: store: invalid argument: WithSweepBatch(0): the batch must be in [1, 1048576]
+}

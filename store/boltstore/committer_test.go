@@ -301,3 +301,32 @@ func TestPanicOnDirectPathIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, set)
 }
+
+// TestRollbackErrorAbortsTheTransaction: an op that fails with changes
+// left behind (errRollback) makes the committer roll the whole
+// transaction back, so that none of its changes is committed.
+func TestRollbackErrorAbortsTheTransaction(t *testing.T) {
+	s, db := newHeld(t)
+	block(t, s)
+	first := goSetNX(context.Background(), s, "first", "v")
+	waitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
+	o := &op{name: "test", done: make(chan struct{}), apply: func(b *bolt.Bucket, _ time.Time) (bool, error) {
+		if err := b.Put([]byte("half"), encode([]byte("v"), 1<<62)); err != nil {
+			return false, err
+		}
+		return false, fmt.Errorf("undo failed: %w", errRollback)
+	}}
+	require.NoError(t, s.enqueue(context.Background(), o))
+	waitFor(t, "the op to queue", func() bool { return len(s.ops) == 2 })
+	before := writeTxID(t, db)
+	s.txMu.Unlock()
+
+	<-o.done
+	require.ErrorIs(t, o.err, errRollback)
+	r := <-first
+	require.ErrorIs(t, r.err, store.ErrUnavailable, "the others in the rolled-back transaction fail")
+	require.Nil(t, rawGet(t, db, "half"))
+	require.Nil(t, rawGet(t, db, "first"))
+	require.Equal(t, before, writeTxID(t, db), "nothing was committed")
+	requireQueued(t, s)
+}

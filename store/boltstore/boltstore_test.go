@@ -467,7 +467,13 @@ func TestCloseUnderLoad(t *testing.T) {
 // boltstore package.
 func storeGoroutines() []string {
 	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
+	for n := runtime.Stack(buf, true); ; n = runtime.Stack(buf, true) {
+		if n < len(buf) { // the dump fits: nothing was cut off
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "boltstore.(*Store)") {

@@ -122,7 +122,7 @@ func TestWithoutSweeper(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	s, _ = openStore(t)
-	require.NotEmpty(t, sweeperGoroutines(), "a Store sweeps by default")
+	waitUntil(t, "the default sweeper to show", func() bool { return len(sweeperGoroutines()) > 0 })
 	require.NoError(t, s.Close())
 	require.Empty(t, sweeperGoroutines())
 }
@@ -136,4 +136,15 @@ func sweeperGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// waitUntil polls cond until it holds; it fails t if that takes absurdly
+// long (a hang), which is not a timing assertion.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "gave up waiting for %s", what)
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -33,8 +33,8 @@
 //
 // # Group commit
 //
-// Writes (SetNX, CompareAndSwap, CompareAndDelete, Consume) are handed
-// to one committer goroutine, which applies everything queued
+// Writes (SetNX, SetNXBatch, CompareAndSwap, CompareAndDelete, Consume)
+// are handed to one committer goroutine, which applies everything queued
 // (up to MaxBatch operations), in order, in one bbolt read-write
 // transaction and commits it with one flush; then it answers every caller
 // and starts the next transaction at once with what queued meanwhile.
@@ -57,6 +57,20 @@
 // caller whose ctx ends first gets ctx's error (wrapping
 // store.ErrUnavailable too), which then means the outcome is unknown. A
 // caller running its own transaction directly waits for it to finish.
+//
+// # Batch claims
+//
+// SetNXBatch (store.Batcher) claims many keys as one operation of the
+// committer: one transaction and one flush for the whole batch, instead of
+// one flush per SetNX when the claims come one after another. Items are
+// validated first: an invalid one fails the call with store.ErrInvalid
+// before anything is written, naming the item by its position. The items
+// are then claimed in input order, each as SetNX would, so a key that
+// appears twice is set by its first occurrence and seen as existing by
+// the later ones. An item that cannot be claimed (a corrupt entry) fails
+// the whole call: the batch's puts are undone and the other operations
+// of the transaction go on. A batch holds the write transaction while it
+// runs, so very large batches delay other writers.
 //
 // # Expiry and the clock
 //

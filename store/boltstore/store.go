@@ -28,9 +28,10 @@ var (
 
 // Compile-time checks of the interfaces Store implements.
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Closer = (*Store)(nil)
-	_ store.Pinger = (*Store)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.Closer  = (*Store)(nil)
+	_ store.Pinger  = (*Store)(nil)
+	_ store.Batcher = (*Store)(nil)
 )
 
 // Store is a store.Store kept in a bbolt bucket, safe for concurrent use.

@@ -41,6 +41,19 @@ func BenchmarkSumJSON1KiB(b *testing.B) {
 	}
 }
 
+// smallBody is a typical small order, the size most idempotent requests
+// carry.
+var smallBody = []byte(`{"sku":"A-1","qty":1,"amount":1000,"currency":"EUR"}`)
+
+func BenchmarkSumJSONSmall(b *testing.B) {
+	f := NewFingerprinter()
+	b.SetBytes(int64(len(smallBody)))
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Sum("user-42", "POST /v1/orders", nil, smallBody)
+	}
+}
+
 func BenchmarkSumRaw1KiB(b *testing.B) {
 	f := NewFingerprinter()
 	body := benchBody()

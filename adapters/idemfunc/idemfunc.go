@@ -31,10 +31,10 @@ func WithFingerprint[Req any](fp func(Req) (string, error)) Option[Req] {
 	return func(c *config[Req]) { c.fingerprint = fp }
 }
 
-// WithJSONFingerprint fingerprints the request's JSON encoding, canonical
-// and with the default volatile fields dropped (see package keying).
+// WithJSONFingerprint fingerprints the request's whole JSON encoding, in
+// canonical form (see package keying).
 func WithJSONFingerprint[Req any]() Option[Req] {
-	f := keying.NewFingerprinter()
+	var f keying.Fingerprinter // drops nothing
 	return WithFingerprint(func(req Req) (string, error) {
 		b, err := json.Marshal(req)
 		if err != nil {

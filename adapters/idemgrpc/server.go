@@ -37,7 +37,7 @@ func newServer(e *idemkit.Engine, opts []Option) *server {
 		cfg.invalid("call option: %v", err)
 	}
 	callOpts := append(append([]idemkit.Option(nil), cfg.callOpts...), idemkit.WithErrorCodec(statusCodec(cfg.final)))
-	return &server{e: e, cfg: cfg, fp: keying.NewFingerprinter(), callOpts: callOpts}
+	return &server{e: e, cfg: cfg, fp: new(keying.Fingerprinter), callOpts: callOpts}
 }
 
 // UnaryServerInterceptor returns an interceptor that runs each selected

@@ -87,3 +87,11 @@ func TestKeyShortPartsAllocateOnce(t *testing.T) {
 	})
 	require.LessOrEqual(t, allocs, 2.0)
 }
+
+func TestKeyDigestPartAllocatesOnce(t *testing.T) {
+	long := strings.Repeat("k", 200)
+	allocs := testing.AllocsPerRun(100, func() {
+		Key("idem", "tenant-7", "POST /v1/orders", long)
+	})
+	require.LessOrEqual(t, allocs, 1.0, "only the key itself")
+}

@@ -94,10 +94,13 @@ type parser struct {
 }
 
 // member is an object member: its decoded name is names[nameStart:nameEnd]
-// and its canonical value out[start:end].
+// and its canonical value out[start:end]. A name written without escapes
+// is already canonical: quoted, it is in[quoted:quoted+nameEnd-nameStart+2];
+// quoted is -1 for a name with escapes.
 type member struct {
 	nameStart, nameEnd int
 	start, end         int
+	quoted             int
 	dropped            bool
 }
 
@@ -253,13 +256,16 @@ func (p *parser) member(out []byte, depth int, node *pathNode) (member, []byte, 
 	if !p.next('"') {
 		return member{}, nil, p.fail("expected member name")
 	}
-	m := member{nameStart: len(p.names), start: len(out)}
+	m := member{nameStart: len(p.names), start: len(out), quoted: p.pos}
 	names, err := p.appendDecoded(p.names)
 	if err != nil {
 		return member{}, nil, err
 	}
 	p.names = names
 	m.nameEnd = len(p.names)
+	if p.pos-m.quoted != m.nameEnd-m.nameStart+2 { // every escape is longer than its text
+		m.quoted = -1
+	}
 	p.skipSpace()
 	if !p.next(':') {
 		return member{}, nil, p.fail("expected ':' after member name")
@@ -305,7 +311,11 @@ func (p *parser) emitObject(out []byte, start int, members []member) ([]byte, er
 			out = append(out, ',')
 		}
 		first = false
-		out = appendString(out, p.name(m))
+		if m.quoted >= 0 {
+			out = append(out, p.in[m.quoted:m.quoted+m.nameEnd-m.nameStart+2]...)
+		} else {
+			out = appendString(out, p.name(m))
+		}
 		out = append(out, ':')
 		out = append(out, p.scratch[m.start-start:m.end-start]...)
 	}

@@ -35,6 +35,7 @@ func TestCanonicalizeStructure(t *testing.T) {
 		{`{"B":1,"a":2,"_":3,"\u00e9":4,"aa":5,"":6}`, `{"":6,"B":1,"_":3,"a":2,"aa":5,"é":4}`},
 		{`{"\ud83d\ude00":1,"\uffff":2}`, "{\"\uffff\":2,\"😀\":1}"}, // code point, not UTF-16, order
 		{`[[[{"z":[{"y":1,"x":2}]}]]]`, `[[[{"z":[{"x":2,"y":1}]}]]]`},
+		{`{"a\"b":1,"\u0022":2,"\n":3,"a/":4,"a\/b":5}`, `{"\n":3,"\"":2,"a\"b":1,"a/":4,"a/b":5}`},
 	}
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, canon(t, tc.in), "input %q", tc.in)

@@ -71,3 +71,11 @@ func ExampleCanonicalize() {
 	fmt.Println(string(out))
 	// Output: {"a":"A","b":[3,1.5,200],"big":12345678901234567890123}
 }
+
+func ExampleCheckClientKey() {
+	fmt.Println(keying.CheckClientKey("3f1c0a9e-77aa-4b1e-9d2c-0c5e1e2f3a4b"))
+	fmt.Println(errors.Is(keying.CheckClientKey("two\nlines"), keying.ErrBadClientKey))
+	// Output:
+	// <nil>
+	// true
+}

@@ -230,24 +230,40 @@ func TestFingerprinterOptionsDoNotAlias(t *testing.T) {
 	assert.Equal(t, []string{"a", "d"}, h.Volatile())
 }
 
+// Sum, SumRaw and Canonicalize share pooled buffers: many goroutines
+// mixing them over different bodies must each get their own answer.
 func TestSumConcurrent(t *testing.T) {
 	f := newFingerprinter(t, WithVolatile("b[].nonce"))
-	body := []byte(`{"b":[1,2,{"nonce":3,"c":"d"}],"a":"x"}`)
-	want := f.Sum("p", "o", url.Values{"q": {"1"}}, body)
+	bodies := [][]byte{
+		[]byte(`{"b":[1,2,{"nonce":3,"c":"d"}],"a":"x"}`),
+		[]byte(`{"a":"\u0079","b":[{"c":"e"}]}`),
+		[]byte(`not json`),
+		benchBody(),
+		make([]byte, maxPooledBuffer+1),
+	}
+	params := url.Values{"q": {"1"}}
+	type answer struct{ sum, raw, canon string }
+	want := make([]answer, len(bodies))
+	for i, b := range bodies {
+		c, _ := Canonicalize(b, f.Volatile())
+		want[i] = answer{f.Sum("p", "o", params, b), f.SumRaw("p", "o", params, b), string(c)}
+	}
 	const goroutines = 16
 	var wg sync.WaitGroup
-	results := make([][]string, goroutines)
+	results := make([][]answer, goroutines)
 	for g := range goroutines {
 		wg.Go(func() {
-			for range 200 {
-				results[g] = append(results[g], f.Sum("p", "o", url.Values{"q": {"1"}}, body))
+			for n := range 200 {
+				i := (g + n) % len(bodies)
+				c, _ := Canonicalize(bodies[i], f.Volatile())
+				results[g] = append(results[g], answer{f.Sum("p", "o", params, bodies[i]), f.SumRaw("p", "o", params, bodies[i]), string(c)})
 			}
 		})
 	}
 	wg.Wait()
-	for _, rs := range results {
-		for _, r := range rs {
-			require.Equal(t, want, r)
+	for g, rs := range results {
+		for n, r := range rs {
+			require.Equal(t, want[(g+n)%len(bodies)], r)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 func ExampleEngine_Guard() {
 	ctx := context.Background()
 	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil), idemkit.WithWindow(3*time.Second))
-	fp := keying.NewFingerprinter().Sum("user-1", "POST /orders", nil, []byte(`{"sku":"A1","qty":1}`))
+	fp := new(keying.Fingerprinter).Sum("user-1", "POST /orders", nil, []byte(`{"sku":"A1","qty":1}`))
 	submit := func(context.Context) error { fmt.Println("order submitted"); return nil }
 
 	fmt.Println(e.Guard(ctx, fp, submit))

@@ -51,4 +51,3 @@ func (n *node) remaining(now int64) time.Duration {
 	}
 	return (left + time.Millisecond - 1).Truncate(time.Millisecond)
 }
-

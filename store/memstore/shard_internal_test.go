@@ -141,7 +141,7 @@ func TestMakeRoomPrefersExpiredThenProbation(t *testing.T) {
 	}
 	add("p-old", 100, true)
 	add("live", 100, false)
-	add("short", 10, false) // most recently used, expires first
+	add("short", 10, false)                  // most recently used, expires first
 	sh.pacer.since, sh.pacer.every = 0, 1000 // no scan due
 
 	evicted, ok := sh.makeRoom(&sh.segs, &sh.pacer, nil, 20, nil)

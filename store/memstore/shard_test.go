@@ -323,7 +323,7 @@ func TestScopeQuotaRace(t *testing.T) {
 // entries, unprotected first.
 func TestSwapThatGrowsEvictsOthersNotItself(t *testing.T) {
 	const small = 1 + 1 + memstore.EntryOverhead // key and value of 1 byte
-	const budget = 4*small + small/2            // four small entries fit
+	const budget = 4*small + small/2             // four small entries fit
 	var log evictLog
 	s := newStore(t, memstore.WithMaxBytes(budget), memstore.WithShards(1), log.option())
 	for _, k := range []string{"a", "b", "c", "d"} {

@@ -272,3 +272,31 @@ func TestWriteOverShardBudgetFailsWithErrTooLarge(t *testing.T) {
 	assert.Zero(t, s.Evictions())
 	assert.Equal(t, int64(5+5+memstore.EntryOverhead), s.Bytes())
 }
+
+// TestEntryOverheadCoversHeapPerEntry measures the heap an entry takes
+// beyond its key and value (kept alive by the test, and sized to an
+// allocator class): the byte budget must not undercount it.
+func TestEntryOverheadCoversHeapPerEntry(t *testing.T) {
+	const n = 50_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "idem:" + strconv.Itoa(i%1000) + ":" + strconv.Itoa(1e9+i)
+	}
+	value := make([]byte, 64)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := newStore(t, memstore.WithCapacity(2*n), memstore.WithMaxBytes(1<<30)) // shards fill unevenly
+	for _, k := range keys {
+		set, _, err := s.SetNX(ctx, k, value, time.Hour)
+		require.NoError(t, err)
+		require.True(t, set)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perEntry := float64(after.HeapAlloc-before.HeapAlloc)/n - float64(len(value))
+	t.Logf("heap per entry beyond key and value: %.0f bytes; EntryOverhead: %d", perEntry, memstore.EntryOverhead)
+	assert.LessOrEqual(t, perEntry, float64(memstore.EntryOverhead))
+	assert.Equal(t, n, s.Len())
+	runtime.KeepAlive(keys)
+}

@@ -18,9 +18,9 @@ const (
 	DefaultMaxBytes = 256 << 20
 )
 
-// EntryOverhead is the estimate, in bytes, of what an entry costs beyond
-// its key and value: its node, its map slot and allocator rounding. An
-// entry counts len(key) + len(value) + EntryOverhead against WithMaxBytes.
+// EntryOverhead estimates, in bytes, the memory an entry takes beyond its
+// key and value (its node and map slot). An entry counts len(key) +
+// len(value) + EntryOverhead against WithMaxBytes.
 const EntryOverhead = 160
 
 // scopeOverhead is the estimate, in bytes, of what a scope's bookkeeping
@@ -65,8 +65,8 @@ func WithCapacity(n int) Option {
 
 // WithMaxBytes sets the maximum number of bytes the Store holds, n >= 1
 // (default DefaultMaxBytes), counted as the package doc's "Bounds" section
-// says. The budget is split evenly between shards, and a write larger than
-// a shard's budget fails with ErrTooLarge.
+// says. The budget is split evenly between shards; a write of an entry
+// larger than a shard's budget fails with ErrTooLarge.
 func WithMaxBytes(n int64) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -78,11 +78,9 @@ func WithMaxBytes(n int64) Option {
 }
 
 // WithShards sets the number of independently locked shards, 1 <= n <=
-// 65536. Every shard must hold at least one entry of any valid key, and,
-// with WithScopeQuota, a whole scope. The default is the smallest count,
-// at least 16 and 4*GOMAXPROCS, lowered until every shard has a
-// capacity of at least the scope quota and room for an entry of the
-// largest size (store.MaxKeyLen + store.MaxValueLen).
+// 65536, instead of the default the package doc's "Bounds" section gives.
+// Every shard must have room for an entry of any valid key and, with
+// WithScopeQuota, for a whole scope.
 func WithShards(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > maxShards {

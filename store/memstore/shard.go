@@ -3,6 +3,7 @@ package memstore
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -169,6 +170,9 @@ func (sh *shard) overBy(cost int64, scopeName string) bool {
 func (sh *shard) scopeFor(name string) *scope {
 	sc := sh.scopes[name]
 	if sc == nil {
+		// A copy, so that the scope does not keep alive the key it was
+		// cut from, which may be evicted long before the scope ends.
+		name = strings.Clone(name)
 		sc = &scope{name: name}
 		sc.segs.init(scopeLinks)
 		sc.pacer.init(sh.quota)

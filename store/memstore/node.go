@@ -34,14 +34,6 @@ func (n *node) live(now int64) bool {
 	return now < n.expires
 }
 
-// segment returns the index of n's segment: probation or protected.
-func (n *node) segment() int {
-	if n.protected {
-		return protected
-	}
-	return probation
-}
-
 // remaining returns n's time to live at now, rounded up to a whole
 // millisecond. n must be live.
 func (n *node) remaining(now int64) time.Duration {

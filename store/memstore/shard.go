@@ -77,9 +77,9 @@ func (sh *shard) peek(key string, now int64) *node {
 // touch marks n most recently used in its segment, in the shard and in
 // its scope. The caller holds mu.
 func (sh *shard) touch(n *node) {
-	sh.segs[n.segment()].moveToFront(n)
+	sh.segs.of(n).moveToFront(n)
 	if n.scope != nil {
-		n.scope.segs[n.segment()].moveToFront(n)
+		n.scope.segs.of(n).moveToFront(n)
 	}
 }
 
@@ -103,11 +103,10 @@ func (sh *shard) protect(n *node) {
 // caller holds mu.
 func (sh *shard) drop(n *node) {
 	delete(sh.nodes, n.key)
-	seg := n.segment()
-	sh.segs[seg].remove(n)
+	sh.segs.of(n).remove(n)
 	sh.bytes -= entryCost(n.key, n.value)
 	if sc := n.scope; sc != nil {
-		sc.segs[seg].remove(n)
+		sc.segs.of(n).remove(n)
 		if sc.segs.len() == 0 {
 			delete(sh.scopes, sc.name)
 			sh.bytes -= scopeCost(sc.name)

@@ -119,9 +119,9 @@ func WithOnEvict(fn func(key string)) Option {
 }
 
 // WithScopeQuota limits every scope to n >= 1 entries: a write to a scope
-// holding n entries first evicts one of that scope's own, so a flood from
-// one scope never pushes out another's. scopeOf, non-nil, names the scope
-// of a key ("" for none: no quota). See the package doc's "Scopes" section.
+// holding n entries first evicts one of that scope's own, never another
+// scope's. scopeOf, non-nil, names a key's scope ("" for none: no quota).
+// The package doc's "Scopes" section says how to size a scoped Store.
 func WithScopeQuota(n int, scopeOf func(key string) string) Option {
 	return func(c *config) error {
 		if n < 1 {

@@ -25,7 +25,7 @@ import (
 
 func newMem(t *testing.T) *memstore.Store {
 	t.Helper()
-	s := memstore.New()
+	s := mustMem()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -306,7 +306,7 @@ func (s *slowBeats) CompareAndSwap(ctx context.Context, k string, old, nw []byte
 }
 
 func TestEdgeDoWaitsForHeartbeatUnderWay(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	s := &slowBeats{Store: mem}
 	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithLease(300*time.Millisecond), idemkit.WithHeartbeat(2*time.Millisecond))

@@ -37,6 +37,12 @@
 // (NOPERM, authentication) are returned wrapped, as they are: they are
 // configuration errors, not outages.
 //
+// Errors never contain a key or a value, which may hold secrets (a
+// caller's key, a token): an error about one key names it as "key " and
+// the first 12 hex digits of the SHA-256 of the key as Redis holds it
+// (prefix included), so an operator can find it by hashing the names that
+// SCAN returns.
+//
 // # Client settings that matter
 //
 //   - go-redis bounds a command by the client's ReadTimeout and

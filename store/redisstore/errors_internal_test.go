@@ -49,7 +49,8 @@ func TestFailClassifiesErrors(t *testing.T) {
 
 	got := s.fail(context.Background(), "op", "k", replyErr("WRONGTYPE Operation against a key holding the wrong kind of value"))
 	require.ErrorIs(t, got, store.ErrCorrupt)
-	require.Contains(t, got.Error(), `"k"`)
+	require.Contains(t, got.Error(), keyRef("k"))
+	require.NotContains(t, got.Error(), `"k"`)
 
 	for _, err := range []error{replyErr("NOPERM this user has no permissions"), replyErr("ERR unknown command 'GETDEL'")} {
 		got := s.fail(context.Background(), "op", "k", err)
@@ -96,4 +97,11 @@ func TestDecodeEntry(t *testing.T) {
 		_, err := decodeEntry("get", "k", bad)
 		require.Error(t, err, "%#v", bad)
 	}
+
+	// A reply the Store does not understand is named by its type: its
+	// value may hold a secret, and so may the key.
+	_, err = decodeEntry("get", "sk_live_secret", []any{"tok_secret"})
+	require.ErrorContains(t, err, "[]interface {}")
+	require.ErrorContains(t, err, keyRef("sk_live_secret"))
+	require.NotContains(t, err.Error(), "secret")
 }

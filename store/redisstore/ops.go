@@ -25,8 +25,8 @@ const (
 //
 // An existing key without an expiry (PTTL -1) cannot have been written by
 // a Store, which always sets one: someone else wrote or PERSISTed it.
-// SetNX, like Get, then returns an error wrapping store.ErrCorrupt that
-// names the key rather than invent a TTL. An entry in its last
+// SetNX, like Get, then returns an error wrapping store.ErrCorrupt rather
+// than invent a TTL. An entry in its last
 // millisecond (PTTL 0) is reported with a TTL of 1 ms.
 //
 // With WithWaitReplicas, a stored value not confirmed by enough replicas
@@ -38,14 +38,15 @@ func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Du
 	if err := checkCtx(ctx, opSetNX); err != nil {
 		return false, store.Entry{}, err
 	}
-	reply, w, err := s.runWrite(ctx, setNXScript, s.key(key), value, millis(ttl))
+	rk := s.key(key)
+	reply, w, err := s.runWrite(ctx, setNXScript, rk, value, millis(ttl))
 	if err != nil {
-		return false, store.Entry{}, s.fail(ctx, opSetNX, key, err)
+		return false, store.Entry{}, s.fail(ctx, opSetNX, rk, err)
 	}
 	if n, ok := reply.(int64); ok && n == 1 {
-		return true, store.Entry{}, s.confirm(opSetNX, key, w)
+		return true, store.Entry{}, s.confirm(opSetNX, rk, w)
 	}
-	e, err := decodeEntry(opSetNX, key, reply)
+	e, err := decodeEntry(opSetNX, rk, reply)
 	return false, e, err
 }
 
@@ -59,14 +60,15 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 	if err := checkCtx(ctx, opGet); err != nil {
 		return store.Entry{}, err
 	}
-	reply, err := getScript.Run(ctx, s.client, []string{s.key(key)}).Result()
+	rk := s.key(key)
+	reply, err := getScript.Run(ctx, s.client, []string{rk}).Result()
 	if errors.Is(err, redis.Nil) {
 		return store.Entry{}, errNotFound
 	}
 	if err != nil {
-		return store.Entry{}, s.fail(ctx, opGet, key, err)
+		return store.Entry{}, s.fail(ctx, opGet, rk, err)
 	}
-	return decodeEntry(opGet, key, reply)
+	return decodeEntry(opGet, rk, reply)
 }
 
 // CompareAndSwap implements store.Store with one Lua script. With
@@ -97,18 +99,19 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old []byte) (b
 
 // compareAnd runs a script that returns 1 when it changed key, 0 when not.
 func (s *Store) compareAnd(ctx context.Context, op string, sc *redis.Script, key string, args ...any) (bool, error) {
-	reply, w, err := s.runWrite(ctx, sc, s.key(key), args...)
+	rk := s.key(key)
+	reply, w, err := s.runWrite(ctx, sc, rk, args...)
 	if err != nil {
-		return false, s.fail(ctx, op, key, err)
+		return false, s.fail(ctx, op, rk, err)
 	}
 	n, ok := reply.(int64)
 	if !ok || n < 0 || n > 1 {
-		return false, unexpected(op, key, reply)
+		return false, unexpected(op, rk, reply)
 	}
 	if n == 0 {
 		return false, nil
 	}
-	return true, s.confirm(op, key, w)
+	return true, s.confirm(op, rk, w)
 }
 
 // Consume implements store.Store with one GETDEL command (Redis 6.2 or
@@ -122,36 +125,38 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	if err := checkCtx(ctx, opConsume); err != nil {
 		return nil, err
 	}
-	v, w, err := s.getDel(ctx, s.key(key))
+	rk := s.key(key)
+	v, w, err := s.getDel(ctx, rk)
 	if errors.Is(err, redis.Nil) {
 		return nil, errNotFound
 	}
 	if err != nil {
-		return nil, s.fail(ctx, opConsume, key, err)
+		return nil, s.fail(ctx, opConsume, rk, err)
 	}
-	return v, s.confirm(opConsume, key, w)
+	return v, s.confirm(opConsume, rk, w)
 }
 
-// decodeEntry decodes a script's {value, pttl} reply.
-func decodeEntry(op, key string, reply any) (store.Entry, error) {
+// decodeEntry decodes a script's {value, pttl} reply for rkey.
+func decodeEntry(op, rkey string, reply any) (store.Entry, error) {
 	pair, ok := reply.([]any)
 	if !ok || len(pair) != 2 {
-		return store.Entry{}, unexpected(op, key, reply)
+		return store.Entry{}, unexpected(op, rkey, reply)
 	}
 	v, ok1 := pair[0].(string)
 	pttl, ok2 := pair[1].(int64)
 	if !ok1 || !ok2 || pttl < -1 {
-		return store.Entry{}, unexpected(op, key, reply)
+		return store.Entry{}, unexpected(op, rkey, reply)
 	}
 	if pttl == -1 {
-		return store.Entry{}, corrupt(op, key, errors.New("the key has no expiry: it was not written by redisstore"))
+		return store.Entry{}, corrupt(op, rkey, errors.New("the key has no expiry: it was not written by redisstore"))
 	}
 	return store.Entry{Value: []byte(v), TTL: max(time.Duration(pttl), 1) * time.Millisecond}, nil
 }
 
-// unexpected reports a script reply the Store does not understand.
-func unexpected(op, key string, reply any) error {
-	return fmt.Errorf("redisstore: %s %q: unexpected reply %#v", op, key, reply)
+// unexpected reports a reply the Store does not understand. It names the
+// reply's type only: a value may hold secrets.
+func unexpected(op, rkey string, reply any) error {
+	return fmt.Errorf("redisstore: %s %s: unexpected reply of type %T", op, keyRef(rkey), reply)
 }
 
 // millis returns ttl, rounded up to a whole millisecond, in milliseconds,

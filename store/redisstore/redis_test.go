@@ -98,7 +98,7 @@ func TestKeyWithoutExpiryIsCorrupt(t *testing.T) {
 
 	_, err = s.Get(ctxb, "forever")
 	require.ErrorIs(t, err, store.ErrCorrupt)
-	require.Contains(t, err.Error(), `"forever"`)
+	require.NotContains(t, err.Error(), "forever", "errors name keys by digest only")
 
 	set, _, err := s.SetNX(ctxb, "forever", []byte("x"), time.Minute)
 	require.ErrorIs(t, err, store.ErrCorrupt)
@@ -121,7 +121,7 @@ func TestWrongTypeIsCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrCorrupt)
 	_, err = s.Get(ctxb, "h")
 	require.ErrorIs(t, err, store.ErrCorrupt)
-	require.Contains(t, err.Error(), `"h"`)
+	require.NotContains(t, err.Error(), `"h"`, "errors name keys by digest only")
 	_, err = s.CompareAndSwap(ctxb, "h", []byte("v"), []byte("w"), time.Minute)
 	require.ErrorIs(t, err, store.ErrCorrupt)
 	_, err = s.CompareAndDelete(ctxb, "h", []byte("v"))

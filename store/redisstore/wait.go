@@ -105,18 +105,18 @@ func (s *Store) pipeline(ctx context.Context, key string) (redis.Pipeliner, erro
 }
 
 // confirm returns nil when no WAIT was sent or enough replicas confirmed
-// the write op made on key, and otherwise an error that says the write
+// the write op made on rkey, and otherwise an error that says the write
 // happened and wraps ErrNotReplicated and store.ErrUnavailable.
-func (s *Store) confirm(op, key string, w waitReply) error {
+func (s *Store) confirm(op, rkey string, w waitReply) error {
 	switch {
 	case !w.sent:
 		return nil
 	case w.err != nil:
-		return fmt.Errorf("redisstore: %s %q: the write was applied on the primary, but waiting for %d replicas failed: %w: %w: %w",
-			op, key, s.waitN, ErrNotReplicated, store.ErrUnavailable, w.err)
+		return fmt.Errorf("redisstore: %s %s: the write was applied on the primary, but waiting for %d replicas failed: %w: %w: %w",
+			op, keyRef(rkey), s.waitN, ErrNotReplicated, store.ErrUnavailable, w.err)
 	case w.acked < int64(s.waitN):
-		return fmt.Errorf("redisstore: %s %q: the write was applied on the primary, but only %d of %d replicas confirmed it within %v: %w: %w",
-			op, key, w.acked, s.waitN, s.waitTimeout, ErrNotReplicated, store.ErrUnavailable)
+		return fmt.Errorf("redisstore: %s %s: the write was applied on the primary, but only %d of %d replicas confirmed it within %v: %w: %w",
+			op, keyRef(rkey), w.acked, s.waitN, s.waitTimeout, ErrNotReplicated, store.ErrUnavailable)
 	}
 	return nil
 }

@@ -229,3 +229,12 @@ func raceMixed(t *testing.T, client redis.UniversalClient) {
 	_, err := s.Get(ctxb, "k")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// The package documentation (and WithWaitReplicas's) states go-redis's
+// default ReadTimeout and WriteTimeout: 5 s. This keeps it true when
+// go-redis changes.
+func TestDocumentedGoRedisTimeouts(t *testing.T) {
+	opts := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}).Options()
+	require.Equal(t, 5*time.Second, opts.ReadTimeout)
+	require.Equal(t, 5*time.Second, opts.WriteTimeout)
+}

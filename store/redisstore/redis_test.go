@@ -19,28 +19,38 @@ import (
 
 var ctxb = context.Background()
 
+// wrappedClient is a user's own client type, e.g. one adding metrics.
+type wrappedClient struct{ *redis.Client }
+
+// TestNewValidation: New rejects, with an error wrapping store.ErrInvalid
+// that names the culprit, a nil client (also a typed nil of any client
+// type, on which every call would panic) and every invalid option.
 func TestNewValidation(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
 	cases := map[string]struct {
-		client redis.UniversalClient
+		client redisstore.Client
 		opts   []redisstore.Option
+		names  string // what the error must name
 	}{
-		"nil client":            {nil, nil},
-		"typed nil client":      {(*redis.Client)(nil), nil},
-		"typed nil cluster":     {(*redis.ClusterClient)(nil), nil},
-		"wait zero replicas":    {client, []redisstore.Option{redisstore.WithWaitReplicas(0, time.Second)}},
-		"wait zero timeout":     {client, []redisstore.Option{redisstore.WithWaitReplicas(1, 0)}},
-		"wait negative timeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, -time.Second)}},
-		"wait over ReadTimeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, client.Options().ReadTimeout)}},
-		"wait on a ring":        {ring, []redisstore.Option{redisstore.WithWaitReplicas(1, time.Second)}},
+		"nil client":            {nil, nil, "nil client"},
+		"typed nil client":      {(*redis.Client)(nil), nil, "nil client"},
+		"typed nil cluster":     {(*redis.ClusterClient)(nil), nil, "nil client"},
+		"typed nil of own type": {(*wrappedClient)(nil), nil, "nil client"},
+		"nil option":            {client, []redisstore.Option{nil}, "option 1 is nil"},
+		"wait zero replicas":    {client, []redisstore.Option{redisstore.WithWaitReplicas(0, time.Second)}, "WithWaitReplicas"},
+		"wait zero timeout":     {client, []redisstore.Option{redisstore.WithWaitReplicas(1, 0)}, "WithWaitReplicas"},
+		"wait negative timeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, -time.Second)}, "WithWaitReplicas"},
+		"wait over ReadTimeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, client.Options().ReadTimeout)}, "WithWaitReplicas"},
+		"wait on a ring":        {ring, []redisstore.Option{redisstore.WithWaitReplicas(1, time.Second)}, "WithWaitReplicas"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			s, err := redisstore.New(c.client, c.opts...)
 			require.ErrorIs(t, err, store.ErrInvalid)
+			require.ErrorContains(t, err, c.names)
 			require.Nil(t, s)
 		})
 	}
@@ -190,7 +200,7 @@ func TestRaceMixed(t *testing.T) {
 	raceMixed(t, redistest.Start(t).Client(t))
 }
 
-func raceMixed(t *testing.T, client redis.UniversalClient) {
+func raceMixed(t *testing.T, client redisstore.Client) {
 	s := newStore(t, client)
 	const workers, rounds = 32, 40
 	var sets, ends atomic.Int64

@@ -47,7 +47,7 @@ var ErrNotReplicated = errors.New("redisstore: write not confirmed by enough rep
 // no Close method. A Store is safe for concurrent use by multiple
 // goroutines.
 type Store struct {
-	client      redis.UniversalClient
+	client      Client
 	prefix      string
 	waitN       int
 	waitTimeout time.Duration
@@ -57,6 +57,20 @@ var (
 	_ store.Store  = (*Store)(nil)
 	_ store.Pinger = (*Store)(nil)
 )
+
+// Client is the part of a go-redis client that a Store uses.
+// redis.UniversalClient satisfies it, and so *redis.Client (standalone,
+// or Sentinel from redis.NewFailoverClient), *redis.ClusterClient and
+// *redis.Ring do.
+type Client interface {
+	redis.Scripter
+	GetDel(ctx context.Context, key string) *redis.StringCmd
+	Ping(ctx context.Context) *redis.StatusCmd
+	Info(ctx context.Context, section ...string) *redis.StringCmd
+	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
+	Pipeline() redis.Pipeliner
+	TxPipeline() redis.Pipeliner
+}
 
 // Option configures a Store.
 type Option func(*Store)
@@ -110,19 +124,21 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 	}
 }
 
-// New returns a Store that keeps its entries through client: a
-// *redis.Client (standalone, or Sentinel from redis.NewFailoverClient),
-// a *redis.ClusterClient, or any other redis.UniversalClient. New sends
-// nothing to Redis. It returns an error wrapping store.ErrInvalid when
-// client is nil or an option is invalid.
+// New returns a Store that keeps its entries through client. New sends
+// nothing to Redis. It returns an error wrapping store.ErrInvalid, naming
+// the culprit, when client is nil (or a typed nil) or an option is nil or
+// invalid.
 //
 // The server must run Redis 6.2 or later (Consume uses GETDEL).
-func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+func New(client Client, opts ...Option) (*Store, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("redisstore: %w: nil client", store.ErrInvalid)
 	}
 	s := &Store{client: client}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("redisstore: %w: option %d is nil", store.ErrInvalid, i+1)
+		}
 		o(s)
 	}
 	if err := s.checkWait(); err != nil {
@@ -133,8 +149,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 
 // isNil reports whether c is nil or a typed nil (a nil pointer, map,
 // func, chan or slice of any client type), on which every method would
-// panic or fail.
-func isNil(c redis.UniversalClient) bool {
+// panic or fail. Any type can implement Client, so only reflection can
+// tell.
+func isNil(c Client) bool {
 	if c == nil {
 		return true
 	}
@@ -187,7 +204,7 @@ func (s *Store) key(k string) string {
 // failover, SCRIPT FLUSH) sends EVALSHA, gets NOSCRIPT and falls back to
 // EVAL, two round trips once, one thereafter.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	err := s.forEachNode(ctx, func(ctx context.Context, c redis.Cmdable, _ string) error {
+	err := s.forEachNode(ctx, func(ctx context.Context, c Client, _ string) error {
 		for _, sc := range scripts {
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				return err
@@ -205,7 +222,7 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // cluster (every shard of a ring). It returns nil or an error wrapping
 // store.ErrUnavailable.
 func (s *Store) Ping(ctx context.Context) error {
-	err := s.forEachNode(ctx, func(ctx context.Context, c redis.Cmdable, _ string) error {
+	err := s.forEachNode(ctx, func(ctx context.Context, c Client, _ string) error {
 		return c.Ping(ctx).Err()
 	})
 	if err != nil {
@@ -217,7 +234,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // forEachNode calls fn for the server behind the client, or for every
 // master of a cluster, or every shard of a ring, naming each node's
 // address ("" for a plain client).
-func (s *Store) forEachNode(ctx context.Context, fn func(ctx context.Context, c redis.Cmdable, addr string) error) error {
+func (s *Store) forEachNode(ctx context.Context, fn func(ctx context.Context, c Client, addr string) error) error {
 	node := func(ctx context.Context, c *redis.Client) error {
 		return fn(ctx, c, c.Options().Addr)
 	}

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,11 +198,13 @@ func TestClosedClientIsUnavailable(t *testing.T) {
 // SetNX's lifetime, during which only the winner's CompareAndSwap works.
 // TestCluster runs it on a cluster.
 func TestRaceMixed(t *testing.T) {
-	raceMixed(t, redistest.Start(t).Client(t))
+	client := redistest.Start(t).Client(t)
+	forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) { raceMixed(t, client, use) })
 }
 
-func raceMixed(t *testing.T, client redisstore.Client) {
+func raceMixed(t *testing.T, client redisstore.Client, use func(*redisstore.Store)) {
 	s := newStore(t, client)
+	use(s)
 	const workers, rounds = 32, 40
 	var sets, ends atomic.Int64
 	var wg sync.WaitGroup
@@ -247,4 +250,125 @@ func TestDocumentedGoRedisTimeouts(t *testing.T) {
 	opts := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}).Options()
 	require.Equal(t, 5*time.Second, opts.ReadTimeout)
 	require.Equal(t, 5*time.Second, opts.WriteTimeout)
+}
+
+// commandLog is a go-redis hook recording the name and arguments of every
+// command sent, pipelined or not.
+type commandLog struct {
+	mu   sync.Mutex
+	cmds [][]any
+}
+
+func (h *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.add(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *commandLog) add(c redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cmds = append(h.cmds, c.Args())
+}
+
+// take returns the commands sent since the last call.
+func (h *commandLog) take() [][]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cmds := h.cmds
+	h.cmds = nil
+	return cmds
+}
+
+// names returns the names of the commands sent since the last call.
+func (h *commandLog) names() []string {
+	var out []string
+	for _, args := range h.take() {
+		out = append(out, strings.ToLower(fmt.Sprint(args[0])))
+	}
+	return out
+}
+
+// TestPlainCommandsOnRedis7 checks which commands each operation sends
+// on the test server (Redis 7.0): SetNX and Get as plain commands in a
+// transaction, CompareAndSwap and CompareAndDelete as scripts; and every
+// operation as a script when the scripts are forced.
+func TestPlainCommandsOnRedis7(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	h := &commandLog{}
+	client.AddHook(h)
+	s := newStore(t, client)
+	require.NoError(t, s.LoadScripts(ctxb))
+	mustSetNX(t, s, "warm", "v") // detection
+	h.names()
+
+	mustSetNX(t, s, "k", "v")
+	require.Equal(t, []string{"multi", "set", "pttl", "exec"}, h.names(), "claim")
+	set, e, err := s.SetNX(ctxb, "k", []byte("w"), time.Minute)
+	require.NoError(t, err)
+	require.False(t, set)
+	require.Equal(t, []byte("v"), e.Value)
+	require.Greater(t, e.TTL, 59*time.Second)
+	require.Equal(t, []string{"multi", "set", "pttl", "exec"}, h.names(), "replay")
+	_, err = s.Get(ctxb, "k")
+	require.NoError(t, err)
+	require.Equal(t, []string{"multi", "get", "pttl", "exec"}, h.names())
+	_, err = s.CompareAndSwap(ctxb, "k", []byte("v"), []byte("w"), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"evalsha"}, h.names(), "no SET ... IFEQ before Redis 8.4")
+
+	redisstore.UseScripts(s)
+	_, _, err = s.SetNX(ctxb, "k", []byte("x"), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"evalsha"}, h.names())
+}
+
+// TestRefusedCommandFallsBackToScript: a server that refuses the plain
+// command the Store chose (here SET ... IFEQ and DELEX, which Redis 7.0
+// does not know, as after a failover to an older server) gets the script
+// instead, in the same call, and the Store detects the server again.
+func TestRefusedCommandFallsBackToScript(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	h := &commandLog{}
+	client.AddHook(h)
+	s, err := redisstore.New(client, redisstore.WithPrefix("p:"))
+	require.NoError(t, err)
+	require.NoError(t, s.LoadScripts(ctxb))
+	mustSetNX(t, s, "k", "v")
+
+	redisstore.UseNative(s, true)
+	h.take()
+	ok, err := s.CompareAndSwap(ctxb, "k", []byte("v"), []byte("w"), time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	cmds := h.take()
+	require.Len(t, cmds, 2)
+	require.Equal(t, []any{"set", "p:k", []byte("w"), "ifeq", []byte("v"), "px", int64(60000)}, cmds[0])
+	require.Equal(t, "evalsha", cmds[1][0])
+	require.Equal(t, "w", client.Get(ctxb, "p:k").Val())
+	_, _, detected := redisstore.Dialect(s)
+	require.False(t, detected, "a refused command makes the Store detect the server again")
+
+	redisstore.UseNative(s, true)
+	h.take()
+	ok, err = s.CompareAndDelete(ctxb, "k", []byte("w"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	cmds = h.take()
+	require.Len(t, cmds, 2)
+	require.Equal(t, []any{"delex", "p:k", "ifeq", []byte("w")}, cmds[0])
+	require.Equal(t, "evalsha", cmds[1][0])
+	require.Zero(t, client.Exists(ctxb, "p:k").Val())
 }

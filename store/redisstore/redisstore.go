@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +14,9 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// The Lua scripts, one per operation that needs more than one command.
-// Each touches exactly one key, KEYS[1].
+// The Lua scripts, one per operation that needs more than one command on
+// a server without the commands that do it in one (see dialect). Each
+// touches exactly one key, KEYS[1].
 var (
 	//go:embed lua/setnx.lua
 	setNXSrc string
@@ -39,8 +41,9 @@ var (
 var ErrNotReplicated = errors.New("redisstore: write not confirmed by enough replicas")
 
 // Store is a store.Store kept in Redis. Every operation is one round trip
-// (one command or one Lua script) touching exactly one key, so it works
-// unchanged on a standalone server, behind Sentinel and on Redis Cluster.
+// (one command, one MULTI/EXEC transaction or one Lua script; see the
+// package documentation) touching exactly one key, so it works unchanged
+// on a standalone server, behind Sentinel and on Redis Cluster.
 //
 // Create a Store with New; the zero value is not usable. A Store does not
 // own its client: closing the client is the caller's job, and a Store has
@@ -51,6 +54,7 @@ type Store struct {
 	prefix      string
 	waitN       int
 	waitTimeout time.Duration
+	dial        atomic.Pointer[dialect] // nil until detected; see Store.dialect
 }
 
 var (
@@ -64,6 +68,7 @@ var (
 // *redis.Ring do.
 type Client interface {
 	redis.Scripter
+	Do(ctx context.Context, args ...any) *redis.Cmd
 	GetDel(ctx context.Context, key string) *redis.StringCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 	Info(ctx context.Context, section ...string) *redis.StringCmd
@@ -202,7 +207,8 @@ func (s *Store) key(k string) string {
 // extra round trip of a first use. It is optional: an operation whose
 // script is missing from the cache (a first use, a restarted server, a
 // failover, SCRIPT FLUSH) sends EVALSHA, gets NOSCRIPT and falls back to
-// EVAL, two round trips once, one thereafter.
+// EVAL, two round trips once, one thereafter. It also asks the server
+// which commands it offers, which the first operation would otherwise do.
 func (s *Store) LoadScripts(ctx context.Context) error {
 	err := s.forEachNode(ctx, func(ctx context.Context, c Client, _ string) error {
 		for _, sc := range scripts {
@@ -212,6 +218,9 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 		}
 		return nil
 	})
+	if err == nil {
+		_, err = s.dialect(ctx)
+	}
 	if err != nil {
 		return s.fail(ctx, "load scripts", "", err)
 	}

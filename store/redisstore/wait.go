@@ -37,6 +37,22 @@ func (s *Store) runWrite(ctx context.Context, sc *redis.Script, key string, args
 	return v, w, err
 }
 
+// runCmd runs one command on rk: alone or, with WithWaitReplicas,
+// followed by WAIT in one pipeline.
+func (s *Store) runCmd(ctx context.Context, rk string, args ...any) (any, waitReply, error) {
+	if s.waitN == 0 {
+		v, err := s.client.Do(ctx, args...).Result()
+		return v, waitReply{}, err
+	}
+	var cmd *redis.Cmd
+	w, err := s.withWait(ctx, rk, func(p redis.Pipeliner) { cmd = p.Do(ctx, args...) })
+	if err != nil {
+		return nil, w, err
+	}
+	v, err := cmd.Result()
+	return v, w, err
+}
+
 // getDel runs GETDEL on key: alone or, with WithWaitReplicas, followed
 // by WAIT in one pipeline. It returns a copy of the value.
 func (s *Store) getDel(ctx context.Context, key string) ([]byte, waitReply, error) {

@@ -40,6 +40,7 @@ func TestCluster(t *testing.T) {
 	t.Run("OneRoundTrip", func(t *testing.T) { oneRoundTripCluster(t, cl) })
 	t.Run("WaitReplicas", func(t *testing.T) { waitReplicasCluster(t, client) })
 	t.Run("CheckEvictionPolicy", func(t *testing.T) { checkEvictionPolicyCluster(t, cl) })
-	// Last: it moves a slot.
+	// Last: they move slots.
 	t.Run("WaitAfterSlotMoved", func(t *testing.T) { waitAfterSlotMoved(t, cl) })
+	t.Run("TxAfterSlotMoved", func(t *testing.T) { txAfterSlotMoved(t, cl) })
 }

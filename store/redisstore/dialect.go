@@ -74,18 +74,17 @@ func (s *Store) dialect(ctx context.Context) (dialect, error) {
 
 // refused reports whether err is a server refusing a command form that
 // the detected dialect promised (a failover to an older server, a
-// command renamed away): ERR syntax error, ERR unknown command, or a
-// transaction aborted for either. The command did not run, so the
-// operation can run again as a script; the dialect is forgotten and
-// detected again on the next operation.
+// command renamed away): ERR syntax error or ERR unknown command. The
+// command did not run (nor, when it was queued in a transaction, did the
+// transaction), so the operation can run again as a script; the dialect
+// is forgotten and detected again on the next operation.
 func (s *Store) refused(err error) bool {
 	var rerr interface{ RedisError() }
 	if !errors.As(err, &rerr) {
 		return false
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "EXECABORT") && !strings.HasPrefix(msg, "ERR syntax error") &&
-		!strings.HasPrefix(msg, "ERR unknown command") {
+	if !strings.HasPrefix(msg, "ERR syntax error") && !strings.HasPrefix(msg, "ERR unknown command") {
 		return false
 	}
 	s.dial.Store(nil)

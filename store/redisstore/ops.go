@@ -69,12 +69,12 @@ func (s *Store) setNXTx(ctx context.Context, rk string, value []byte, ms int64) 
 	p := s.client.TxPipeline()
 	prev := p.Do(ctx, "set", rk, value, "nx", "px", ms, "get")
 	pttl := p.Do(ctx, "pttl", rk)
-	_, execErr := p.Exec(ctx)
+	_, _ = p.Exec(ctx) // each command holds its own error
 	v, err := prev.Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return true, store.Entry{}, nil
-	case s.refused(err) || s.refused(execErr):
+	case s.refused(err) || s.refused(pttl.Err()):
 		return false, store.Entry{}, errRefused
 	case err != nil:
 		return false, store.Entry{}, s.fail(ctx, opSetNX, rk, err)

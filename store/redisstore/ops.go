@@ -47,7 +47,7 @@ func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Du
 	}
 	if d.setGetNX && s.waitN == 0 {
 		set, e, err := s.setNXTx(ctx, rk, value, millis(ttl))
-		if err != errRefused {
+		if !errors.Is(err, errRefused) {
 			return set, e, err
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Store) setNXTx(ctx context.Context, rk string, value []byte, ms int64) 
 	case err != nil:
 		return false, store.Entry{}, s.fail(ctx, opSetNX, rk, err)
 	}
-	e, err := decodeTx(ctx, s, opSetNX, rk, v, pttl)
+	e, err := s.decodeTx(ctx, opSetNX, rk, v, pttl)
 	return false, e, err
 }
 
@@ -128,11 +128,11 @@ func (s *Store) getTx(ctx context.Context, rk string) (store.Entry, error) {
 	case err != nil:
 		return store.Entry{}, s.fail(ctx, opGet, rk, err)
 	}
-	return decodeTx(ctx, s, opGet, rk, v, pttl)
+	return s.decodeTx(ctx, opGet, rk, v, pttl)
 }
 
 // decodeTx returns the entry of value v whose PTTL cmd holds.
-func decodeTx(ctx context.Context, s *Store, op, rk, v string, cmd *redis.Cmd) (store.Entry, error) {
+func (s *Store) decodeTx(ctx context.Context, op, rk, v string, cmd *redis.Cmd) (store.Entry, error) {
 	pttl, err := cmd.Int64()
 	if err != nil {
 		return store.Entry{}, s.fail(ctx, op, rk, err)

@@ -247,7 +247,9 @@ func raceMixed(t *testing.T, client redisstore.Client, use func(*redisstore.Stor
 // default ReadTimeout and WriteTimeout: 5 s. This keeps it true when
 // go-redis changes.
 func TestDocumentedGoRedisTimeouts(t *testing.T) {
-	opts := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}).Options()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { _ = c.Close() })
+	opts := c.Options()
 	require.Equal(t, 5*time.Second, opts.ReadTimeout)
 	require.Equal(t, 5*time.Second, opts.WriteTimeout)
 }

@@ -374,3 +374,27 @@ func TestRefusedCommandFallsBackToScript(t *testing.T) {
 	require.Equal(t, "evalsha", cmds[1][0])
 	require.Zero(t, client.Exists(ctxb, "p:k").Val())
 }
+
+// TestInfoRefusedMeansScripts: a server that refuses INFO (an ACL, as
+// managed services set) gets the Lua scripts, which every supported
+// server runs, rather than failing every operation.
+func TestInfoRefusedMeansScripts(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	require.NoError(t, admin.Do(ctxb, "ACL", "SETUSER", "noinfo", "on", ">pw", "+@all", "-info", "~*").Err())
+	opts := srv.Options()
+	opts.Username, opts.Password = "noinfo", "pw"
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	require.Error(t, client.Info(ctxb, "server").Err(), "the ACL must refuse INFO")
+
+	s := newStore(t, client)
+	mustSetNX(t, s, "k", "v")
+	setGetNX, ifEq, detected := redisstore.Dialect(s)
+	require.True(t, detected)
+	require.False(t, setGetNX)
+	require.False(t, ifEq)
+	e, err := s.Get(ctxb, "k")
+	require.NoError(t, err)
+	require.Equal(t, []byte("v"), e.Value)
+}

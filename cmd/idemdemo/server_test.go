@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 const (
@@ -252,7 +251,7 @@ func TestListOrders(t *testing.T) {
 
 func TestHealthz(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		mem := memstore.New()
+		mem := newMemStore(t)
 		a := newTestApp(t, mem, time.Second)
 		w := a.get("/healthz", "")
 		require.Equal(t, http.StatusOK, w.Code)
@@ -277,7 +276,7 @@ func TestHealthz(t *testing.T) {
 // With the store down, fail-closed refuses orders and fail-open creates
 // them unguarded.
 func TestStoreDown(t *testing.T) {
-	down := memstore.New()
+	down := newMemStore(t)
 	require.NoError(t, down.Close())
 
 	closed := newTestApp(t, down, time.Second)

@@ -17,7 +17,6 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 const urlSecret = "s3cr3t-PASS"
@@ -104,7 +103,7 @@ func TestMemoryOrdersBounded(t *testing.T) {
 
 // The service answers a full order list with 507, and creates nothing.
 func TestOrdersFullAnswers507(t *testing.T) {
-	mem := memstore.New()
+	mem := newMemStore(t)
 	t.Cleanup(func() { _ = mem.Close() })
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)

@@ -11,10 +11,11 @@ import (
 
 // The mem scheme: importing this package lets store.Open open
 //
-//	mem://[?capacity=N][&shards=N][&sweep_interval=D]
+//	mem://[?capacity=N][&max_bytes=N][&shards=N][&sweep_interval=D]
 //
 // capacity is the most entries kept (WithCapacity, default
-// DefaultCapacity), shards the number of locked shards (WithShards) and
+// DefaultCapacity), max_bytes the most bytes (WithMaxBytes, default
+// DefaultMaxBytes), shards the number of locked shards (WithShards) and
 // sweep_interval the period of the janitor that removes expired entries
 // (WithSweepInterval; default 1m, 0s for none). The URL takes no host,
 // path or user: an in-memory store is private to the process.
@@ -33,7 +34,11 @@ func openURL(_ context.Context, u *url.URL) (store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(u.String()), err)
 	}
-	return New(opts...), nil
+	s, err := New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(u.String()), err)
+	}
+	return s, nil
 }
 
 // urlOptions returns the options a mem:// URL asks for.
@@ -42,11 +47,16 @@ func urlOptions(u *url.URL) ([]Option, error) {
 		return nil, fmt.Errorf("%w: a mem URL has no user, host, path or fragment: write mem:// or mem://?capacity=N", store.ErrInvalid)
 	}
 	p := store.NewParams(u)
-	opts := []Option{WithSweepInterval(defaultURLSweep)}
+	var opts []Option
 	if n, ok, err := p.Int("capacity", 1); err != nil {
 		return nil, err
 	} else if ok {
 		opts = append(opts, WithCapacity(n))
+	}
+	if n, ok, err := p.Int("max_bytes", 1); err != nil {
+		return nil, err
+	} else if ok {
+		opts = append(opts, WithMaxBytes(int64(n)))
 	}
 	if n, ok, err := p.Int("shards", 1); err != nil {
 		return nil, err
@@ -56,10 +66,15 @@ func urlOptions(u *url.URL) ([]Option, error) {
 		}
 		opts = append(opts, WithShards(n))
 	}
-	if d, ok, err := p.Duration("sweep_interval", 0); err != nil {
+	sweep, ok, err := p.Duration("sweep_interval", 0)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		opts = append(opts, WithSweepInterval(d))
+	}
+	if !ok {
+		sweep = defaultURLSweep
+	}
+	if sweep > 0 {
+		opts = append(opts, WithSweepInterval(sweep))
 	}
 	return opts, p.Done()
 }

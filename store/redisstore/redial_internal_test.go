@@ -15,7 +15,7 @@ type fakeDial struct {
 	calls int
 }
 
-var errRefused = errors.New("connection refused")
+var errDialRefused = errors.New("connection refused")
 
 func (f *fakeDial) dial(context.Context, string, string) (net.Conn, error) {
 	f.mu.Lock()
@@ -23,7 +23,7 @@ func (f *fakeDial) dial(context.Context, string, string) (net.Conn, error) {
 	f.calls++
 	if f.fails > 0 {
 		f.fails--
-		return nil, errRefused
+		return nil, errDialRefused
 	}
 	a, b := net.Pipe()
 	b.Close()
@@ -38,7 +38,7 @@ func TestRedialerFailsOnceThenWaitsForTheAddress(t *testing.T) {
 
 	// Up until now: the first failure is returned at once, as go-redis's
 	// own dialer would.
-	if _, err := r.Dial(ctx, "tcp", "a:1"); !errors.Is(err, errRefused) || f.calls != 1 {
+	if _, err := r.Dial(ctx, "tcp", "a:1"); !errors.Is(err, errDialRefused) || f.calls != 1 {
 		t.Fatalf("first dial: %v after %d calls", err, f.calls)
 	}
 	// Down: the next dial (go-redis's breaker probe) retries until Redis
@@ -50,12 +50,12 @@ func TestRedialerFailsOnceThenWaitsForTheAddress(t *testing.T) {
 	conn.Close()
 	// Up again: a failure is returned at once.
 	f.fails = 1
-	if _, err := r.Dial(ctx, "tcp", "a:1"); !errors.Is(err, errRefused) || f.calls != 7 {
+	if _, err := r.Dial(ctx, "tcp", "a:1"); !errors.Is(err, errDialRefused) || f.calls != 7 {
 		t.Fatalf("dial after recovery: %v after %d calls", err, f.calls)
 	}
 	// Another address is not down.
 	f.fails = 1
-	if _, err := r.Dial(ctx, "tcp", "b:1"); !errors.Is(err, errRefused) || f.calls != 8 {
+	if _, err := r.Dial(ctx, "tcp", "b:1"); !errors.Is(err, errDialRefused) || f.calls != 8 {
 		t.Fatalf("dial of another address: %v after %d calls", err, f.calls)
 	}
 }
@@ -69,7 +69,7 @@ func TestRedialerStopsWithItsContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.Dial(ctx, "tcp", "a:1"); !errors.Is(err, errRefused) || f.calls != 2 {
+	if _, err := r.Dial(ctx, "tcp", "a:1"); !errors.Is(err, errDialRefused) || f.calls != 2 {
 		t.Fatalf("dial with a done context while down: %v after %d calls, want the dial error after 2", err, f.calls)
 	}
 }

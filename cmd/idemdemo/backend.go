@@ -104,7 +104,7 @@ func (be *backend) openBolt(rawURL string) (store.Store, error) {
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	st, err := boltstore.New(db, c.Bucket, c.Options()...)
+	st, err := boltstore.New(db, c.Bucket, c.SweepOptions()...)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}

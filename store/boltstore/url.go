@@ -51,16 +51,21 @@ type URLConfig struct {
 
 // Options returns the options Open takes for c.
 func (c *URLConfig) Options() []Option {
-	opts := []Option{
-		WithOpenTimeout(c.OpenTimeout),
-		WithBucket(c.Bucket),
-		WithSweepInterval(c.SweepInterval),
-		WithSweepBatch(c.SweepBatch),
-	}
+	opts := append([]Option{WithOpenTimeout(c.OpenTimeout), WithBucket(c.Bucket)}, c.SweepOptions()...)
 	if c.NoSync {
 		opts = append(opts, WithNoSync())
 	}
 	return opts
+}
+
+// SweepOptions returns the options of c that New takes, those of the
+// sweeper: New refuses the file's options (open timeout, bucket, nosync),
+// which the caller applies when it opens the DB.
+func (c *URLConfig) SweepOptions() []Option {
+	if c.SweepInterval <= 0 {
+		return []Option{WithoutSweeper(), WithSweepBatch(c.SweepBatch)}
+	}
+	return []Option{WithSweepInterval(c.SweepInterval), WithSweepBatch(c.SweepBatch)}
 }
 
 // ParseURL parses a bolt:// URL (see the package documentation of the
@@ -123,6 +128,9 @@ func urlConfig(u *url.URL) (*URLConfig, error) {
 	if n, ok, err := p.Int("sweep_batch", 1); err != nil {
 		return nil, err
 	} else if ok {
+		if n > MaxSweepBatch {
+			return nil, fmt.Errorf("%w: parameter sweep_batch=%d: at most %d", store.ErrInvalid, n, MaxSweepBatch)
+		}
 		c.SweepBatch = n
 	}
 	return c, p.Done()

@@ -52,7 +52,7 @@ func TestOpenURLCapacity(t *testing.T) {
 }
 
 func TestOpenURLDefaultsAndParameters(t *testing.T) {
-	for _, rawURL := range []string{"mem://", "mem:", "mem://?sweep_interval=0s", "mem://?sweep_interval=10ms", "mem://?shards=65536&capacity=70000"} {
+	for _, rawURL := range []string{"mem://", "mem:", "mem://?sweep_interval=0s", "mem://?sweep_interval=10ms", "mem://?shards=65536&capacity=70000", "mem://?max_bytes=1000000"} {
 		openURL(t, rawURL)
 	}
 }
@@ -63,6 +63,8 @@ func TestOpenURLRefusals(t *testing.T) {
 		"mem://?capacity=-5":                      "capacity",
 		"mem://?capacity=lots":                    "capacity",
 		"mem://?capacity=1&capacity=2":            `"capacity" given 2 times`,
+		"mem://?max_bytes=0":                      "max_bytes",
+		"mem://?max_bytes=1k":                     "max_bytes",
 		"mem://?shards=0":                         "shards",
 		"mem://?shards=65537":                     "shards",
 		"mem://?sweep_interval=1":                 "sweep_interval",
@@ -105,4 +107,19 @@ func Example_openURL() {
 	// Output:
 	// *memstore.Store
 	// memstore: open mem:?capacity=50000&capacty=1: store: invalid argument: unknown parameter(s) capacty
+}
+
+func TestOpenURLMaxBytes(t *testing.T) {
+	ctx := context.Background()
+	s := openURL(t, "mem://?max_bytes=2000&shards=1&capacity=1000")
+	value := make([]byte, 100)
+	for i := range 20 {
+		if _, _, err := s.SetNX(ctx, fmt.Sprint("k", i), value, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perEntry := 2 + len(value) + memstore.EntryOverhead
+	if s.Len() > 2000/perEntry || s.Evictions() == 0 {
+		t.Errorf("max_bytes=2000: Len %d, Evictions %d after 20 entries of ~%d bytes", s.Len(), s.Evictions(), perEntry)
+	}
 }

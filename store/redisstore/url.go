@@ -41,8 +41,11 @@ import (
 // error naming it. Unless the URL says otherwise the client is made with
 // MaxRetries -1 (no command is retried: a retried write may have been
 // applied already), ContextTimeoutEnabled (the caller's deadline bounds
-// every command) and maintenance notifications off. The client belongs to
-// the store: URLStore.Close closes it.
+// every command) and maintenance notifications off, and with a dialer that
+// retries a Redis that refused its last connection every 20 ms while the
+// caller waits, so the client answers again within milliseconds of Redis
+// coming back instead of at go-redis's next one-second redial. The client
+// belongs to the store: URLStore.Close closes it.
 func init() {
 	for _, scheme := range []string{"redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"} {
 		store.Register(scheme, func(ctx context.Context, u *url.URL) (store.Store, error) {

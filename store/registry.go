@@ -106,9 +106,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 // secretParams are query parameters whose values Redact hides.
 var secretParams = []string{"password", "sentinel_password", "sentinelpassword", "token", "secret", "key", "tls_key"}
 
-// Redact returns rawURL with its password and secret-looking query
-// parameters replaced by "xxxxx", for error texts, logs and String
-// methods. A URL that does not parse is reduced to its scheme.
+// Redact returns rawURL with its password (or a user name given without
+// one) and secret-looking query parameters replaced by "xxxxx", for error
+// texts, logs and String methods. A URL that does not parse is reduced to its scheme.
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -123,6 +123,10 @@ func Redact(rawURL string) string {
 	}
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	} else if u.User != nil && u.User.Username() != "" {
+		// A user name without a password is most often a password written
+		// in the user's place (redis://SECRET@host).
+		u.User = url.User("xxxxx")
 	}
 	q := u.Query()
 	hidden := false

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -88,7 +89,11 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, fmt.Errorf("store: open %s: %w: %v", Redact(rawURL), ErrInvalid, err)
+		// The parser's detail quotes the part it stopped at, which can be
+		// a piece of a password holding a reserved character
+		// (redis://:ab/cd@host stops at port "ab"): say where, not what.
+		detail := quoted.ReplaceAllString(err.Error(), "(…)")
+		return nil, fmt.Errorf("store: open %s: %w: %s (percent-encode / ? # @ : in a password)", Redact(rawURL), ErrInvalid, detail)
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("store: open %s: %w: a store URL needs a scheme (%s)", Redact(rawURL), ErrInvalid, strings.Join(Schemes(), "://, ")+"://")
@@ -102,6 +107,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	}
 	return open(ctx, u)
 }
+
+// quoted matches a Go-quoted string in an error text.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // secretParams are query parameters whose values Redact hides.
 var secretParams = []string{"password", "sentinel_password", "sentinelpassword", "token", "secret", "key", "tls_key"}

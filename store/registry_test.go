@@ -43,6 +43,7 @@ func TestOpenRefusalsNameTheProblemButNoSecret(t *testing.T) {
 		is   error
 	}{
 		"unknown scheme":    {"nosuch://u:" + secret + "@h/", `"nosuch"`, store.ErrUnknownScheme},
+		"slash in password": {"testdown://:" + secret + "/x@h/", "invalid port", store.ErrInvalid},
 		"lone user name":    {"nosuch://" + secret + "@h/", `"nosuch"`, store.ErrUnknownScheme},
 		"host:port":         {"localhost:" + secret, `"localhost"`, store.ErrUnknownScheme},
 		"no scheme":         {"/var/lib/idem.db", "needs a scheme", store.ErrInvalid},

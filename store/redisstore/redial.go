@@ -72,3 +72,17 @@ func netDialer(conf *tls.Config) func(ctx context.Context, network, addr string)
 	td := &tls.Dialer{NetDialer: nd, Config: conf}
 	return td.DialContext
 }
+
+// Redialer returns a go-redis Dialer (Options.Dialer, ClusterOptions.Dialer
+// or FailoverOptions.Dialer) for clients you make yourself, with the
+// behaviour the clients of OpenURL have: a Redis that refused the last
+// connection is redialled every 20 ms while the caller's context lasts, so
+// the client works again within milliseconds of Redis coming back. Without
+// it, once a pool has failed PoolSize dials, go-redis (v9.23) probes the
+// server only once a second, a period no option changes, and every call
+// fails until the probe succeeds. tlsConfig is the client's TLS
+// configuration, nil for plain TCP: a Dialer replaces go-redis's own,
+// which is what applies TLSConfig. Use one Redialer per client.
+func Redialer(tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return newRedialer(netDialer(tlsConfig)).Dial
+}

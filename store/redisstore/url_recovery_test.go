@@ -63,7 +63,7 @@ func TestRecoveryAfterRestart(t *testing.T) {
 		t.Skip("restarts redis-server several times")
 	}
 	srv := redistest.Start(t)
-	const rounds = 10
+	const rounds = 6
 	for _, c := range []struct {
 		name string
 		open func() store.Store
@@ -71,6 +71,18 @@ func TestRecoveryAfterRestart(t *testing.T) {
 		{"plain go-redis client", func() store.Store {
 			o := srv.Options()
 			o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+			c := redis.NewClient(o)
+			t.Cleanup(func() { c.Close() })
+			s, err := redisstore.New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+		{"go-redis client with Redialer", func() store.Store {
+			o := srv.Options()
+			o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+			o.Dialer = redisstore.Redialer(nil)
 			c := redis.NewClient(o)
 			t.Cleanup(func() { c.Close() })
 			s, err := redisstore.New(c)
@@ -90,8 +102,11 @@ func TestRecoveryAfterRestart(t *testing.T) {
 	} {
 		s := c.open()
 		var lags []time.Duration
-		for range rounds {
-			lags = append(lags, recoveryLag(t, srv, s, 300*time.Millisecond).Round(time.Millisecond))
+		for round := range rounds {
+			// Outages from 300 ms to 1.2 s spread Redis's return over the
+			// breaker's one-second probe period.
+			outage := 300*time.Millisecond + time.Duration(round)*180*time.Millisecond
+			lags = append(lags, recoveryLag(t, srv, s, outage).Round(time.Millisecond))
 		}
 		var sum, worst time.Duration
 		for _, l := range lags {

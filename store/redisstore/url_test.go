@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redisstore"
@@ -223,4 +225,19 @@ func TestOpenURLSentinelFollowsFailover(t *testing.T) {
 	if got := st.MasterAddr(); got != st.Replica.Addr() {
 		t.Errorf("master after the failover is %s, want the replica %s", got, st.Replica.Addr())
 	}
+}
+
+// A client you make yourself recovers as fast as one opened from a URL
+// when its Dialer is a Redialer.
+func ExampleRedialer() {
+	opts := &redis.Options{Addr: "localhost:6379", MaxRetries: -1, ContextTimeoutEnabled: true}
+	opts.Dialer = redisstore.Redialer(opts.TLSConfig)
+	client := redis.NewClient(opts)
+	defer client.Close()
+	s, err := redisstore.New(client)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = s
 }

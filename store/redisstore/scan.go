@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,20 +40,47 @@ func (s *Store) Scan(ctx context.Context, prefix string, fn func(key string, ent
 		}
 	}
 	var err error
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return walk(ctx, c) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return walk(ctx, c) })
-	case redis.Cmdable:
-		err = walk(ctx, c)
-	default:
-		return errors.New("redisstore: scan: the client cannot SCAN")
+	nodes, err := s.scanNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range nodes { // one node at a time: fn is never called concurrently
+		if err = walk(ctx, c); err != nil {
+			break
+		}
 	}
 	if errors.Is(err, errStopScan) {
 		return nil
 	}
 	return err
+}
+
+// scanNodes returns the clients to SCAN: every master of a Cluster, every
+// shard of a Ring, or the client itself.
+func (s *Store) scanNodes(ctx context.Context) ([]redis.Cmdable, error) {
+	var mu sync.Mutex
+	var nodes []redis.Cmdable
+	collect := func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		nodes = append(nodes, c)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, collect)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, collect)
+	case redis.Cmdable:
+		nodes = append(nodes, c)
+	default:
+		return nil, errors.New("redisstore: scan: the client cannot SCAN")
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "scan", "", err)
+	}
+	return nodes, nil
 }
 
 // scanPage reads the values and TTLs of one page of keys and hands the

@@ -96,14 +96,14 @@ func BenchmarkTiered(b *testing.B) {
 	b.Run("memstore", func(b *testing.B) {
 		primary := memstore.New()
 		fill(b, primary)
-		compare(b, primary, policy.NewTiered(primary, memstore.New()))
+		compare(b, primary, mustTiered(b, primary, memstore.New()))
 		b.Run("bare/SetNX/parallel", func(b *testing.B) { benchParallel(b, primary) })
-		b.Run("tiered/SetNX/parallel", func(b *testing.B) { benchParallel(b, policy.NewTiered(primary, memstore.New())) })
+		b.Run("tiered/SetNX/parallel", func(b *testing.B) { benchParallel(b, mustTiered(b, primary, memstore.New())) })
 	})
 	b.Run("redis", func(b *testing.B) {
 		primary := benchRedis(b)
 		fill(b, primary)
-		compare(b, primary, policy.NewTiered(primary, memstore.New()))
+		compare(b, primary, mustTiered(b, primary, memstore.New()))
 	})
 }
 
@@ -117,8 +117,8 @@ func BenchmarkBudget(b *testing.B) {
 				s = benchRedis(b)
 			}
 			fill(b, s)
-			b.Run("detached", func(b *testing.B) { compare(b, s, policy.Budget(s, time.Second)) })
-			b.Run("inline", func(b *testing.B) { compare(b, s, policy.Budget(s, time.Second, policy.WithInline())) })
+			b.Run("detached", func(b *testing.B) { compare(b, s, mustBudget(b, s, time.Second)) })
+			b.Run("inline", func(b *testing.B) { compare(b, s, mustBudget(b, s, time.Second, policy.WithInline())) })
 		})
 	}
 }
@@ -128,7 +128,7 @@ func BenchmarkBudget(b *testing.B) {
 func BenchmarkNearCache(b *testing.B) {
 	s := benchRedis(b)
 	fill(b, s)
-	nc := policy.NewNearCache(s, policy.WithSettled(settledS))
+	nc := mustNear(b, s, settledS)
 	fill(b, nc) // every key held and settled: now cached
 	compare(b, s, nc)
 }

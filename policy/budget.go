@@ -11,99 +11,83 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// DefaultBudget is the time budget of each store call when Budget is given
-// a duration <= 0.
+// DefaultBudget is a time budget for a store call to a Redis on the same
+// network; see the package documentation ("Time budget") for how it was
+// chosen and how to size your own.
 const DefaultBudget = 100 * time.Millisecond
 
 // DefaultMaxAbandoned is how many detached calls a Budget lets run on past
 // their budget (see WithMaxAbandoned).
 const DefaultMaxAbandoned = 1024
 
-// BudgetOption configures a store returned by Budget.
-type BudgetOption func(*budget)
+// BudgetOption configures a store returned by Budget. An invalid option
+// makes Budget return an error naming it.
+type BudgetOption func(*budget) error
 
-// WithInline makes the budget run each call on the caller's goroutine and
-// rely on the wrapped store to honour its context's deadline, which saves a
-// goroutine and a copy of the value per call (see the package benchmarks).
-// Use it only for stores known to return promptly once their context is
-// done: store/memstore does; store/redisstore does only when its go-redis
-// client has ContextTimeoutEnabled set (otherwise go-redis waits for its
-// own ReadTimeout, 3 s by default, whatever the context says). A store that
-// blocks regardless is no longer cut off at the budget. By default calls
-// are detached (see Budget).
+// WithInline runs each call on the caller's goroutine and relies on the
+// wrapped store to honour its context's deadline, saving a goroutine and a
+// copy of the value per call. A store that ignores its context is then no
+// longer cut off at the budget; see the package documentation ("Time
+// budget"). It cannot be combined with WithMaxAbandoned.
 func WithInline() BudgetOption {
-	return func(b *budget) { b.inline = true }
+	return func(b *budget) error {
+		b.inline = true
+		return nil
+	}
 }
 
 // WithMaxAbandoned bounds how many detached calls cut off at their budget
-// may still be running (default DefaultMaxAbandoned): each holds a
-// goroutine and a copy of its values until the wrapped store returns, which
-// a hung store that ignores its context never does. While n calls are
-// abandoned, a new call fails at once with an error wrapping
-// store.ErrUnavailable instead of starting another. Values below 1 select
-// the default. It has no effect with WithInline.
+// may still be running (default DefaultMaxAbandoned); past the bound a new
+// call fails at once with an error wrapping store.ErrUnavailable. n must
+// be at least 1.
 func WithMaxAbandoned(n int) BudgetOption {
-	return func(b *budget) {
-		if n >= 1 {
-			b.maxAbandoned = int64(n)
+	return func(b *budget) error {
+		if n < 1 {
+			return invalid("WithMaxAbandoned(%d): must be at least 1", n)
 		}
+		b.maxAbandoned = int64(n)
+		b.maxAbandonedSet = true
+		return nil
 	}
 }
 
-// Budget returns a store.Store that gives each call to s its own time
-// budget of d (DefaultBudget when d <= 0), so a slow or hung store cannot
-// stall a request. A call that exceeds its budget returns an error wrapping
-// store.ErrUnavailable and context.DeadlineExceeded, which the engine treats
-// like any other outage (fail-closed, fail-open or a Tiered fallback).
-//
-// The caller's context still applies: when it is cancelled, or its own
-// deadline comes before the budget, the error wraps the caller's ctx.Err()
-// (and store.ErrUnavailable for a deadline), as the store contract says.
-// A context already done when a call starts returns at once without calling
-// s.
-//
-// By default each call is detached: it runs on its own goroutine while the
-// caller waits for its result or for the budget, whichever comes first, so
-// the caller gets its answer at the budget even from a store that ignores
-// its context. A call cut off this way keeps running in the background
-// until s returns (its context is cancelled, so a well-behaved store stops
-// at once); whether it took effect is unknown, as with any
-// ErrUnavailable. At most WithMaxAbandoned such calls run at a time; past
-// that, calls fail at once, so a hung store costs bounded memory. Values
-// passed in are copied first, so the caller may reuse them at once. The
-// detached mode costs a goroutine, a channel and a copy
-// per call, a few microseconds: noise next to a network round trip, but
-// measurable over an in-memory store; see WithInline. Detaching is what
-// makes the budget hold for a go-redis client with default options, which
-// does not let a context deadline interrupt a read.
+// Budget returns a store.Store that gives each call to s a time budget of
+// d: a call that overruns it returns an error wrapping store.ErrUnavailable
+// and context.DeadlineExceeded, and the caller's own cancellation is
+// reported as the caller's. By default each call is detached, so even a
+// store that ignores its context is cut off at d; see the package
+// documentation ("Time budget").
 //
 // The result implements store.Closer and store.Pinger exactly when s does:
-// Close closes s, and Ping runs s's Ping under the budget. Budget panics if
-// s is nil. The result is safe for concurrent use when s is.
-func Budget(s store.Store, d time.Duration, opts ...BudgetOption) store.Store {
+// it owns s, so Close closes s (once), and Ping runs s's Ping under the
+// budget. A nil s, a d <= 0 or an invalid option is an error wrapping
+// store.ErrInvalid.
+func Budget(s store.Store, d time.Duration, opts ...BudgetOption) (store.Store, error) {
 	if s == nil {
-		panic("policy: Budget of a nil store")
+		return nil, invalid("Budget: nil store")
 	}
 	if d <= 0 {
-		d = DefaultBudget
+		return nil, invalid("Budget: time budget %v: must be positive", d)
 	}
 	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned}
 	for _, o := range opts {
-		o(b)
+		if err := o(b); err != nil {
+			return nil, err
+		}
 	}
-	var closeS closeFunc
-	if c, ok := s.(store.Closer); ok {
-		closeS = c.Close
+	if b.inline && b.maxAbandonedSet {
+		return nil, invalid("WithMaxAbandoned: no calls are detached with WithInline")
 	}
-	return expose(b, s, closeS, b.ping)
+	return expose(b, s, (&onceCloser{s: s}).Close, b.ping), nil
 }
 
 type budget struct {
-	s            store.Store
-	d            time.Duration
-	inline       bool
-	maxAbandoned int64
-	abandoned    atomic.Int64 // detached calls cut off and still running
+	s               store.Store
+	d               time.Duration
+	inline          bool
+	maxAbandoned    int64
+	maxAbandonedSet bool
+	abandoned       atomic.Int64 // detached calls cut off and still running
 }
 
 var _ store.Store = (*budget)(nil)

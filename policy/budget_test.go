@@ -25,14 +25,14 @@ const hangDetector = 5 * time.Second
 func TestBudgetConformance(t *testing.T) {
 	t.Run("Detached", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			s := policy.Budget(memstore.New(), time.Second)
+			s := mustBudget(t, memstore.New(), time.Second)
 			t.Cleanup(func() { _ = s.(store.Closer).Close() })
 			return s
 		})
 	})
 	t.Run("Inline", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			s := policy.Budget(memstore.New(), time.Second, policy.WithInline())
+			s := mustBudget(t, memstore.New(), time.Second, policy.WithInline())
 			t.Cleanup(func() { _ = s.(store.Closer).Close() })
 			return s
 		})
@@ -54,7 +54,7 @@ func everyOp(ctx context.Context, s store.Store) map[string]error {
 func TestBudgetCutsOffStoreThatIgnoresContext(t *testing.T) {
 	f := newFaulty(t)
 	f.set(hanging) // blocks until the test ends, whatever its context says
-	s := policy.Budget(f, 50*time.Millisecond)
+	s := mustBudget(t, f, 50*time.Millisecond)
 	start := time.Now()
 	errs := everyOp(ctx, s)
 	assert.Less(t, time.Since(start), hangDetector)
@@ -71,25 +71,37 @@ var ctx = context.Background()
 func TestBudgetInlineWithStoreThatHonoursContext(t *testing.T) {
 	f := newFaulty(t)
 	f.set(stalling)
-	s := policy.Budget(f, 30*time.Millisecond, policy.WithInline())
+	s := mustBudget(t, f, 30*time.Millisecond, policy.WithInline())
 	for op, err := range everyOp(ctx, s) {
 		assert.ErrorIs(t, err, store.ErrUnavailable, op)
 		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
 	}
 }
 
-func TestBudgetDefault(t *testing.T) {
-	f := newFaulty(t)
-	f.set(hanging)
-	s := policy.Budget(f, 0)
-	_, err := s.Get(ctx, "k")
-	require.ErrorIs(t, err, store.ErrUnavailable)
-	assert.Contains(t, err.Error(), policy.DefaultBudget.String())
+func TestBudgetRejectsInvalidArguments(t *testing.T) {
+	m := memstore.New()
+	for name, c := range map[string]struct {
+		s     store.Store
+		d     time.Duration
+		opts  []policy.BudgetOption
+		names string
+	}{
+		"nil store":      {nil, time.Second, nil, "nil store"},
+		"zero budget":    {m, 0, nil, "time budget 0s"},
+		"negative":       {m, -time.Second, nil, "time budget -1s"},
+		"max abandoned":  {m, time.Second, []policy.BudgetOption{policy.WithMaxAbandoned(0)}, "WithMaxAbandoned(0)"},
+		"inline + bound": {m, time.Second, []policy.BudgetOption{policy.WithInline(), policy.WithMaxAbandoned(8)}, "WithInline"},
+	} {
+		s, err := policy.Budget(c.s, c.d, c.opts...)
+		assert.ErrorIs(t, err, store.ErrInvalid, name)
+		assert.ErrorContains(t, err, c.names, name)
+		assert.Nil(t, s, name)
+	}
 }
 
 func TestBudgetPassesThroughAnswers(t *testing.T) {
 	f := newFaulty(t)
-	s := policy.Budget(f, time.Second)
+	s := mustBudget(t, f, time.Second)
 	set, _, err := s.SetNX(ctx, "k", []byte("v"), time.Minute)
 	require.NoError(t, err)
 	require.True(t, set)
@@ -113,7 +125,7 @@ func TestBudgetCallerCancellationStaysTheCallers(t *testing.T) {
 		if inline {
 			opts = append(opts, policy.WithInline())
 		}
-		s := policy.Budget(f, time.Minute, opts...)
+		s := mustBudget(t, f, time.Minute, opts...)
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(20*time.Millisecond, cancel)
 		start := time.Now()
@@ -127,7 +139,7 @@ func TestBudgetCallerCancellationStaysTheCallers(t *testing.T) {
 func TestBudgetCallerDeadlineBeforeBudget(t *testing.T) {
 	f := newFaulty(t)
 	f.set(hanging)
-	s := policy.Budget(f, time.Minute)
+	s := mustBudget(t, f, time.Minute)
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	_, err := s.Get(dctx, "k")
@@ -138,7 +150,7 @@ func TestBudgetCallerDeadlineBeforeBudget(t *testing.T) {
 
 func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
 	f := newFaulty(t)
-	s := policy.Budget(f, time.Second)
+	s := mustBudget(t, f, time.Second)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	for op, err := range everyOp(cctx, s) {
@@ -149,7 +161,7 @@ func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
 
 func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
 	r := &readingStore{bareStore: bareStore{memstore.New()}, release: make(chan struct{}), seen: make(chan []byte, 1)}
-	s := policy.Budget(r, 20*time.Millisecond)
+	s := mustBudget(t, r, 20*time.Millisecond)
 	value := []byte("original")
 	_, _, err := s.SetNX(ctx, "k", value, time.Minute)
 	require.ErrorIs(t, err, store.ErrUnavailable)
@@ -159,14 +171,14 @@ func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
 }
 
 func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
-	bare := policy.Budget(bareStore{memstore.New()}, time.Second)
+	bare := mustBudget(t, bareStore{memstore.New()}, time.Second)
 	_, isCloser := bare.(store.Closer)
 	_, isPinger := bare.(store.Pinger)
 	assert.False(t, isCloser)
 	assert.False(t, isPinger)
 
 	mem := memstore.New()
-	closer := policy.Budget(mem, time.Second)
+	closer := mustBudget(t, mem, time.Second)
 	_, isPinger = closer.(store.Pinger)
 	assert.False(t, isPinger)
 	require.NoError(t, closer.(store.Closer).Close())
@@ -174,7 +186,7 @@ func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
 	assert.ErrorIs(t, err, memstore.ErrClosed, "Close must close the wrapped store")
 
 	f := newFaulty(t)
-	both := policy.Budget(f, 30*time.Millisecond)
+	both := mustBudget(t, f, 30*time.Millisecond)
 	_, isCloser = both.(store.Closer)
 	require.True(t, isCloser)
 	p, isPinger := both.(store.Pinger)
@@ -184,10 +196,6 @@ func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
 	err = p.Ping(ctx)
 	assert.ErrorIs(t, err, store.ErrUnavailable)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-}
-
-func TestBudgetPanicsOnNilStore(t *testing.T) {
-	assert.Panics(t, func() { policy.Budget(nil, time.Second) })
 }
 
 // A Redis that accepts connections but never answers (a hung server, a
@@ -222,7 +230,7 @@ func TestBudgetCutsOffSilentRedis(t *testing.T) {
 	rs, err := redisstore.New(client)
 	require.NoError(t, err)
 
-	s := policy.Budget(rs, 50*time.Millisecond)
+	s := mustBudget(t, rs, 50*time.Millisecond)
 	start := time.Now()
 	_, _, err = s.SetNX(ctx, "k", []byte("v"), time.Minute)
 	assert.Less(t, time.Since(start), hangDetector)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -122,3 +123,57 @@ func (r *readingStore) SetNX(ctx context.Context, key string, value []byte, ttl 
 var ctxb = context.Background()
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// mustBudget returns policy.Budget(s, d, opts...) or fails tb.
+func mustBudget(tb testing.TB, s store.Store, d time.Duration, opts ...policy.BudgetOption) store.Store {
+	tb.Helper()
+	b, err := policy.Budget(s, d, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// mustTiered returns a Tiered over p and f that recognises the engine's
+// records, or fails tb.
+func mustTiered(tb testing.TB, p, f store.Store, opts ...policy.TieredOption) *policy.Tiered {
+	tb.Helper()
+	s, err := policy.NewTiered(p, f, engineSupersedes, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// mustNear returns policy.NewNearCache(s, settled, opts...) or fails tb.
+func mustNear(tb testing.TB, s store.Store, settled func([]byte) bool, opts ...policy.NearOption) *policy.NearCache {
+	tb.Helper()
+	nc, err := policy.NewNearCache(s, settled, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc
+}
+
+// engineSupersedes stands in for idemkit.Supersedes until the engine
+// exports it: held, an engine record in progress (version 1, state 2), is
+// superseded by candidate, a completed, failed or spent record (state 3,
+// 4, 5) with the same 16-byte owner nonce.
+func engineSupersedes(held, candidate []byte) bool {
+	const header = 18
+	if len(held) < header || len(candidate) < header || held[0] != 1 || candidate[0] != 1 {
+		return false
+	}
+	return held[1] == 2 && candidate[1] >= 3 && candidate[1] <= 5 && string(held[2:header]) == string(candidate[2:header])
+}
+
+// countingCloser is a faultyStore that counts calls to Close.
+type countingCloser struct {
+	*faultyStore
+	closes atomic.Int32
+}
+
+func (c *countingCloser) Close() error {
+	c.closes.Add(1)
+	return c.faultyStore.Close()
+}

@@ -75,7 +75,7 @@ func (p *pausingGet) Get(ctx context.Context, key string) (store.Entry, error) {
 func TestReviewTieredCopierDoesNotResurrectConsumedKey(t *testing.T) {
 	p := newFaulty(t)
 	f := newPausingGet("tok")
-	s := policy.NewTiered(p, f, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Millisecond))
+	s := mustTiered(t, p, f, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Millisecond))
 	t.Cleanup(func() { _ = s.Close() })
 
 	openBreaker(t, s, p)
@@ -131,7 +131,7 @@ func TestReviewTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 	p := newFaulty(t)
 	f := newPausingGet("k")
 	log := &tierLog{}
-	s := policy.NewTiered(p, f, policy.WithFailureThreshold(100), policy.WithCoolDown(time.Millisecond), policy.WithTierObserver(log.observe))
+	s := mustTiered(t, p, f, policy.WithFailureThreshold(100), policy.WithCoolDown(time.Millisecond), policy.WithTierObserver(log.observe))
 	t.Cleanup(func() { _ = s.Close() })
 
 	openBreaker(t, s, p)
@@ -180,7 +180,7 @@ func TestReviewTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 func TestReviewBudgetBoundsAbandonedCalls(t *testing.T) {
 	f := newFaulty(t)
 	f.set(hanging) // released by the test's cleanup
-	s := policy.Budget(f, time.Millisecond)
+	s := mustBudget(t, f, time.Millisecond)
 	const bound = policy.DefaultMaxAbandoned
 	const calls = 2 * bound
 	before := runtime.NumGoroutine()
@@ -220,7 +220,7 @@ func (h *hungGet) Get(ctx context.Context, key string) (store.Entry, error) {
 // hung calls return, calls reach the store again.
 func TestReviewBudgetMaxAbandonedRecovers(t *testing.T) {
 	h := &hungGet{bareStore: bareStore{memstore.New()}, release: make(chan struct{})}
-	s := policy.Budget(h, time.Millisecond, policy.WithMaxAbandoned(2))
+	s := mustBudget(t, h, time.Millisecond, policy.WithMaxAbandoned(2))
 	for range 2 {
 		_, err := s.Get(ctx, "k")
 		require.ErrorIs(t, err, context.DeadlineExceeded)

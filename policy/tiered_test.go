@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
@@ -20,7 +22,7 @@ import (
 func TestTieredConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		p, f := memstore.New(), memstore.New()
-		s := policy.NewTiered(p, f)
+		s := mustTiered(t, p, f)
 		t.Cleanup(func() {
 			_ = s.Close()
 			_ = p.Close()
@@ -30,15 +32,42 @@ func TestTieredConformance(t *testing.T) {
 	})
 }
 
-// Conformance while the primary is down: the fallback answers everything.
-func TestTieredConformanceDuringOutage(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		p := newFaulty(t)
-		p.set(failing)
-		s := policy.NewTiered(p, memstore.New(), policy.WithFailureThreshold(1), policy.WithCoolDown(time.Hour))
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	})
+// While the breaker is open the fallback answers for the keys it received;
+// for a key it never received, "absent" is not an answer (the primary may
+// hold the key): Get, CompareAndSwap and Consume return ErrUnavailable.
+func TestTieredDuringOutageUnknownKeysAreUnavailable(t *testing.T) {
+	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Hour))
+	openBreaker(t, s, p)
+	v := []byte("v")
+	_, err := s.Get(ctx, "unknown")
+	assert.ErrorIs(t, err, store.ErrUnavailable, "Get")
+	ok, err := s.CompareAndSwap(ctx, "unknown", v, v, time.Minute)
+	assert.ErrorIs(t, err, store.ErrUnavailable, "CompareAndSwap")
+	assert.False(t, ok)
+	_, err = s.Consume(ctx, "unknown")
+	assert.ErrorIs(t, err, store.ErrUnavailable, "Consume")
+
+	// A key written during the outage: the fallback's answers are answers.
+	set, _, err := s.SetNX(ctx, "known", v, time.Minute)
+	require.NoError(t, err)
+	require.True(t, set)
+	set, e, err := s.SetNX(ctx, "known", []byte("w"), time.Minute)
+	require.NoError(t, err)
+	assert.False(t, set)
+	assert.Equal(t, v, e.Value)
+	ok, err = s.CompareAndSwap(ctx, "known", []byte("w"), v, time.Minute)
+	require.NoError(t, err)
+	assert.False(t, ok, "a mismatch on a known key is a plain false")
+	ok, err = s.CompareAndSwap(ctx, "known", v, []byte("w"), time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	got, err := s.Consume(ctx, "known")
+	require.NoError(t, err)
+	assert.Equal(t, []byte("w"), got)
+	_, err = s.Consume(ctx, "known")
+	assert.ErrorIs(t, err, store.ErrNotFound, "consumed during the outage: absent")
+	_, err = s.Get(ctx, "known")
+	assert.ErrorIs(t, err, store.ErrNotFound)
 }
 
 // tierLog records TierEvents.
@@ -79,7 +108,7 @@ func (l *tierLog) keysOf(kind policy.TierEventKind) []string {
 func newTiered(t *testing.T, opts ...policy.TieredOption) (*policy.Tiered, *faultyStore, *faultyStore, *tierLog) {
 	p, f := newFaulty(t), newFaulty(t)
 	log := &tierLog{}
-	s := policy.NewTiered(p, f, append([]policy.TieredOption{policy.WithTierObserver(log.observe)}, opts...)...)
+	s := mustTiered(t, p, f, append([]policy.TieredOption{policy.WithTierObserver(log.observe)}, opts...)...)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, p, f, log
 }
@@ -125,17 +154,19 @@ func TestTieredCallerCancellationIsNotAFailure(t *testing.T) {
 	assert.Zero(t, f.calls.Load(), "a caller that gave up gets no fallback answer")
 }
 
-func TestTieredRetriesOnFallbackBeforeTheBreakerOpens(t *testing.T) {
-	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(3))
+// A primary failure while the breaker is closed is returned as it is: the
+// write may have happened in the primary, so it is not applied to the
+// fallback as well.
+func TestTieredPrimaryFailureIsReturnedWhileTheBreakerIsClosed(t *testing.T) {
+	s, p, f, _ := newTiered(t, policy.WithFailureThreshold(3))
 	p.set(failing)
-	set, _, err := s.SetNX(ctx, "k", []byte("v"), time.Minute)
-	require.NoError(t, err, "the fallback answers at once")
-	require.True(t, set)
+	for op, err := range everyOp(ctx, s) {
+		assert.ErrorIs(t, err, store.ErrUnavailable, op)
+	}
 	st := s.Stats()
-	assert.Equal(t, policy.BreakerClosed, st.State)
-	assert.EqualValues(t, 1, st.Retried)
-	assert.EqualValues(t, 1, st.FallbackOps)
-	assert.Equal(t, 1, st.Journal)
+	assert.Equal(t, policy.BreakerOpen, st.State, "the third failure opened it")
+	assert.EqualValues(t, 3, st.PrimaryFailed, "SetNX, Get and CompareAndSwap reached the primary")
+	assert.EqualValues(t, 2, f.calls.Load(), "only the two operations after the breaker opened reached the fallback")
 }
 
 func TestTieredBreakerOpensProbesAndCloses(t *testing.T) {
@@ -143,7 +174,7 @@ func TestTieredBreakerOpensProbesAndCloses(t *testing.T) {
 	p.set(failing)
 	for i := range 3 {
 		_, err := s.Get(ctx, "k")
-		require.ErrorIs(t, err, store.ErrNotFound, "answered by the fallback")
+		require.ErrorIs(t, err, store.ErrUnavailable, "the primary's failure")
 		want := policy.BreakerClosed
 		if i == 2 {
 			want = policy.BreakerOpen
@@ -152,13 +183,15 @@ func TestTieredBreakerOpensProbesAndCloses(t *testing.T) {
 	}
 	assert.EqualValues(t, 3, p.calls.Load())
 
-	// Open: the primary is not called.
+	assert.Zero(t, f.calls.Load(), "closed: the fallback is not asked")
+
+	// Open: the primary is not called; the fallback never saw "k".
 	for range 10 {
 		_, err := s.Get(ctx, "k")
-		require.ErrorIs(t, err, store.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 	}
 	assert.EqualValues(t, 3, p.calls.Load())
-	assert.EqualValues(t, 13, f.calls.Load())
+	assert.EqualValues(t, 10, f.calls.Load())
 
 	// After the cool-down a probe goes to the primary; it still fails.
 	require.Eventually(t, func() bool {
@@ -190,7 +223,7 @@ func openBreaker(t *testing.T, s *policy.Tiered, p *faultyStore) {
 	p.set(failing)
 	for s.State() != policy.BreakerOpen {
 		_, err := s.Get(ctx, "probe")
-		require.ErrorIs(t, err, store.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrUnavailable)
 	}
 }
 
@@ -263,9 +296,11 @@ func TestTieredCopyForward(t *testing.T) {
 }
 
 // An operation on a journaled key copies it forward before the primary
-// sees it, even with no background copier (stopped by Close here).
+// sees it, even with no background copier (stopped by Close here; the
+// tiers, hidden behind bareStore, stay open).
 func TestTieredOperationOnJournaledKeyCopiesItFirst(t *testing.T) {
-	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(1), policy.WithCoolDown(20*time.Millisecond))
+	p := newFaulty(t)
+	s := mustTiered(t, bareStore{p}, bareStore{memstore.New()}, policy.WithFailureThreshold(1), policy.WithCoolDown(20*time.Millisecond))
 	require.NoError(t, s.Close())
 	openBreaker(t, s, p)
 	set, _, err := s.SetNX(ctx, "k", []byte("first"), time.Minute)
@@ -317,9 +352,9 @@ func TestTieredConcurrentFailureAndRecovery(t *testing.T) {
 				}
 				key := fmt.Sprintf("k%d-%d", i, n%16)
 				_, _, err := s.SetNX(ctx, key, []byte("v"), 50*time.Millisecond)
-				assert.NoError(t, err)
+				assert.True(t, err == nil || errorsIs(err, store.ErrUnavailable), "%v", err)
 				_, err = s.Get(ctx, key)
-				assert.True(t, err == nil || errorsIs(err, store.ErrNotFound), "%v", err)
+				assert.True(t, err == nil || errorsIs(err, store.ErrNotFound) || errorsIs(err, store.ErrUnavailable), "%v", err)
 			}
 		})
 	}
@@ -361,13 +396,186 @@ func TestTieredPing(t *testing.T) {
 	require.ErrorIs(t, s.Ping(ctx), store.ErrUnavailable)
 }
 
-func TestTieredCloseLeavesTiersOpen(t *testing.T) {
-	p, f := memstore.New(), memstore.New()
-	s := policy.NewTiered(p, f)
+// A Tiered owns both tiers: Close closes each once, however often it is
+// called.
+func TestTieredCloseClosesBothTiersOnce(t *testing.T) {
+	p, f := &countingCloser{faultyStore: newFaulty(t)}, &countingCloser{faultyStore: newFaulty(t)}
+	s := mustTiered(t, p, f)
 	require.NoError(t, s.Close())
-	_, _, err := p.SetNX(ctx, "k", []byte("v"), time.Minute)
+	require.NoError(t, s.Close())
+	assert.EqualValues(t, 1, p.closes.Load())
+	assert.EqualValues(t, 1, f.closes.Load())
+	_, err := p.Store.Get(ctx, "k")
+	assert.ErrorIs(t, err, memstore.ErrClosed)
+	_, err = f.Store.Get(ctx, "k")
+	assert.ErrorIs(t, err, memstore.ErrClosed)
+}
+
+func TestNewTieredRejectsInvalidArguments(t *testing.T) {
+	m := memstore.New()
+	never := func(_, _ []byte) bool { return false }
+	for name, c := range map[string]struct {
+		p, f       store.Store
+		supersedes func(_, _ []byte) bool
+		opt        policy.TieredOption
+		names      string
+	}{
+		"nil primary":    {nil, m, never, nil, "nil primary"},
+		"nil fallback":   {m, nil, never, nil, "nil fallback"},
+		"nil supersedes": {m, m, nil, nil, "nil supersedes"},
+		"threshold":      {m, m, never, policy.WithFailureThreshold(0), "WithFailureThreshold(0)"},
+		"cool-down":      {m, m, never, policy.WithCoolDown(-time.Second), "WithCoolDown(-1s)"},
+		"journal":        {m, m, never, policy.WithJournalSize(0), "WithJournalSize(0)"},
+		"copy timeout":   {m, m, never, policy.WithCopyTimeout(0), "WithCopyTimeout(0s)"},
+		"observer":       {m, m, never, policy.WithTierObserver(nil), "WithTierObserver(nil)"},
+	} {
+		var opts []policy.TieredOption
+		if c.opt != nil {
+			opts = append(opts, c.opt)
+		}
+		s, err := policy.NewTiered(c.p, c.f, c.supersedes, opts...)
+		assert.ErrorIs(t, err, store.ErrInvalid, name)
+		assert.ErrorContains(t, err, c.names, name)
+		assert.Nil(t, s, name)
+	}
+}
+
+// lossyStore applies every call to its memstore and then, while lossy is
+// set, reports it as failed: a reply lost after the write (a budget that
+// cut the call off, a connection reset after the server applied it).
+type lossyStore struct {
+	*memstore.Store
+	lossy atomic.Bool
+}
+
+func (l *lossyStore) lost(op string, err error) error {
+	if err == nil && l.lossy.Load() {
+		return store.Unavailable(op, errInjected)
+	}
+	return err
+}
+
+func (l *lossyStore) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	set, e, err := l.Store.SetNX(ctx, key, value, ttl)
+	return set, e, l.lost("SetNX", err)
+}
+
+func (l *lossyStore) Get(ctx context.Context, key string) (store.Entry, error) {
+	e, err := l.Store.Get(ctx, key)
+	return e, l.lost("Get", err)
+}
+
+func (l *lossyStore) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	ok, err := l.Store.CompareAndSwap(ctx, key, old, new, ttl)
+	return ok, l.lost("CompareAndSwap", err)
+}
+
+func (l *lossyStore) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	ok, err := l.Store.CompareAndDelete(ctx, key, old)
+	return ok, l.lost("CompareAndDelete", err)
+}
+
+func (l *lossyStore) Consume(ctx context.Context, key string) ([]byte, error) {
+	v, err := l.Store.Consume(ctx, key)
+	return v, l.lost("Consume", err)
+}
+
+// The primary applies writes but loses their replies, while 8 requests
+// with distinct keys arrive at once and clients retry every 503. Once the
+// primary answers again, each key is sent once more. No key may run its
+// work twice: a write whose outcome is unknown must not be re-applied to
+// the fallback as if fresh, and copy-forward must not keep an orphan claim
+// over the finished result.
+func TestTieredAmbiguousWriteNeverRunsTwice(t *testing.T) {
+	const keys = 8
+	p := &lossyStore{Store: memstore.New()}
+	p.lossy.Store(true)
+	tiered := mustTiered(t, p, memstore.New(), policy.WithFailureThreshold(5), policy.WithCoolDown(20*time.Millisecond))
+	t.Cleanup(func() { _ = tiered.Close() })
+	e, _ := newEngine(t, tiered, idemkit.WithLease(300*time.Millisecond))
+
+	var runs [keys]atomic.Int32
+	do := func(i int, opts ...idemkit.Option) error {
+		_, err := e.Do(ctx, fmt.Sprint("order-", i), "fp", func(context.Context) ([]byte, error) {
+			runs[i].Add(1)
+			return []byte("done"), nil
+		}, opts...)
+		return err
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range keys {
+		wg.Go(func() {
+			<-start
+			for range 50 { // a client retrying every 503
+				if err := do(i); !errors.Is(err, idemkit.ErrUnavailable) {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	p.lossy.Store(false)
+	require.Eventually(t, func() bool {
+		_, _ = tiered.Get(ctx, "probe")
+		return tiered.State() == policy.BreakerClosed && tiered.Stats().Journal == 0
+	}, hangDetector, 5*time.Millisecond)
+	for i := range keys { // the client's next retry, waiting out any claim still held
+		require.NoError(t, do(i, idemkit.WithWait(10*time.Millisecond)), "key %d", i)
+	}
+	twice := 0
+	for i := range keys {
+		if runs[i].Load() > 1 {
+			twice++
+		}
+		assert.EqualValues(t, 1, runs[i].Load(), "key %d: runs of its work", i)
+	}
+	t.Logf("%d of %d keys ran their work twice; stats %+v", twice, keys, tiered.Stats())
+}
+
+// Tokens issued before an outage are unknown to the fallback. Using one
+// while the breaker is open must answer "unavailable" (503, retry later),
+// never "invalid" (400, final for the client).
+func TestTieredTokenIssuedBeforeOutageIsUnavailableNotInvalid(t *testing.T) {
+	const tokens = 200
+	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Hour))
+	e, _ := newEngine(t, s)
+	issued := make([]idemkit.Token, tokens)
+	for i := range issued {
+		tok, err := e.IssueToken(ctx, "alice")
+		require.NoError(t, err)
+		issued[i] = tok
+	}
+	openBreaker(t, s, p)
+
+	invalid, unavailable := 0, 0
+	for _, tok := range issued {
+		_, err := e.UseToken(ctx, "alice", tok.Value, func(context.Context) ([]byte, error) {
+			t.Error("fn ran without the token being checked")
+			return nil, nil
+		})
+		switch {
+		case errors.Is(err, idemkit.ErrTokenInvalid):
+			invalid++
+		case errors.Is(err, idemkit.ErrUnavailable):
+			unavailable++
+		default:
+			t.Errorf("UseToken: %v", err)
+		}
+	}
+	t.Logf("%d uses of tokens issued before the outage: %d token-invalid, %d unavailable", tokens, invalid, unavailable)
+	assert.Zero(t, invalid, "uses answered token-invalid")
+	assert.Equal(t, tokens, unavailable)
+
+	// A token issued during the outage is known to the fallback: it works.
+	tok, err := e.IssueToken(ctx, "alice")
 	require.NoError(t, err)
-	_, _, err = f.SetNX(ctx, "k", []byte("v"), time.Minute)
+	res, err := e.UseToken(ctx, "alice", tok.Value, func(context.Context) ([]byte, error) { return []byte("ok"), nil })
 	require.NoError(t, err)
-	assert.Panics(t, func() { policy.NewTiered(nil, f) })
+	assert.Equal(t, "ok", string(res.Value))
+	_, err = e.UseToken(ctx, "alice", "bm90LWEtdG9rZW4tZXZlci1pc3N1ZWQ", func(context.Context) ([]byte, error) { return nil, nil })
+	assert.ErrorIs(t, err, idemkit.ErrUnavailable, "a token the fallback never saw may exist in the primary")
 }

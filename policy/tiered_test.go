@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -578,4 +579,101 @@ func TestTieredTokenIssuedBeforeOutageIsUnavailableNotInvalid(t *testing.T) {
 	assert.Equal(t, "ok", string(res.Value))
 	_, err = e.UseToken(ctx, "alice", "bm90LWEtdG9rZW4tZXZlci1pc3N1ZWQ", func(context.Context) ([]byte, error) { return nil, nil })
 	assert.ErrorIs(t, err, idemkit.ErrUnavailable, "a token the fallback never saw may exist in the primary")
+}
+
+// laterState is a supersedes predicate for test values: "done:X" is a
+// later state of "claim:X".
+func laterState(held, candidate []byte) bool {
+	h, ok1 := strings.CutPrefix(string(held), "claim:")
+	c, ok2 := strings.CutPrefix(string(candidate), "done:")
+	return ok1 && ok2 && h == c
+}
+
+// A copy-forward whose SetNX landed in the primary but lost its reply
+// leaves the claim there; the claim is then completed in the fallback. The
+// next copy-forward must replace the primary's stale claim with the
+// completed value, not keep it as a conflict.
+func TestTieredCopyForwardSupersedesAnEarlierStateOfItsValue(t *testing.T) {
+	p := &lossyStore{Store: memstore.New()}
+	log := &tierLog{}
+	const coolDown = 10 * time.Millisecond
+	s, err := policy.NewTiered(p, memstore.New(), laterState,
+		policy.WithFailureThreshold(1), policy.WithCoolDown(coolDown), policy.WithTierObserver(log.observe))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+
+	p.lossy.Store(true)
+	_, _, err = s.SetNX(ctx, "probe", []byte("v"), time.Minute)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.Equal(t, policy.BreakerOpen, s.State())
+	set, _, err := s.SetNX(ctx, "k", []byte("claim:1"), time.Minute)
+	require.NoError(t, err)
+	require.True(t, set)
+
+	time.Sleep(3 * coolDown) // the next operation probes the primary
+	ok, err := s.CompareAndSwap(ctx, "k", []byte("claim:1"), []byte("done:1"), time.Minute)
+	require.NoError(t, err, "copying k forward failed before the swap reached the primary: the fallback answers")
+	require.True(t, ok)
+	e, err := p.Store.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, "claim:1", string(e.Value), "the lost copy landed in the primary")
+
+	p.lossy.Store(false)
+	recoverPrimaryAndDrain(t, s)
+	e, err = p.Store.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, "done:1", string(e.Value), "the completed value replaced the stale claim")
+	st := s.Stats()
+	assert.EqualValues(t, 1, st.Superseded)
+	assert.Zero(t, st.Conflicts)
+	assert.Equal(t, []string{"k"}, log.keysOf(policy.TierSuperseded))
+}
+
+// recoverPrimaryAndDrain sends operations until the breaker is closed and
+// the journal is empty.
+func recoverPrimaryAndDrain(t *testing.T, s *policy.Tiered) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, _ = s.Get(ctx, "probe")
+		return s.State() == policy.BreakerClosed && s.Stats().Journal == 0
+	}, hangDetector, 5*time.Millisecond)
+}
+
+// A CompareAndDelete the primary did not confirm, because it failed or
+// because the breaker was open, is replayed on the primary when it answers
+// again, before the key is copied forward or touched there.
+func TestTieredUnconfirmedDeleteIsReplayedFirst(t *testing.T) {
+	s, p, _, log := newTiered(t, policy.WithFailureThreshold(2), policy.WithCoolDown(time.Millisecond))
+	for _, k := range []string{"a", "b"} {
+		set, _, err := p.Store.SetNX(ctx, k, []byte("orphan-"+k), time.Minute)
+		require.NoError(t, err)
+		require.True(t, set)
+	}
+	p.set(failing)
+	ok, err := s.CompareAndDelete(ctx, "a", []byte("orphan-a")) // fails on the primary
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.False(t, ok)
+	_, err = s.Get(ctx, "probe") // the second failure opens the breaker
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.Equal(t, policy.BreakerOpen, s.State())
+	ok, err = s.CompareAndDelete(ctx, "b", []byte("orphan-b")) // the fallback never held it
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.False(t, ok)
+	set, _, err := s.SetNX(ctx, "b", []byte("mine"), time.Minute) // claimed in the fallback
+	require.NoError(t, err)
+	require.True(t, set)
+	assert.EqualValues(t, 2, s.Stats().DeferredDeletes)
+
+	p.set(healthy)
+	recoverPrimaryAndDrain(t, s)
+	_, err = p.Store.Get(ctx, "a")
+	assert.ErrorIs(t, err, store.ErrNotFound, "the delete of a was replayed")
+	e, err := p.Store.Get(ctx, "b")
+	require.NoError(t, err)
+	assert.Equal(t, "mine", string(e.Value), "b's orphan was deleted before b was copied forward")
+	st := s.Stats()
+	assert.EqualValues(t, 2, st.ReplayedDeletes)
+	assert.EqualValues(t, 1, st.Copied)
+	assert.Zero(t, st.Conflicts)
+	assert.Empty(t, log.keysOf(policy.TierConflict))
 }

@@ -2,7 +2,10 @@ package policy_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -199,7 +202,7 @@ func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
 }
 
 // A Redis that accepts connections but never answers (a hung server, a
-// black-holed proxy): go-redis with default options waits for its 3 s
+// black-holed proxy): go-redis with default options waits for its 5 s
 // ReadTimeout whatever the context says; the budget answers at 50 ms.
 func TestBudgetCutsOffSilentRedis(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -236,4 +239,54 @@ func TestBudgetCutsOffSilentRedis(t *testing.T) {
 	assert.Less(t, time.Since(start), hangDetector)
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A store that hangs forever, ignoring its context, must not make a
+// detached Budget pile up one goroutine per call: calls still running past
+// their budget are bounded, and beyond the bound a call fails at once.
+func TestBudgetBoundsAbandonedCalls(t *testing.T) {
+	f := newFaulty(t)
+	f.set(hanging) // released by the test's cleanup
+	s := mustBudget(t, f, time.Millisecond)
+	const bound = policy.DefaultMaxAbandoned
+	const calls = 2 * bound
+	before := runtime.NumGoroutine()
+	const workers = 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls / workers {
+				_, err := s.Get(ctx, fmt.Sprint("k", w, i))
+				assert.ErrorIs(t, err, store.ErrUnavailable)
+			}
+		})
+	}
+	wg.Wait()
+	// At most bound abandoned calls, plus one per worker that started
+	// before the others were counted as abandoned.
+	leaked := runtime.NumGoroutine() - before
+	assert.LessOrEqual(t, leaked, bound+workers, "goroutines left behind by %d calls to a hung store", calls)
+	assert.LessOrEqual(t, f.calls.Load(), int64(bound+workers), "calls handed to the hung store")
+}
+
+// Past the bound, calls fail at once without reaching the store; once the
+// hung calls return, calls reach the store again.
+func TestBudgetMaxAbandonedRecovers(t *testing.T) {
+	h := &hungGet{bareStore: bareStore{memstore.New()}, release: make(chan struct{})}
+	s := mustBudget(t, h, time.Millisecond, policy.WithMaxAbandoned(2))
+	for range 2 {
+		_, err := s.Get(ctx, "k")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	_, err := s.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "still running")
+	assert.LessOrEqual(t, h.calls.Load(), int64(2), "the third call never reached the store")
+
+	close(h.release)
+	require.Eventually(t, func() bool {
+		_, err := s.Get(ctx, "k")
+		return errors.Is(err, store.ErrNotFound)
+	}, hangDetector, time.Millisecond)
 }

@@ -2,7 +2,6 @@ package policy_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,10 +119,6 @@ func (r *readingStore) SetNX(ctx context.Context, key string, value []byte, ttl 
 	return r.bareStore.SetNX(ctx, key, value, ttl)
 }
 
-var ctxb = context.Background()
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }
-
 // mustBudget returns policy.Budget(s, d, opts...) or fails tb.
 func mustBudget(tb testing.TB, s store.Store, d time.Duration, opts ...policy.BudgetOption) store.Store {
 	tb.Helper()
@@ -176,4 +171,68 @@ type countingCloser struct {
 func (c *countingCloser) Close() error {
 	c.closes.Add(1)
 	return c.faultyStore.Close()
+}
+
+// pausingGet is a store whose first Get of key reads the entry and then
+// waits for release before returning it, so a test can hold a copy-forward
+// between its read of the fallback and its write to the primary.
+type pausingGet struct {
+	bareStore
+	key     string
+	paused  atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	// lateCAD is closed by the first CompareAndDelete of key that starts
+	// after release: the paused copier's last store call.
+	lateCAD  chan struct{}
+	lateOnce atomic.Bool
+}
+
+func (p *pausingGet) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	ok, err := p.bareStore.CompareAndDelete(ctx, key, old)
+	select {
+	case <-p.release:
+		if key == p.key && p.lateOnce.CompareAndSwap(false, true) {
+			close(p.lateCAD)
+		}
+	default:
+	}
+	return ok, err
+}
+
+// waitLateCAD waits for the paused copier to finish its copy.
+func (p *pausingGet) waitLateCAD(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.lateCAD:
+	case <-time.After(hangDetector):
+		t.Fatal("the copier never finished its copy")
+	}
+}
+
+func newPausingGet(key string) *pausingGet {
+	return &pausingGet{bareStore: bareStore{memstore.New()}, key: key, entered: make(chan struct{}), release: make(chan struct{}), lateCAD: make(chan struct{})}
+}
+
+func (p *pausingGet) Get(ctx context.Context, key string) (store.Entry, error) {
+	e, err := p.bareStore.Get(ctx, key)
+	if key == p.key && p.paused.CompareAndSwap(false, true) {
+		close(p.entered)
+		<-p.release
+	}
+	return e, err
+}
+
+// hungGet is a store whose Get blocks, ignoring its context, until release
+// is closed.
+type hungGet struct {
+	bareStore
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (h *hungGet) Get(ctx context.Context, key string) (store.Entry, error) {
+	h.calls.Add(1)
+	<-h.release
+	return h.bareStore.Get(ctx, key)
 }

@@ -130,22 +130,25 @@
 // made in the primary) returns an error wrapping store.ErrUnavailable,
 // since the primary may hold the key. A CompareAndDelete the primary did
 // not confirm (it failed, or the fallback did not hold the value) returns
-// an error wrapping store.ErrUnavailable and is remembered.
+// an error wrapping store.ErrUnavailable and is remembered, to be replayed.
 //
 // Every key the fallback stores (a SetNX that set, a CompareAndSwap that
-// swapped) and every remembered delete is kept in a bounded journal
-// (WithJournalSize). When the primary answers again, a background
-// goroutine replays each key's deletes on the primary, then copies the
-// key, if still live, with SetNX and its remaining TTL, and deletes it from
-// the fallback. If the primary already holds another value for the key,
-// the predicate given to NewTiered decides: a value the fallback's
-// supersedes (an earlier state of the same claim, such as this instance's
-// copy whose reply was lost) is replaced; any other (a claim made meanwhile
-// through another instance) wins, and the conflict is counted and reported
-// (TierConflict). An operation on a journaled key brings that key forward
-// first, so once the primary answers, this instance never sees its own
-// outage claims as free. A copy-forward of a key and a change to that key
-// in the fallback never interleave (they share a per-key lock, striped).
+// swapped) is kept in a bounded journal (WithJournalSize), together with
+// the deletes the primary still owes: those it did not confirm, and every
+// value the fallback replaced, swapped away, deleted or consumed (a copy
+// of it may have reached the primary with its reply lost). When the
+// primary answers again, a background goroutine replays each key's deletes
+// on the primary, then copies the key, if still live, with SetNX and its
+// remaining TTL, and deletes it from the fallback. If the primary still
+// holds another value for the key, the predicate given to NewTiered
+// decides: a value the fallback's supersedes (an earlier state of the same
+// claim that the journal could not follow) is replaced; any other (a claim
+// made meanwhile through another instance) wins, and the conflict is
+// counted and reported (TierConflict). An operation on a journaled key
+// brings that key forward first, so once the primary answers, this
+// instance never sees its own outage claims as free. A copy-forward of a
+// key and a change to that key in the fallback never interleave (they
+// share a per-key lock, striped).
 //
 // What tiering guarantees: requests that reach this instance after the
 // breaker opened are deduplicated among themselves, and their claims reach

@@ -379,6 +379,7 @@ func (t *Tiered) CompareAndSwap(ctx context.Context, key string, old, new []byte
 			switch {
 			case err != nil:
 			case ok:
+				t.replaced(key, old)
 				t.journalWrite(key, ttl)
 			case !t.journal.holds(key):
 				return false, notInFallback("CompareAndSwap")
@@ -387,6 +388,11 @@ func (t *Tiered) CompareAndSwap(ctx context.Context, key string, old, new []byte
 		},
 	})
 }
+
+// replaced records that the fallback no longer holds old for key: a copy
+// of old that reached the primary with its reply lost must go too, so the
+// delete is replayed there before key is copied forward.
+func (t *Tiered) replaced(key string, old []byte) { t.deferDelete(key, old) }
 
 // CompareAndDelete implements store.Store. A delete the primary did not
 // confirm (it failed, or the breaker is open and the fallback did not hold
@@ -399,11 +405,14 @@ func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (
 		call: func(s store.Store) (bool, error) { return s.CompareAndDelete(ctx, key, old) },
 		lost: func() { t.deferDelete(key, old) },
 		settle: func(ok bool, err error) (bool, error) {
-			if ok || err != nil {
+			if err != nil {
 				return ok, err
 			}
-			t.deferDelete(key, old)
-			return false, store.Unavailable("policy: tiered CompareAndDelete", errDeleteDeferred)
+			t.replaced(key, old)
+			if !ok {
+				return false, store.Unavailable("policy: tiered CompareAndDelete", errDeleteDeferred)
+			}
+			return true, nil
 		},
 	})
 }
@@ -415,7 +424,10 @@ func (t *Tiered) Consume(ctx context.Context, key string) ([]byte, error) {
 		key:  key,
 		call: func(s store.Store) ([]byte, error) { return s.Consume(ctx, key) },
 		settle: func(v []byte, err error) ([]byte, error) {
-			if errors.Is(err, store.ErrNotFound) && !t.journal.holds(key) {
+			switch {
+			case err == nil:
+				t.replaced(key, v)
+			case errors.Is(err, store.ErrNotFound) && !t.journal.holds(key):
 				return v, notInFallback("Consume")
 			}
 			return v, err

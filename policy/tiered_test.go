@@ -589,44 +589,43 @@ func laterState(held, candidate []byte) bool {
 	return ok1 && ok2 && h == c
 }
 
-// A copy-forward whose SetNX landed in the primary but lost its reply
-// leaves the claim there; the claim is then completed in the fallback. The
-// next copy-forward must replace the primary's stale claim with the
-// completed value, not keep it as a conflict.
+// The primary holds an earlier state of a value the fallback completed
+// (this instance's claim, written where the journal could not follow it,
+// e.g. while it was full). Copy-forward must replace it with the completed
+// value, not keep it as a conflict; a value the predicate does not accept
+// still wins.
 func TestTieredCopyForwardSupersedesAnEarlierStateOfItsValue(t *testing.T) {
-	p := &lossyStore{Store: memstore.New()}
+	p := newFaulty(t)
 	log := &tierLog{}
-	const coolDown = 10 * time.Millisecond
 	s, err := policy.NewTiered(p, memstore.New(), laterState,
-		policy.WithFailureThreshold(1), policy.WithCoolDown(coolDown), policy.WithTierObserver(log.observe))
+		policy.WithFailureThreshold(1), policy.WithCoolDown(time.Millisecond), policy.WithTierObserver(log.observe))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
+	for k, v := range map[string]string{"mine": "claim:1", "theirs": "claim:2"} {
+		set, _, err := p.Store.SetNX(ctx, k, []byte(v), time.Minute)
+		require.NoError(t, err)
+		require.True(t, set)
+	}
+	openBreaker(t, s, p)
+	for k, v := range map[string]string{"mine": "done:1", "theirs": "done:3"} {
+		set, _, err := s.SetNX(ctx, k, []byte(v), time.Minute)
+		require.NoError(t, err)
+		require.True(t, set)
+	}
 
-	p.lossy.Store(true)
-	_, _, err = s.SetNX(ctx, "probe", []byte("v"), time.Minute)
-	require.ErrorIs(t, err, store.ErrUnavailable)
-	require.Equal(t, policy.BreakerOpen, s.State())
-	set, _, err := s.SetNX(ctx, "k", []byte("claim:1"), time.Minute)
-	require.NoError(t, err)
-	require.True(t, set)
-
-	time.Sleep(3 * coolDown) // the next operation probes the primary
-	ok, err := s.CompareAndSwap(ctx, "k", []byte("claim:1"), []byte("done:1"), time.Minute)
-	require.NoError(t, err, "copying k forward failed before the swap reached the primary: the fallback answers")
-	require.True(t, ok)
-	e, err := p.Store.Get(ctx, "k")
-	require.NoError(t, err)
-	require.Equal(t, "claim:1", string(e.Value), "the lost copy landed in the primary")
-
-	p.lossy.Store(false)
+	p.set(healthy)
 	recoverPrimaryAndDrain(t, s)
-	e, err = p.Store.Get(ctx, "k")
+	e, err := p.Store.Get(ctx, "mine")
 	require.NoError(t, err)
-	assert.Equal(t, "done:1", string(e.Value), "the completed value replaced the stale claim")
+	assert.Equal(t, "done:1", string(e.Value), "the completed value replaced its earlier state")
+	e, err = p.Store.Get(ctx, "theirs")
+	require.NoError(t, err)
+	assert.Equal(t, "claim:2", string(e.Value), "another claim wins")
 	st := s.Stats()
 	assert.EqualValues(t, 1, st.Superseded)
-	assert.Zero(t, st.Conflicts)
-	assert.Equal(t, []string{"k"}, log.keysOf(policy.TierSuperseded))
+	assert.EqualValues(t, 1, st.Conflicts)
+	assert.Equal(t, []string{"mine"}, log.keysOf(policy.TierSuperseded))
+	assert.Equal(t, []string{"theirs"}, log.keysOf(policy.TierConflict))
 }
 
 // recoverPrimaryAndDrain sends operations until the breaker is closed and
@@ -782,4 +781,39 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 		assert.Equal(t, []string{"k"}, log.keysOf(policy.TierConflict),
 			"the primary kept %q while the fallback's %q was dropped unreported", e.Value, "done")
 	}
+}
+
+// A token written in the fallback is copied to the primary by a probe whose
+// reply is lost, then used in the fallback. On recovery the primary must
+// end with the used token, not keep the stale unused copy (which would let
+// the token be used a second time).
+func TestTieredFallbackChangeReplacesALostCopy(t *testing.T) {
+	p := &lossyStore{Store: memstore.New()}
+	const coolDown = 10 * time.Millisecond
+	s, err := policy.NewTiered(p, memstore.New(), func(_, _ []byte) bool { return false },
+		policy.WithFailureThreshold(1), policy.WithCoolDown(coolDown))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+
+	p.lossy.Store(true)
+	_, _, err = s.SetNX(ctx, "probe", []byte("v"), time.Minute)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	set, _, err := s.SetNX(ctx, "tok", []byte("issued"), time.Minute)
+	require.NoError(t, err)
+	require.True(t, set)
+
+	time.Sleep(3 * coolDown) // the next operation probes the primary
+	ok, err := s.CompareAndSwap(ctx, "tok", []byte("issued"), []byte("used"), time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	e, err := p.Store.Get(ctx, "tok")
+	require.NoError(t, err)
+	require.Equal(t, "issued", string(e.Value), "the lost copy landed in the primary")
+
+	p.lossy.Store(false)
+	recoverPrimaryAndDrain(t, s)
+	e, err = p.Store.Get(ctx, "tok")
+	require.NoError(t, err)
+	assert.Equal(t, "used", string(e.Value))
+	assert.Zero(t, s.Stats().Conflicts)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
@@ -133,7 +134,7 @@ func mustBudget(tb testing.TB, s store.Store, d time.Duration, opts ...policy.Bu
 // records, or fails tb.
 func mustTiered(tb testing.TB, p, f store.Store, opts ...policy.TieredOption) *policy.Tiered {
 	tb.Helper()
-	s, err := policy.NewTiered(p, f, engineSupersedes, opts...)
+	s, err := policy.NewTiered(p, f, idemkit.Supersedes, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -148,18 +149,6 @@ func mustNear(tb testing.TB, s store.Store, settled func([]byte) bool, opts ...p
 		tb.Fatal(err)
 	}
 	return nc
-}
-
-// engineSupersedes stands in for idemkit.Supersedes until the engine
-// exports it: held, an engine record in progress (version 1, state 2), is
-// superseded by candidate, a completed, failed or spent record (state 3,
-// 4, 5) with the same 16-byte owner nonce.
-func engineSupersedes(held, candidate []byte) bool {
-	const header = 18
-	if len(held) < header || len(candidate) < header || held[0] != 1 || candidate[0] != 1 {
-		return false
-	}
-	return held[1] == 2 && candidate[1] >= 3 && candidate[1] <= 5 && string(held[2:header]) == string(candidate[2:header])
 }
 
 // countingCloser is a faultyStore that counts calls to Close.

@@ -57,8 +57,8 @@ func (downStore) CompareAndDelete(context.Context, string, []byte) (bool, error)
 func (downStore) Consume(context.Context, string) ([]byte, error) { return nil, errRefused }
 
 func ExampleNewTiered() {
-	primary := downStore{}                                                     // in production: policy.Budget(redisstore, ...)
-	tiered, err := policy.NewTiered(primary, memstore.New(), engineSupersedes, // in production: idemkit.Supersedes
+	primary := downStore{} // in production: policy.Budget(redisstore, ...)
+	tiered, err := policy.NewTiered(primary, memstore.New(), idemkit.Supersedes,
 		policy.WithFailureThreshold(2),
 		policy.WithTierObserver(func(ev policy.TierEvent) { fmt.Println("breaker:", ev.Kind) }))
 	if err != nil {

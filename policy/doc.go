@@ -89,19 +89,21 @@
 //
 // On a 2-core machine already at a load average above 20, against
 // redis-server on loopback, through redisstore and go-redis's default pool
-// (10 connections per CPU), SetNX and CompareAndSwap took:
+// (10 connections per CPU), SetNX and CompareAndSwap took (ranges over two
+// runs of 10 s per row):
 //
-//	load                                          callers   p50      p99      p99.9    max
-//	none added                                    8         0.3 ms   4.4 ms   15 ms    1.4 s
-//	another process saturating both CPUs          8         0.4 ms   8 ms     44 ms    151 ms
-//	another process saturating both CPUs          80        7.6 ms   112 ms   824 ms   862 ms
-//	this process saturating both CPUs (spinning)  8-80      0.1-99 ms  0.1-3 s  0.2-3.3 s  0.3-3.3 s
+//	load                                   callers  p50          p99          p99.9        max
+//	none added                             8        0.3-0.4 ms   4-5 ms       15-18 ms     68 ms-1.4 s
+//	another process saturating both CPUs   8        0.4 ms       8-10 ms      36-47 ms     151-271 ms
+//	another process saturating both CPUs   80       6.5-7.7 ms   101-115 ms   0.53-0.96 s  0.86-1.5 s
+//	this process spinning on both CPUs     8-80     0.07-99 ms   0.13-3 s     1-3.3 s      1-3.3 s
 //
-// DefaultBudget, 1 s, sits above the p99.9 of every run where the CPUs
-// were saturated by another process, including with four times more
-// callers than go-redis has connections; the old 100 ms cut off 0.02% of
-// calls with 8 callers and 1.1% with 80. No budget helps a process that
-// starves its own goroutines of CPU: there the p99 reached seconds.
+// DefaultBudget, 1 s, sits above the p99.9 of every run where another
+// process saturated the CPUs, even with four times more callers than
+// go-redis has connections; there it cut off none of the calls of 8
+// callers and at most 0.08% of those of 80, where the old default, 100 ms,
+// cut off 0.02-0.03% and 1.1%. No budget helps a process that starves its
+// own goroutines of CPU: there the p99.9 reached seconds.
 // Two properties of go-redis's pool matter: past PoolSize concurrent
 // calls, a call waits for a free connection (9 ms on average with 80
 // callers and another process loading the CPUs, 276 ms with this process

@@ -270,24 +270,32 @@ type tierOp[T any] struct {
 	settle func(v T, err error) (T, error)
 }
 
+// lostOnFastPath checks the primary's answer to an operation on the fast
+// path (breaker closed, nothing journaled, no recent failure), which
+// avoids tier's closures. It reports whether the primary failed, so the
+// outcome is unknown; the failure is recorded with the breaker.
+func (t *Tiered) lostOnFastPath(ctx context.Context, err error) bool {
+	return err != nil && t.failedOnFastPath(ctx, err) // inlined: no call on success
+}
+
+func (t *Tiered) failedOnFastPath(ctx context.Context, err error) bool {
+	if !failure(ctx, err) {
+		return false
+	}
+	t.recordFailure(err)
+	t.primaryFailed.Add(1)
+	return true
+}
+
 // tier runs op on the primary while the breaker lets it through, and on
 // the fallback otherwise. A primary failure is returned: the operation may
 // have taken effect there, so it is never applied to the fallback as well.
 func tier[T any](ctx context.Context, t *Tiered, op tierOp[T]) (T, error) {
 	var v T
-	var err error
-	r := unknown
-	if t.fast() {
-		if v, err = op.call(t.primary); !failure(ctx, err) {
-			return v, err
-		}
-		t.recordFailure(err)
-	} else {
-		r, err = t.viaPrimary(ctx, op.key, func() (err error) {
-			v, err = op.call(t.primary)
-			return err
-		})
-	}
+	r, err := t.viaPrimary(ctx, op.key, func() (err error) {
+		v, err = op.call(t.primary)
+		return err
+	})
 	switch r {
 	case answered:
 		return v, err
@@ -338,6 +346,11 @@ func (t *Tiered) deferDelete(key string, old []byte) {
 
 // SetNX implements store.Store.
 func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	if t.fast() {
+		set, e, err := t.primary.SetNX(ctx, key, value, ttl)
+		t.lostOnFastPath(ctx, err)
+		return set, e, err
+	}
 	r, err := tier(ctx, t, tierOp[setResult]{
 		key: key,
 		call: func(s store.Store) (setResult, error) {
@@ -357,6 +370,11 @@ func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.D
 // Get implements store.Store. While the breaker is open, a key the
 // fallback never received is unavailable, not absent.
 func (t *Tiered) Get(ctx context.Context, key string) (store.Entry, error) {
+	if t.fast() {
+		e, err := t.primary.Get(ctx, key)
+		t.lostOnFastPath(ctx, err)
+		return e, err
+	}
 	return tier(ctx, t, tierOp[store.Entry]{
 		key:  key,
 		call: func(s store.Store) (store.Entry, error) { return s.Get(ctx, key) },
@@ -372,6 +390,11 @@ func (t *Tiered) Get(ctx context.Context, key string) (store.Entry, error) {
 // CompareAndSwap implements store.Store. While the breaker is open, a
 // swap of a key the fallback never received is unavailable.
 func (t *Tiered) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	if t.fast() {
+		ok, err := t.primary.CompareAndSwap(ctx, key, old, new, ttl)
+		t.lostOnFastPath(ctx, err)
+		return ok, err
+	}
 	return tier(ctx, t, tierOp[bool]{
 		key:  key,
 		call: func(s store.Store) (bool, error) { return s.CompareAndSwap(ctx, key, old, new, ttl) },
@@ -400,6 +423,13 @@ func (t *Tiered) replaced(key string, old []byte) { t.deferDelete(key, old) }
 // the primary when it answers again, before anything else touches the key
 // there.
 func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	if t.fast() {
+		ok, err := t.primary.CompareAndDelete(ctx, key, old)
+		if t.lostOnFastPath(ctx, err) {
+			t.deferDelete(key, old)
+		}
+		return ok, err
+	}
 	return tier(ctx, t, tierOp[bool]{
 		key:  key,
 		call: func(s store.Store) (bool, error) { return s.CompareAndDelete(ctx, key, old) },
@@ -420,6 +450,11 @@ func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (
 // Consume implements store.Store. While the breaker is open, a key the
 // fallback never received is unavailable, not absent.
 func (t *Tiered) Consume(ctx context.Context, key string) ([]byte, error) {
+	if t.fast() {
+		v, err := t.primary.Consume(ctx, key)
+		t.lostOnFastPath(ctx, err)
+		return v, err
+	}
 	return tier(ctx, t, tierOp[[]byte]{
 		key:  key,
 		call: func(s store.Store) ([]byte, error) { return s.Consume(ctx, key) },

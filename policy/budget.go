@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,7 +71,7 @@ func Budget(s store.Store, d time.Duration, opts ...BudgetOption) (store.Store, 
 	if d <= 0 {
 		return nil, invalid("Budget: time budget %v: must be positive", d)
 	}
-	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned}
+	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned, cutOff: make(map[string]chan struct{})}
 	for _, o := range opts {
 		if err := o(b); err != nil {
 			return nil, err
@@ -89,6 +90,9 @@ type budget struct {
 	maxAbandoned    int64
 	maxAbandonedSet bool
 	abandoned       atomic.Int64 // detached calls cut off and still running
+
+	mu     sync.Mutex
+	cutOff map[string]chan struct{} // key -> closed when its latest cut-off call returns
 }
 
 var _ store.Store = (*budget)(nil)
@@ -99,20 +103,23 @@ type outcome[T any] struct {
 	err error
 }
 
-// within runs call under the budget and maps a budget overrun to
-// ErrUnavailable.
-func within[T any](b *budget, ctx context.Context, op string, call func(context.Context) (T, error)) (T, error) {
+// within runs call, an operation on key ("" for none), under the budget
+// and maps a budget overrun to ErrUnavailable.
+func within[T any](b *budget, ctx context.Context, op, key string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, callerDone(op, err)
 	}
 	bctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
+	if err := b.waitCutOff(ctx, bctx, op, key); err != nil {
+		return zero, err
+	}
 	if b.inline {
 		v, err := call(bctx)
 		return v, b.check(ctx, bctx, op, err)
 	}
-	return detach(b, ctx, bctx, op, call)
+	return detach(b, ctx, bctx, op, key, call)
 }
 
 // States of a detached call.
@@ -124,35 +131,82 @@ const (
 
 // detachedCall is one call running on its own goroutine.
 type detachedCall[T any] struct {
-	done  chan outcome[T]
-	state atomic.Int32
+	key    string
+	done   chan outcome[T]
+	state  atomic.Int32
+	landed chan struct{} // closed when an abandoned call returns
 }
 
 // run makes the call and hands its outcome over; if the caller abandoned
-// it meanwhile, it no longer counts against the bound.
+// it meanwhile, it no longer counts against the bound, and calls waiting
+// for it on its key go on.
 func (c *detachedCall[T]) run(b *budget, bctx context.Context, call func(context.Context) (T, error)) {
 	v, err := call(bctx)
 	c.done <- outcome[T]{v, err}
 	if !c.state.CompareAndSwap(callRunning, callFinished) {
 		b.abandoned.Add(-1)
+		b.mu.Lock()
+		if b.cutOff[c.key] == c.landed {
+			delete(b.cutOff, c.key)
+		}
+		b.mu.Unlock()
+		close(c.landed)
 	}
+}
+
+// abandon marks c abandoned, unless it finished, and from then on makes
+// calls on its key wait for it (see waitCutOff).
+func (c *detachedCall[T]) abandon(b *budget) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+		return false
+	}
+	if c.key != "" {
+		b.cutOff[c.key] = c.landed
+	}
+	return true
+}
+
+// waitCutOff waits, within the budget, until no call on key that was cut
+// off at its budget is still running: such a call (a claim) may still
+// land, and the call that follows it (its undo) must not overtake it.
+func (b *budget) waitCutOff(ctx, bctx context.Context, op, key string) error {
+	if key == "" || b.abandoned.Load() == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	landed := b.cutOff[key]
+	b.mu.Unlock()
+	if landed == nil {
+		return nil
+	}
+	select {
+	case <-landed:
+		return nil
+	case <-bctx.Done():
+	}
+	if err := ctx.Err(); err != nil {
+		return callerDone(op, err)
+	}
+	return b.overrun(op, errors.New("an earlier call on the key, cut off at its budget, is still running"))
 }
 
 // detach runs call on its own goroutine and waits for it until bctx is
 // done, unless too many earlier calls are still running past their budget.
-func detach[T any](b *budget, ctx, bctx context.Context, op string, call func(context.Context) (T, error)) (T, error) {
+func detach[T any](b *budget, ctx, bctx context.Context, op, key string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if b.abandoned.Load() >= b.maxAbandoned {
 		return zero, fmt.Errorf("policy: %s: %w: %d calls still running past their time budget of %v", op, store.ErrUnavailable, b.maxAbandoned, b.d)
 	}
-	c := &detachedCall[T]{done: make(chan outcome[T], 1)}
+	c := &detachedCall[T]{key: key, done: make(chan outcome[T], 1), landed: make(chan struct{})}
 	go c.run(b, bctx, call)
 	select {
 	case r := <-c.done:
 		return r.v, b.check(ctx, bctx, op, r.err)
 	case <-bctx.Done():
 	}
-	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+	if !c.abandon(b) {
 		r := <-c.done // finished just in time: prefer the real answer
 		return r.v, b.check(ctx, bctx, op, r.err)
 	}
@@ -210,7 +264,7 @@ type setResult struct {
 // SetNX implements store.Store.
 func (b *budget) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	value = b.clone(value)
-	r, err := within(b, ctx, "SetNX", func(ctx context.Context) (setResult, error) {
+	r, err := within(b, ctx, "SetNX", key, func(ctx context.Context) (setResult, error) {
 		set, e, err := b.s.SetNX(ctx, key, value, ttl)
 		return setResult{set, e}, err
 	})
@@ -219,7 +273,7 @@ func (b *budget) SetNX(ctx context.Context, key string, value []byte, ttl time.D
 
 // Get implements store.Store.
 func (b *budget) Get(ctx context.Context, key string) (store.Entry, error) {
-	return within(b, ctx, "Get", func(ctx context.Context) (store.Entry, error) {
+	return within(b, ctx, "Get", key, func(ctx context.Context) (store.Entry, error) {
 		return b.s.Get(ctx, key)
 	})
 }
@@ -227,7 +281,7 @@ func (b *budget) Get(ctx context.Context, key string) (store.Entry, error) {
 // CompareAndSwap implements store.Store.
 func (b *budget) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	old, new = b.clone(old), b.clone(new)
-	return within(b, ctx, "CompareAndSwap", func(ctx context.Context) (bool, error) {
+	return within(b, ctx, "CompareAndSwap", key, func(ctx context.Context) (bool, error) {
 		return b.s.CompareAndSwap(ctx, key, old, new, ttl)
 	})
 }
@@ -235,14 +289,14 @@ func (b *budget) CompareAndSwap(ctx context.Context, key string, old, new []byte
 // CompareAndDelete implements store.Store.
 func (b *budget) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
 	old = b.clone(old)
-	return within(b, ctx, "CompareAndDelete", func(ctx context.Context) (bool, error) {
+	return within(b, ctx, "CompareAndDelete", key, func(ctx context.Context) (bool, error) {
 		return b.s.CompareAndDelete(ctx, key, old)
 	})
 }
 
 // Consume implements store.Store.
 func (b *budget) Consume(ctx context.Context, key string) ([]byte, error) {
-	return within(b, ctx, "Consume", func(ctx context.Context) ([]byte, error) {
+	return within(b, ctx, "Consume", key, func(ctx context.Context) ([]byte, error) {
 		return b.s.Consume(ctx, key)
 	})
 }
@@ -254,7 +308,7 @@ func (b *budget) ping(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	_, err := within(b, ctx, "Ping", func(ctx context.Context) (struct{}, error) {
+	_, err := within(b, ctx, "Ping", "", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, p.Ping(ctx)
 	})
 	return err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +67,10 @@ func TestBudgetCutsOffStoreThatIgnoresContext(t *testing.T) {
 		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
 		assert.Contains(t, err.Error(), "50ms", op)
 	}
-	assert.EqualValues(t, 5, f.calls.Load())
+	assert.EqualValues(t, 1, f.calls.Load(), "later calls on the key wait behind the first, cut off and still running")
+	_, err := s.Get(ctx, "other key")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.EqualValues(t, 2, f.calls.Load(), "a call on another key reaches the store")
 }
 
 var ctx = context.Background()
@@ -274,11 +278,11 @@ func TestBudgetBoundsAbandonedCalls(t *testing.T) {
 func TestBudgetMaxAbandonedRecovers(t *testing.T) {
 	h := &hungGet{bareStore: bareStore{memstore.New()}, release: make(chan struct{})}
 	s := mustBudget(t, h, time.Millisecond, policy.WithMaxAbandoned(2))
-	for range 2 {
-		_, err := s.Get(ctx, "k")
+	for i := range 2 {
+		_, err := s.Get(ctx, fmt.Sprint("k", i))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
-	_, err := s.Get(ctx, "k")
+	_, err := s.Get(ctx, "k2")
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.NotErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "still running")
@@ -289,4 +293,55 @@ func TestBudgetMaxAbandonedRecovers(t *testing.T) {
 		_, err := s.Get(ctx, "k")
 		return errors.Is(err, store.ErrNotFound)
 	}, hangDetector, time.Millisecond)
+}
+
+// lateClaim is a store whose SetNX blocks, ignoring its context, until
+// released, and then applies; a CompareAndDelete that reaches it while a
+// SetNX is still blocked records that it overtook the claim.
+type lateClaim struct {
+	bareStore
+	release   chan struct{}
+	blocked   atomic.Bool
+	overtaken atomic.Bool
+}
+
+func (l *lateClaim) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	l.blocked.Store(true)
+	<-l.release
+	defer l.blocked.Store(false)
+	// The request was sent before the budget ran out: it applies.
+	return l.bareStore.SetNX(context.WithoutCancel(ctx), key, value, ttl)
+}
+
+func (l *lateClaim) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	if l.blocked.Load() {
+		l.overtaken.Store(true)
+	}
+	return l.bareStore.CompareAndDelete(ctx, key, old)
+}
+
+// A claim cut off at the budget may still land; the engine then undoes it
+// with a CompareAndDelete. The undo must not overtake the claim still on
+// its way, or the claim lands after it and stays (an orphan that answers
+// "in progress" until its lease ends): a call on a key waits, within its
+// own budget, for a cut-off call on that key to return.
+func TestBudgetCallWaitsForACutOffCallOnItsKey(t *testing.T) {
+	l := &lateClaim{bareStore: bareStore{memstore.New()}, release: make(chan struct{})}
+	s := mustBudget(t, l, 300*time.Millisecond)
+	_, _, err := s.SetNX(ctx, "k", []byte("claim"), time.Minute)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.True(t, l.blocked.Load(), "the cut-off claim is still on its way")
+
+	time.AfterFunc(10*time.Millisecond, func() { close(l.release) }) // the claim lands later
+	ok, err := s.CompareAndDelete(ctx, "k", []byte("claim"))
+	assert.False(t, l.overtaken.Load(), "the undo reached the store before the claim it undoes")
+	if err == nil { // the claim landed within the undo's budget
+		assert.True(t, ok, "the undo deleted the claim")
+		_, err = l.bareStore.Get(ctx, "k")
+		assert.ErrorIs(t, err, store.ErrNotFound, "no orphan claim")
+	} else {
+		assert.ErrorIs(t, err, store.ErrUnavailable)
+	}
+	_, err = s.Get(ctx, "other")
+	assert.ErrorIs(t, err, store.ErrNotFound, "other keys do not wait")
 }

@@ -67,7 +67,10 @@
 // context deadline interrupt a read, and waits for its ReadTimeout, 5 s).
 // A call cut off this way keeps running in the background until the store
 // returns; whether it took effect is unknown, as with any ErrUnavailable,
-// and the engine undoes a claim it cannot confirm. At most WithMaxAbandoned
+// and the engine undoes a claim it cannot confirm. So that the undo never
+// overtakes the claim it undoes (which would then land and stay), a call
+// on a key first waits, within its own budget, for a call on that key that
+// was cut off and is still running. At most WithMaxAbandoned
 // such calls run at a time; past that, calls fail at once, so a hung store
 // costs bounded memory. Detaching costs a goroutine, a channel and a copy
 // of the value per call, a few microseconds: noise next to a network round

@@ -31,8 +31,9 @@ const (
 	faultBudget   = 100 * time.Millisecond
 )
 
-// fastFailClient returns a client that gives up quickly on a dead server:
-// short timeouts, no command retries, one dial attempt.
+// fastFailClient returns a client that gives up quickly on a dead server
+// and follows it back at once: short timeouts, no command retries, one
+// dial attempt, no dial back-off.
 func fastFailClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	o := srv.Options()
 	o.DialTimeout = faultBudget
@@ -41,6 +42,10 @@ func fastFailClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	o.PoolTimeout = faultBudget
 	o.MaxRetries = -1
 	o.DialerRetries = 1
+	// go-redis stops dialling after PoolSize failed dials in a row and then
+	// probes once a second, which would keep the client failing for up to
+	// a second after Redis is back; a pool this large never trips it here.
+	o.PoolSize = 1 << 16
 	c := redis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

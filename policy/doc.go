@@ -146,9 +146,9 @@
 // on the primary, then copies the key, if still live, with SetNX and its
 // remaining TTL, and deletes it from the fallback. If the primary still
 // holds another value for the key, the predicate given to NewTiered
-// decides: a value the fallback's supersedes (an earlier state of the same
-// claim that the journal could not follow) is replaced; any other (a claim
-// made meanwhile through another instance) wins, and the conflict is
+// decides: a value the fallback's value supersedes (an earlier state of
+// the same claim that the journal could not follow) is replaced; any other
+// (a claim made meanwhile through another instance) wins, and the conflict is
 // counted and reported (TierConflict). An operation on a journaled key
 // brings that key forward first, so once the primary answers, this
 // instance never sees its own outage claims as free. A copy-forward of a

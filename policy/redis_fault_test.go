@@ -28,7 +28,10 @@ const (
 	recoveryPhase = 2500 * time.Millisecond
 	// recoveryLimit is how soon after the restart service must be back.
 	recoveryLimit = 2 * time.Second
-	faultBudget   = 100 * time.Millisecond
+	// faultBudget is the default budget: a killed server refuses at once,
+	// and a smaller budget would turn the slow answers of a loaded machine
+	// into outages outside the outage.
+	faultBudget = policy.DefaultBudget
 )
 
 // fastFailClient returns a client that gives up quickly on a dead server

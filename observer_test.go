@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // A panicking observer must not leave a claim held or a call unanswered.
@@ -38,7 +37,7 @@ func TestObserverPanicsAreRecovered(t *testing.T) {
 }
 
 func TestAmbiguousClaimIsUndoneAndReported(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	rec := &recorder{}
 	e, err := idemkit.New(&quirky{Store: mem, mode: "wrote-but-failed"}, idemkit.WithObserver(rec))

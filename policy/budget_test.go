@@ -29,14 +29,14 @@ const hangDetector = 5 * time.Second
 func TestBudgetConformance(t *testing.T) {
 	t.Run("Detached", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			s := mustBudget(t, memstore.New(), time.Second)
+			s := mustBudget(t, newMem(t), time.Second)
 			t.Cleanup(func() { _ = s.(store.Closer).Close() })
 			return s
 		})
 	})
 	t.Run("Inline", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			s := mustBudget(t, memstore.New(), time.Second, policy.WithInline())
+			s := mustBudget(t, newMem(t), time.Second, policy.WithInline())
 			t.Cleanup(func() { _ = s.(store.Closer).Close() })
 			return s
 		})
@@ -86,7 +86,7 @@ func TestBudgetInlineWithStoreThatHonoursContext(t *testing.T) {
 }
 
 func TestBudgetRejectsInvalidArguments(t *testing.T) {
-	m := memstore.New()
+	m := newMem(t)
 	for name, c := range map[string]struct {
 		s     store.Store
 		d     time.Duration
@@ -167,7 +167,7 @@ func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
 }
 
 func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
-	r := &readingStore{bareStore: bareStore{memstore.New()}, release: make(chan struct{}), seen: make(chan []byte, 1)}
+	r := &readingStore{bareStore: bareStore{newMem(t)}, release: make(chan struct{}), seen: make(chan []byte, 1)}
 	s := mustBudget(t, r, 20*time.Millisecond)
 	value := []byte("original")
 	_, _, err := s.SetNX(ctx, "k", value, time.Minute)
@@ -178,13 +178,13 @@ func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
 }
 
 func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
-	bare := mustBudget(t, bareStore{memstore.New()}, time.Second)
+	bare := mustBudget(t, bareStore{newMem(t)}, time.Second)
 	_, isCloser := bare.(store.Closer)
 	_, isPinger := bare.(store.Pinger)
 	assert.False(t, isCloser)
 	assert.False(t, isPinger)
 
-	mem := memstore.New()
+	mem := newMem(t)
 	closer := mustBudget(t, mem, time.Second)
 	_, isPinger = closer.(store.Pinger)
 	assert.False(t, isPinger)
@@ -276,7 +276,7 @@ func TestBudgetBoundsAbandonedCalls(t *testing.T) {
 // Past the bound, calls fail at once without reaching the store; once the
 // hung calls return, calls reach the store again.
 func TestBudgetMaxAbandonedRecovers(t *testing.T) {
-	h := &hungGet{bareStore: bareStore{memstore.New()}, release: make(chan struct{})}
+	h := &hungGet{bareStore: bareStore{newMem(t)}, release: make(chan struct{})}
 	s := mustBudget(t, h, time.Millisecond, policy.WithMaxAbandoned(2))
 	for i := range 2 {
 		_, err := s.Get(ctx, fmt.Sprint("k", i))
@@ -326,7 +326,7 @@ func (l *lateClaim) CompareAndDelete(ctx context.Context, key string, old []byte
 // "in progress" until its lease ends): a call on a key waits, within its
 // own budget, for a cut-off call on that key to return.
 func TestBudgetCallWaitsForACutOffCallOnItsKey(t *testing.T) {
-	l := &lateClaim{bareStore: bareStore{memstore.New()}, release: make(chan struct{})}
+	l := &lateClaim{bareStore: bareStore{newMem(t)}, release: make(chan struct{})}
 	s := mustBudget(t, l, 300*time.Millisecond)
 	_, _, err := s.SetNX(ctx, "k", []byte("claim"), time.Minute)
 	require.ErrorIs(t, err, context.DeadlineExceeded)

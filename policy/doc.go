@@ -44,7 +44,9 @@
 //
 //	redis, err := policy.Budget(redisstore, policy.DefaultBudget)
 //	...
-//	tiered, err := policy.NewTiered(redis, memstore.New(), idemkit.Supersedes)
+//	mem, err := memstore.New()
+//	...
+//	tiered, err := policy.NewTiered(redis, mem, idemkit.Supersedes)
 //	...
 //	engine, err := idemkit.New(tiered, idemkit.WithFailureMode(idemkit.FailClosed))
 //

@@ -31,7 +31,7 @@ type faultyStore struct {
 }
 
 func newFaulty(t *testing.T) *faultyStore {
-	f := &faultyStore{Store: memstore.New(), release: make(chan struct{})}
+	f := &faultyStore{Store: newMem(t), release: make(chan struct{})}
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(f.release) }) })
 	return f
@@ -199,8 +199,8 @@ func (p *pausingGet) waitLateCAD(t *testing.T) {
 	}
 }
 
-func newPausingGet(key string) *pausingGet {
-	return &pausingGet{bareStore: bareStore{memstore.New()}, key: key, entered: make(chan struct{}), release: make(chan struct{}), lateCAD: make(chan struct{})}
+func newPausingGet(t *testing.T, key string) *pausingGet {
+	return &pausingGet{bareStore: bareStore{newMem(t)}, key: key, entered: make(chan struct{}), release: make(chan struct{}), lateCAD: make(chan struct{})}
 }
 
 func (p *pausingGet) Get(ctx context.Context, key string) (store.Entry, error) {
@@ -224,4 +224,15 @@ func (h *hungGet) Get(ctx context.Context, key string) (store.Entry, error) {
 	h.calls.Add(1)
 	<-h.release
 	return h.bareStore.Get(ctx, key)
+}
+
+// newMem returns a memstore closed when the test ends, or fails tb.
+func newMem(tb testing.TB) *memstore.Store {
+	tb.Helper()
+	m, err := memstore.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = m.Close() })
+	return m
 }

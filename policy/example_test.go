@@ -13,7 +13,7 @@ import (
 )
 
 // slowStore stands for a backend that stopped answering.
-type slowStore struct{ store.Store }
+type slowStore struct{ downStore }
 
 func (slowStore) Get(ctx context.Context, key string) (store.Entry, error) {
 	time.Sleep(time.Second) // ignores ctx, as a hung client might
@@ -21,7 +21,7 @@ func (slowStore) Get(ctx context.Context, key string) (store.Entry, error) {
 }
 
 func ExampleBudget() {
-	s, err := policy.Budget(slowStore{memstore.New()}, 20*time.Millisecond)
+	s, err := policy.Budget(slowStore{}, 20*time.Millisecond)
 	if err != nil {
 		panic(err)
 	}
@@ -31,7 +31,7 @@ func ExampleBudget() {
 }
 
 func ExampleBudget_invalid() {
-	_, err := policy.Budget(memstore.New(), time.Second, policy.WithMaxAbandoned(0))
+	_, err := policy.Budget(downStore{}, time.Second, policy.WithMaxAbandoned(0))
 	fmt.Println(errors.Is(err, store.ErrInvalid))
 	fmt.Println(err)
 	// Output:
@@ -58,7 +58,11 @@ func (downStore) Consume(context.Context, string) ([]byte, error) { return nil, 
 
 func ExampleNewTiered() {
 	primary := downStore{} // in production: policy.Budget(redisstore, ...)
-	tiered, err := policy.NewTiered(primary, memstore.New(), idemkit.Supersedes,
+	fallback, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	tiered, err := policy.NewTiered(primary, fallback, idemkit.Supersedes,
 		policy.WithFailureThreshold(2),
 		policy.WithTierObserver(func(ev policy.TierEvent) { fmt.Println("breaker:", ev.Kind) }))
 	if err != nil {
@@ -95,7 +99,10 @@ func ExampleNewTiered() {
 }
 
 func ExampleNewNearCache() {
-	remote := memstore.New() // in production: the shared store, e.g. Redis
+	remote, err := memstore.New() // in production: the shared store, e.g. Redis
+	if err != nil {
+		panic(err)
+	}
 	near, err := policy.NewNearCache(remote, idemkit.Settled)
 	if err != nil {
 		panic(err)

@@ -29,7 +29,7 @@ func TestNearCacheConformance(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) store.Store {
-				s := mustNear(t, memstore.New(), settled)
+				s := mustNear(t, newMem(t), settled)
 				t.Cleanup(func() { _ = s.Close() })
 				return s
 			})
@@ -180,21 +180,21 @@ func TestNearCacheRespectsExpiry(t *testing.T) {
 func TestNewNearCacheRejectsInvalidArguments(t *testing.T) {
 	for name, build := range map[string]func() (*policy.NearCache, error){
 		"nil store":   func() (*policy.NearCache, error) { return policy.NewNearCache(nil, settledS) },
-		"nil settled": func() (*policy.NearCache, error) { return policy.NewNearCache(memstore.New(), nil) },
+		"nil settled": func() (*policy.NearCache, error) { return policy.NewNearCache(newMem(t), nil) },
 		"capacity 0": func() (*policy.NearCache, error) {
-			return policy.NewNearCache(memstore.New(), settledS, policy.WithNearCapacity(0))
+			return policy.NewNearCache(newMem(t), settledS, policy.WithNearCapacity(0))
 		},
 		"max value -1": func() (*policy.NearCache, error) {
-			return policy.NewNearCache(memstore.New(), settledS, policy.WithNearMaxValue(-1))
+			return policy.NewNearCache(newMem(t), settledS, policy.WithNearMaxValue(-1))
 		},
 	} {
 		nc, err := build()
 		assert.ErrorIs(t, err, store.ErrInvalid, name)
 		assert.Nil(t, nc, name)
 	}
-	_, err := policy.NewNearCache(memstore.New(), settledS, policy.WithNearCapacity(-3))
+	_, err := policy.NewNearCache(newMem(t), settledS, policy.WithNearCapacity(-3))
 	assert.ErrorContains(t, err, "WithNearCapacity(-3)", "the error names the option")
-	_, err = policy.NewNearCache(memstore.New(), settledS, policy.WithNearMaxValue(-1))
+	_, err = policy.NewNearCache(newMem(t), settledS, policy.WithNearMaxValue(-1))
 	assert.ErrorContains(t, err, "WithNearMaxValue(-1)")
 }
 
@@ -307,5 +307,5 @@ func TestNearCacheClosesItsStoreOnceAndForwardsPing(t *testing.T) {
 	f.set(healthy)
 	_, err := f.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed)
-	assert.NoError(t, mustNear(t, bareStore{memstore.New()}, settledS).Ping(ctx))
+	assert.NoError(t, mustNear(t, bareStore{newMem(t)}, settledS).Ping(ctx))
 }

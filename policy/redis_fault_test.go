@@ -17,7 +17,6 @@ import (
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/redisstore"
 )
 
@@ -274,7 +273,7 @@ func TestRedisOutageTiered(t *testing.T) {
 			closedAt.Store(&now)
 		}
 	}
-	tiered := mustTiered(t, budgetedRedis(t, srv), memstore.New(),
+	tiered := mustTiered(t, budgetedRedis(t, srv), newMem(t),
 		policy.WithFailureThreshold(3), policy.WithCoolDown(200*time.Millisecond), policy.WithTierObserver(observe))
 	t.Cleanup(func() { _ = tiered.Close() })
 	e, _ := newEngine(t, tiered, idemkit.WithWindow(30*time.Second))
@@ -321,7 +320,7 @@ func TestRedisOutageTiered(t *testing.T) {
 
 	// Another instance, with its own empty fallback, sees every claim made
 	// during the outage: they were copied forward into Redis.
-	other := mustTiered(t, budgetedRedis(t, srv), memstore.New())
+	other := mustTiered(t, budgetedRedis(t, srv), newMem(t))
 	t.Cleanup(func() { _ = other.Close() })
 	e2, _ := newEngine(t, other, idemkit.WithWindow(30*time.Second))
 	seen := 0

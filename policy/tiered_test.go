@@ -22,7 +22,7 @@ import (
 
 func TestTieredConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		p, f := memstore.New(), memstore.New()
+		p, f := newMem(t), newMem(t)
 		s := mustTiered(t, p, f)
 		t.Cleanup(func() {
 			_ = s.Close()
@@ -301,7 +301,7 @@ func TestTieredCopyForward(t *testing.T) {
 // tiers, hidden behind bareStore, stay open).
 func TestTieredOperationOnJournaledKeyCopiesItFirst(t *testing.T) {
 	p := newFaulty(t)
-	s := mustTiered(t, bareStore{p}, bareStore{memstore.New()}, policy.WithFailureThreshold(1), policy.WithCoolDown(20*time.Millisecond))
+	s := mustTiered(t, bareStore{p}, bareStore{newMem(t)}, policy.WithFailureThreshold(1), policy.WithCoolDown(20*time.Millisecond))
 	require.NoError(t, s.Close())
 	openBreaker(t, s, p)
 	set, _, err := s.SetNX(ctx, "k", []byte("first"), time.Minute)
@@ -413,7 +413,7 @@ func TestTieredCloseClosesBothTiersOnce(t *testing.T) {
 }
 
 func TestNewTieredRejectsInvalidArguments(t *testing.T) {
-	m := memstore.New()
+	m := newMem(t)
 	never := func(_, _ []byte) bool { return false }
 	for name, c := range map[string]struct {
 		p, f       store.Store
@@ -489,9 +489,9 @@ func (l *lossyStore) Consume(ctx context.Context, key string) ([]byte, error) {
 // over the finished result.
 func TestTieredAmbiguousWriteNeverRunsTwice(t *testing.T) {
 	const keys = 8
-	p := &lossyStore{Store: memstore.New()}
+	p := &lossyStore{Store: newMem(t)}
 	p.lossy.Store(true)
-	tiered := mustTiered(t, p, memstore.New(), policy.WithFailureThreshold(5), policy.WithCoolDown(20*time.Millisecond))
+	tiered := mustTiered(t, p, newMem(t), policy.WithFailureThreshold(5), policy.WithCoolDown(20*time.Millisecond))
 	t.Cleanup(func() { _ = tiered.Close() })
 	e, _ := newEngine(t, tiered, idemkit.WithLease(300*time.Millisecond))
 
@@ -597,7 +597,7 @@ func laterState(held, candidate []byte) bool {
 func TestTieredCopyForwardSupersedesAnEarlierStateOfItsValue(t *testing.T) {
 	p := newFaulty(t)
 	log := &tierLog{}
-	s, err := policy.NewTiered(p, memstore.New(), laterState,
+	s, err := policy.NewTiered(p, newMem(t), laterState,
 		policy.WithFailureThreshold(1), policy.WithCoolDown(time.Millisecond), policy.WithTierObserver(log.observe))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
@@ -683,7 +683,7 @@ func TestTieredUnconfirmedDeleteIsReplayedFirst(t *testing.T) {
 // consumed token back: a token is consumed at most once.
 func TestTieredCopierDoesNotResurrectConsumedKey(t *testing.T) {
 	p := newFaulty(t)
-	f := newPausingGet("tok")
+	f := newPausingGet(t, "tok")
 	s := mustTiered(t, p, f, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Millisecond))
 	t.Cleanup(func() { _ = s.Close() })
 
@@ -738,7 +738,7 @@ func TestTieredCopierDoesNotResurrectConsumedKey(t *testing.T) {
 // reported as a conflict), never be dropped from the journal in silence.
 func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 	p := newFaulty(t)
-	f := newPausingGet("k")
+	f := newPausingGet(t, "k")
 	log := &tierLog{}
 	s := mustTiered(t, p, f, policy.WithFailureThreshold(100), policy.WithCoolDown(time.Millisecond), policy.WithTierObserver(log.observe))
 	t.Cleanup(func() { _ = s.Close() })
@@ -788,9 +788,9 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 // end with the used token, not keep the stale unused copy (which would let
 // the token be used a second time).
 func TestTieredFallbackChangeReplacesALostCopy(t *testing.T) {
-	p := &lossyStore{Store: memstore.New()}
+	p := &lossyStore{Store: newMem(t)}
 	const coolDown = 10 * time.Millisecond
-	s, err := policy.NewTiered(p, memstore.New(), func(_, _ []byte) bool { return false },
+	s, err := policy.NewTiered(p, newMem(t), func(_, _ []byte) bool { return false },
 		policy.WithFailureThreshold(1), policy.WithCoolDown(coolDown))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })

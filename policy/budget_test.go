@@ -192,6 +192,12 @@ func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
 	_, err := mem.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed, "Close must close the wrapped store")
 
+	c := &countingCloser{faultyStore: newFaulty(t)}
+	closeTwice := mustBudget(t, c, time.Second)
+	require.NoError(t, closeTwice.(store.Closer).Close())
+	require.NoError(t, closeTwice.(store.Closer).Close())
+	assert.EqualValues(t, 1, c.closes.Load(), "the wrapped store is closed once")
+
 	f := newFaulty(t)
 	both := mustBudget(t, f, 30*time.Millisecond)
 	_, isCloser = both.(store.Closer)

@@ -817,3 +817,45 @@ func TestTieredFallbackChangeReplacesALostCopy(t *testing.T) {
 	assert.Equal(t, "used", string(e.Value))
 	assert.Zero(t, s.Stats().Conflicts)
 }
+
+// 64 goroutines claim one key while the primary fails and the breaker
+// opens under them: those the primary failed get ErrUnavailable, the rest
+// meet in the fallback, where exactly one wins; on recovery its claim is
+// the one the primary holds.
+func TestTieredOneWinnerWhileTheBreakerOpens(t *testing.T) {
+	for round := range 10 {
+		s, p, _, _ := newTiered(t, policy.WithFailureThreshold(8), policy.WithCoolDown(time.Millisecond))
+		p.set(failing)
+		var wins, refused atomic.Int32
+		var winner atomic.Value
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range 64 {
+			wg.Go(func() {
+				<-start
+				v := fmt.Appendf(nil, "v%d", i)
+				set, _, err := s.SetNX(ctx, "k", v, time.Minute)
+				switch {
+				case err != nil:
+					assert.ErrorIs(t, err, store.ErrUnavailable)
+					refused.Add(1)
+				case set:
+					wins.Add(1)
+					winner.Store(v)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if refused.Load() == 64 {
+			require.Zero(t, wins.Load())
+			continue // the breaker opened after every call had reached the primary
+		}
+		require.EqualValues(t, 1, wins.Load(), "round %d: winners among the %d calls the fallback answered", round, 64-refused.Load())
+		p.set(healthy)
+		recoverPrimaryAndDrain(t, s)
+		e, err := p.Store.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Equal(t, winner.Load(), e.Value, "round %d", round)
+	}
+}

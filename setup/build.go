@@ -33,16 +33,17 @@ type Stack struct {
 	// Near is the near cache, nil without one: its Stats count hits.
 	Near *policy.NearCache
 
-	desc    string
-	openFn  func(ctx context.Context, rawURL string) (store.Store, error)
-	closers []func() error // in the order Close calls them
+	desc   string
+	openFn func(ctx context.Context, rawURL string) (store.Store, error)
+	closed bool
 }
 
 // Build opens the stores c names and assembles the stack. Every error
 // wraps ErrConfig (or store.ErrInvalid from a store URL it cannot use, or
 // store.ErrUnavailable from a backend that cannot be opened) and never
-// quotes a password. Build sends nothing to a network store: use
-// store.Pinger on Stack.Store to learn whether it answers.
+// quotes a password; what Build opened before an error is closed. Build
+// sends nothing to a network store: use store.Pinger on Stack.Store to
+// learn whether it answers.
 func Build(ctx context.Context, c Config) (*Stack, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -54,28 +55,40 @@ func Build(ctx context.Context, c Config) (*Stack, error) {
 	}
 	st.Store = primary
 	if c.Fallback != "" {
-		fallback, err := st.open(ctx, "fallback", c.Fallback, c.budgetFor(c.Fallback))
-		if err != nil {
-			return nil, errors.Join(err, st.Close())
+		if err := st.addFallback(ctx, c); err != nil {
+			return nil, errors.Join(err, closeStore(st.Store))
 		}
-		var opts []policy.TieredOption
-		if c.OnTierEvent != nil {
-			opts = append(opts, policy.WithTierObserver(c.OnTierEvent))
-		}
-		st.Tiered = policy.NewTiered(primary, fallback, opts...)
-		st.Store = st.Tiered
-		// The breaker stops copying before the stores under it close.
-		st.closers = append([]func() error{st.Tiered.Close}, st.closers...)
 	}
 	if c.NearCache > 0 {
-		st.Near = policy.NewNearCache(st.Store, policy.WithSettled(idemkit.Settled), policy.WithNearCapacity(c.NearCache))
-		st.Store = st.Near
+		near, err := policy.NewNearCache(st.Store, idemkit.Settled, policy.WithNearCapacity(c.NearCache))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("setup: near cache: %w", err), closeStore(st.Store))
+		}
+		st.Near, st.Store = near, near
 	}
 	return st, nil
 }
 
-// open opens the store at rawURL, wrapped in a budget of d when d > 0,
-// and registers its Close.
+// addFallback opens c.Fallback and puts st.Store and it behind a breaker.
+func (st *Stack) addFallback(ctx context.Context, c Config) error {
+	fallback, err := st.open(ctx, "fallback", c.Fallback, c.budgetFor(c.Fallback))
+	if err != nil {
+		return err
+	}
+	var opts []policy.TieredOption
+	if c.OnTierEvent != nil {
+		opts = append(opts, policy.WithTierObserver(c.OnTierEvent))
+	}
+	tiered, err := policy.NewTiered(st.Store, fallback, idemkit.Supersedes, opts...)
+	if err != nil {
+		return errors.Join(fmt.Errorf("setup: fallback: %w", err), closeStore(fallback))
+	}
+	st.Tiered, st.Store = tiered, tiered
+	return nil
+}
+
+// open opens the store at rawURL, wrapped in a budget of d when d > 0
+// (the budget then owns it).
 func (st *Stack) open(ctx context.Context, what, rawURL string, d time.Duration) (store.Store, error) {
 	open := store.Open
 	if st.openFn != nil {
@@ -85,13 +98,22 @@ func (st *Stack) open(ctx context.Context, what, rawURL string, d time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("setup: %s: %w", what, err)
 	}
+	if d <= 0 {
+		return s, nil
+	}
+	b, err := policy.Budget(s, d)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("setup: %s: %w", what, err), closeStore(s))
+	}
+	return b, nil
+}
+
+// closeStore closes s if it is a store.Closer.
+func closeStore(s store.Store) error {
 	if c, ok := s.(store.Closer); ok {
-		st.closers = append(st.closers, c.Close)
+		return c.Close()
 	}
-	if d > 0 {
-		s = policy.Budget(s, d)
-	}
-	return s, nil
+	return nil
 }
 
 // NewEngine returns idemkit.New(st.Store, st.Options..., opts...).
@@ -99,15 +121,16 @@ func (st *Stack) NewEngine(opts ...idemkit.Option) (*idemkit.Engine, error) {
 	return idemkit.New(st.Store, append(append([]idemkit.Option(nil), st.Options...), opts...)...)
 }
 
-// Close stops the fallback's copying and closes the stores the stack
-// opened, returning their errors joined. Close the engines first.
+// Close closes the stack: each policy owns what it wraps, so closing the
+// outermost store stops the fallback's copying and closes every store the
+// stack opened. It returns their errors joined. Close the engines first;
+// a second Close does nothing.
 func (st *Stack) Close() error {
-	var errs []error
-	for _, c := range st.closers {
-		errs = append(errs, c())
+	if st.closed {
+		return nil
 	}
-	st.closers = nil
-	return errors.Join(errs...)
+	st.closed = true
+	return closeStore(st.Store)
 }
 
 // String describes the stack, passwords hidden.

@@ -35,8 +35,8 @@
 //	IDEMKIT_STORE           store URL, e.g. redis://:pw@cache:6379/0?prefix=shop:
 //	IDEMKIT_FALLBACK        store URL of the fallback, e.g. mem://?capacity=100000 (default none)
 //	IDEMKIT_ON_STORE_ERROR  closed (answer unavailable, the default) or open (run unguarded)
-//	IDEMKIT_BUDGET          per-call time budget of the store, e.g. 100ms, or off
-//	                        (default 100ms for network stores, off for mem:// and bolt://)
+//	IDEMKIT_BUDGET          per-call time budget of the store, e.g. 500ms, or off
+//	                        (default policy.DefaultBudget, 1s, for network stores; off for mem:// and bolt://)
 //	IDEMKIT_NEAR_CACHE      near-cache capacity in keys, or off (the default)
 //
 // FromEnv refuses a variable it does not know that starts with IDEMKIT_,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/setup"
 	"github.com/idemkit/idemkit/store"
 	_ "github.com/idemkit/idemkit/store/boltstore"
@@ -144,17 +145,19 @@ func TestBuildStackLayers(t *testing.T) {
 }
 
 // The failure mode reaches the engine: over a store that is down, fail-
-// closed refuses the work, fail-open runs it, and a fallback guards it.
+// closed refuses the work, fail-open runs it each time, and a fallback
+// guards it once its breaker opened (after at most
+// policy.DefaultFailureThreshold unavailable calls).
 func TestBuildFailureModeAndFallback(t *testing.T) {
 	ctx := context.Background()
+	const attempts = policy.DefaultFailureThreshold + 5
 	for _, c := range []struct {
-		cfg     setup.Config
-		wantErr error
-		runs    int
+		cfg               setup.Config
+		runs, unavailable int
 	}{
-		{setup.Config{Store: "testdown://"}, idemkit.ErrUnavailable, 0},
-		{setup.Config{Store: "testdown://", OnStoreError: idemkit.FailOpen}, nil, 3},
-		{setup.Config{Store: "testdown://", Fallback: "mem://"}, nil, 1},
+		{setup.Config{Store: "testdown://"}, 0, attempts},
+		{setup.Config{Store: "testdown://", OnStoreError: idemkit.FailOpen}, attempts, 0},
+		{setup.Config{Store: "testdown://", Fallback: "mem://"}, 1, -1}, // -1: some, until the breaker opens
 	} {
 		st, err := setup.Build(ctx, c.cfg)
 		if err != nil {
@@ -164,15 +167,21 @@ func TestBuildFailureModeAndFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs := 0
-		for range 3 {
+		runs, unavailable := 0, 0
+		for range attempts {
 			_, err = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { runs++; return []byte("ok"), nil })
-			if !errors.Is(err, c.wantErr) && !(c.wantErr == nil && err == nil) {
-				t.Errorf("%v: Do = %v, want %v", c.cfg, err, c.wantErr)
+			switch {
+			case errors.Is(err, idemkit.ErrUnavailable):
+				unavailable++
+			case err != nil:
+				t.Errorf("%v: Do = %v", c.cfg, err)
 			}
 		}
-		if runs != c.runs {
-			t.Errorf("%v: the work ran %d times, want %d", c.cfg, runs, c.runs)
+		if c.unavailable == -1 && unavailable >= 1 && unavailable <= policy.DefaultFailureThreshold {
+			unavailable = -1
+		}
+		if runs != c.runs || unavailable != c.unavailable {
+			t.Errorf("%v: the work ran %d times and %d calls were unavailable, want %d and %d", c.cfg, runs, unavailable, c.runs, c.unavailable)
 		}
 		st.Close()
 	}
@@ -184,11 +193,11 @@ func TestBuildBudgetDefaults(t *testing.T) {
 		want string
 	}{
 		{setup.Config{Store: "mem://"}, "mem:, on store error: closed"},
-		{setup.Config{Store: "testdown://"}, "testdown: (budget 100ms)"},
+		{setup.Config{Store: "testdown://"}, "testdown: (budget 1s)"},
 		{setup.Config{Store: "testdown://", Budget: setup.NoBudget}, "testdown:, on"},
 		{setup.Config{Store: "mem://", Budget: time.Second}, "mem: (budget 1s)"},
 		{setup.Config{Store: "testdown://u:" + secret + "@h", Fallback: "mem://?capacity=5", NearCache: 9, OnStoreError: idemkit.FailOpen},
-			"testdown://u:xxxxx@h (budget 100ms), fallback mem:?capacity=5, near cache of 9 keys, on store error: open"},
+			"testdown://u:xxxxx@h (budget 1s), fallback mem:?capacity=5, near cache of 9 keys, on store error: open"},
 	} {
 		st, err := setup.Build(context.Background(), c.cfg)
 		if err != nil {

@@ -265,6 +265,6 @@ func TestRedisCluster(t *testing.T) {
 	svc := startTestService(t, redisConfig(cl.Addrs()...))
 	checkKeyMode(t, svc.url, "k1")
 	checkKeyMode(t, svc.url, "k2")
-	assert.Equal(t, "redis+cluster://"+strings.Join(cl.Addrs(), ",")+" (budget 100ms), on store error: closed; orders in memory (at most 100000, 1000 per user)",
+	assert.Equal(t, "redis+cluster://"+strings.Join(cl.Addrs(), ",")+" (budget 1s), on store error: closed; orders in memory (at most 100000, 1000 per user)",
 		svc.backend.describe())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -243,9 +244,17 @@ func TestRedisFallback(t *testing.T) {
 	svc := startTestService(t, cfg)
 	checkKeyMode(t, svc.url, "k1")
 	srv.Stop()
-	// The in-memory fallback deduplicates while Redis is down.
-	checkKeyMode(t, svc.url, "k2")
+	// Until the breaker opens, a failed call's outcome in Redis is unknown
+	// and the request gets 503; then the in-memory fallback answers.
 	client := &http.Client{Timeout: 10 * time.Second}
+	n := 0
+	require.Eventually(t, func() bool {
+		n++
+		r := doHTTP(t, client, http.MethodPost, svc.url+"/orders", "bob", pen, "Idempotency-Key", fmt.Sprint("probe-", n))
+		return r.status == http.StatusCreated
+	}, 20*time.Second, 10*time.Millisecond, "the fallback never took over")
+	// The fallback deduplicates while Redis is down.
+	checkKeyMode(t, svc.url, "k2")
 	assert.Equal(t, http.StatusOK, doHTTP(t, client, http.MethodGet, svc.url+"/healthz", "", "").status)
 }
 

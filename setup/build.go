@@ -96,7 +96,7 @@ func (st *Stack) open(ctx context.Context, what, rawURL string, d time.Duration)
 	}
 	s, err := open(ctx, rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("setup: %s: %w", what, err)
+		return nil, fmt.Errorf("setup: %s URL: %w", what, err)
 	}
 	if d <= 0 {
 		return s, nil

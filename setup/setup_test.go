@@ -86,9 +86,9 @@ func TestBuildRefusals(t *testing.T) {
 		want string
 	}{
 		"no store":         {setup.Config{}, setup.ErrConfig, "IDEMKIT_STORE"},
-		"unknown scheme":   {setup.Config{Store: "nosuch://u:" + secret + "@h"}, store.ErrUnknownScheme, "store: "},
+		"unknown scheme":   {setup.Config{Store: "nosuch://u:" + secret + "@h"}, store.ErrUnknownScheme, "setup: store URL: "},
 		"bad store param":  {setup.Config{Store: "mem://?capacity=0&password=" + secret}, store.ErrInvalid, "capacity"},
-		"bad fallback":     {setup.Config{Store: "testdown://", Fallback: "mem://?bogus=1&password=" + secret}, store.ErrInvalid, "fallback: "},
+		"bad fallback":     {setup.Config{Store: "testdown://", Fallback: "mem://?bogus=1&password=" + secret}, store.ErrInvalid, "setup: fallback URL: "},
 		"bad failure mode": {setup.Config{Store: "mem://", OnStoreError: 7}, setup.ErrConfig, "failure mode"},
 		"bad budget":       {setup.Config{Store: "mem://", Budget: -5}, setup.ErrConfig, "budget"},
 		"bad near cache":   {setup.Config{Store: "mem://", NearCache: -1}, setup.ErrConfig, "near cache"},

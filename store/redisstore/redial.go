@@ -82,7 +82,9 @@ func netDialer(conf *tls.Config) func(ctx context.Context, network, addr string)
 // server only once a second, a period no option changes, and every call
 // fails until the probe succeeds. tlsConfig is the client's TLS
 // configuration, nil for plain TCP: a Dialer replaces go-redis's own,
-// which is what applies TLSConfig. Use one Redialer per client.
+// which is what applies TLSConfig. Use one Redialer per client, and none
+// for a Sentinel (failover) client: go-redis resolves the master before
+// each dial, and a Redialer would keep dialling a dead master's address.
 func Redialer(tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return newRedialer(netDialer(tlsConfig)).Dial
 }

@@ -41,11 +41,12 @@ import (
 // error naming it. Unless the URL says otherwise the client is made with
 // MaxRetries -1 (no command is retried: a retried write may have been
 // applied already), ContextTimeoutEnabled (the caller's deadline bounds
-// every command) and maintenance notifications off, and with a dialer that
-// retries a Redis that refused its last connection every 20 ms while the
-// caller waits, so the client answers again within milliseconds of Redis
-// coming back instead of at go-redis's next one-second redial. The client
-// belongs to the store: URLStore.Close closes it.
+// every command) and maintenance notifications off, and (standalone and
+// Cluster) with a dialer that retries a Redis that refused its last
+// connection every 20 ms while the caller waits, so the client answers
+// again within milliseconds of Redis coming back instead of at go-redis's
+// next one-second redial (see Redialer). The client belongs to the store:
+// URLStore.Close closes it.
 func init() {
 	for _, scheme := range []string{"redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"} {
 		store.Register(scheme, func(ctx context.Context, u *url.URL) (store.Store, error) {
@@ -287,8 +288,11 @@ func parseClient(g *url.URL, topology string, d urlDefaults) (*clientOptions, er
 		}
 	case "sentinel":
 		if c.failover, err = redis.ParseFailoverURL(g.String()); err == nil {
+			// No redialer: go-redis asks the sentinels for the master's
+			// address before each dial, and a redialer would keep polling
+			// the address of a master that died (and may come back as a
+			// replica) instead of asking again.
 			c.failover.ContextTimeoutEnabled = true
-			c.failover.Dialer = newRedialer(netDialer(c.failover.TLSConfig)).Dial
 			retries(&c.failover.MaxRetries)
 		}
 	case "cluster":

@@ -191,12 +191,14 @@ func TestOpenURLConformanceSentinel(t *testing.T) {
 	})
 }
 
-// A store opened from a Sentinel URL follows a failover: after the primary
+// A store opened from a Sentinel URL follows failovers: after the primary
 // dies and the sentinels promote the replica, calls succeed again and see
-// what was replicated.
+// what was replicated; after the old primary came back as a replica and
+// the new primary died in turn, the same client writes again (it must not
+// stay on the old address, which now answers READONLY).
 func TestOpenURLSentinelFollowsFailover(t *testing.T) {
 	st := redistest.StartSentinel(t)
-	s, err := redisstore.OpenURL(context.Background(), st.URL("prefix=fo:&wait_replicas=1&wait_timeout=500ms"))
+	s, err := redisstore.OpenURL(context.Background(), st.URL("prefix=fo:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,24 +208,49 @@ func TestOpenURLSentinelFollowsFailover(t *testing.T) {
 		t.Fatalf("SetNX before the failover = %v, %v", set, err)
 	}
 	st.Primary.Stop()
+	waitWritable(t, s, "the first failover")
+	if e, err := s.Get(ctx, "k"); err != nil || string(e.Value) != "v" {
+		t.Fatalf("after the failover Get = %q, %v", e.Value, err)
+	}
+	waitMaster(t, st, st.Replica)
+
+	st.Primary.Restart() // comes back empty; the sentinels make it a replica
+	redistest.WaitReplicaUp(t, st.Replica, st.Primary)
+	st.Replica.Stop()
+	waitWritable(t, s, "the second failover")
+	waitMaster(t, st, st.Primary)
+}
+
+// waitMaster waits until the sentinels name want as the master (a sentinel
+// learns of a failover another one led within seconds), failing the test
+// after 30 s.
+func waitMaster(t *testing.T, st *redistest.Sentinel, want *redistest.Server) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		e, err := s.Get(cctx, "k")
-		cancel()
-		if err == nil {
-			if string(e.Value) != "v" {
-				t.Fatalf("after the failover Get = %q", e.Value)
-			}
-			break
-		}
+	for st.MasterAddr() != want.Addr() {
 		if time.Now().After(deadline) {
-			t.Fatalf("no answer 30s after the primary died: %v (master now %s)", err, st.MasterAddr())
+			t.Fatalf("the sentinels name %s as master, want %s", st.MasterAddr(), want.Addr())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := st.MasterAddr(); got != st.Replica.Addr() {
-		t.Errorf("master after the failover is %s, want the replica %s", got, st.Replica.Addr())
+}
+
+// waitWritable writes fresh keys through s until one is acknowledged,
+// failing the test after 30 s.
+func waitWritable(t *testing.T, s store.Store, after string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; ; n++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _, err := s.SetNX(ctx, fmt.Sprint("w", n, after), []byte("v"), time.Hour)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write acknowledged 30s after %s: %v", after, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

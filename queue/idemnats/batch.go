@@ -12,9 +12,8 @@ import (
 // store call where the store is a store.Batcher, such as boltstore), then
 // runs fn for the admitted ones in order, acknowledging each delivery as
 // soon as its outcome is known. Outcomes are in the order of msgs. A key
-// that appears twice in the batch runs once; its later copies are nakked
-// like any delivery that finds its key in progress, and acked as replays
-// when redelivered.
+// that appears twice in the batch runs once: its later copies are asked
+// again after the first has run, and acked as replays.
 func (h *Handler) HandleMsgs(ctx context.Context, msgs []jetstream.Msg) []Outcome {
 	reqs := make([]delivery.Request, len(msgs))
 	for i, m := range msgs {

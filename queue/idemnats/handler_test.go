@@ -213,13 +213,13 @@ func TestHandleMsgsBatch(t *testing.T) {
 		msgs[i] = f
 	}
 	outs := h.HandleMsgs(ctx, msgs)
-	want := []idemnats.Action{idemnats.Ack, idemnats.Ack, idemnats.Nak, idemnats.Term, idemnats.Ack}
+	want := []idemnats.Action{idemnats.Ack, idemnats.Ack, idemnats.Ack, idemnats.Term, idemnats.Ack}
 	for i, out := range outs {
 		if out.Action != want[i] || len(fakes[i].sent()) != 1 {
 			t.Errorf("message %d: %+v sent %v, want %v once", i, out, fakes[i].sent(), want[i])
 		}
 	}
-	if !outs[1].Replayed || n.Load() != 3 {
+	if !outs[1].Replayed || !outs[2].Replayed || n.Load() != 3 {
 		t.Fatalf("replay %+v, runs %d (want 3: old, a, b)", outs[1], n.Load())
 	}
 }

@@ -156,6 +156,9 @@ func (p *Processor) One(ctx context.Context, r Request) Verdict {
 
 // Batch decides many deliveries with one batch claim (one store call where
 // the store is a store.Batcher), then runs the admitted effects in order.
+// A key that appears twice in the batch runs once: its later copies are
+// decided again after the first has run (a replay, or a run when the first
+// failed and released the key).
 // decided is called with each verdict as soon as it is known, so the
 // caller can acknowledge early messages while later ones run.
 func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i int, v Verdict)) {
@@ -186,13 +189,20 @@ func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i in
 			}
 		}
 	}()
+	admitted := make(map[string]bool)
 	for n, o := range outs {
 		i := index[n]
-		if o.Claim == nil {
+		switch {
+		case o.Claim != nil:
+			admitted[reqs[i].Key] = true
+			decided(i, p.run(ctx, o.Claim, reqs[i].Run))
+		case admitted[reqs[i].Key] && errors.Is(o.Err, idemkit.ErrInProgress):
+			// A copy of a message this batch has just run: its record is
+			// there now, so ask again instead of a needless redelivery.
+			decided(i, p.One(ctx, reqs[i]))
+		default:
 			decided(i, p.notAdmitted(ctx, o.Result, o.Err, reqs[i].Run))
-			continue
 		}
-		decided(i, p.run(ctx, o.Claim, reqs[i].Run))
 	}
 }
 

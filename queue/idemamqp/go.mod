@@ -4,4 +4,7 @@ go 1.26.0
 
 replace github.com/idemkit/idemkit => ../..
 
-require github.com/rabbitmq/amqp091-go v1.16.0 // indirect
+require (
+	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
+	github.com/rabbitmq/amqp091-go v1.16.0
+)

@@ -41,7 +41,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	engine, err := idemkit.New(memstore.New()) // a shared store (redisstore) across processes
+	store, err := memstore.New() // a store shared by the consumer processes: redisstore
+	if err != nil {
+		log.Fatal(err)
+	}
+	engine, err := idemkit.New(store)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +76,8 @@ func ExampleHandler_ServeBatches() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	engine, _ := idemkit.New(memstore.New())
+	store, _ := memstore.New()
+	engine, _ := idemkit.New(store)
 	h, err := idemamqp.NewHandler(engine, "billing", charge, idemamqp.WithKey(idemamqp.HeaderKey("Order-Id")))
 	if err != nil {
 		log.Fatal(err)

@@ -49,7 +49,7 @@ const (
 	ackDeadline  = 400 * time.Millisecond // short: forces redeliveries of running messages
 	slowHandler  = 700 * time.Millisecond
 	lease        = 3 * time.Second // a killed consumer's claims free themselves this fast
-	victimAfter  = 120             // the victim hangs on its 121st effect, then is killed
+	victimAfter  = 60              // the victim hangs on its 61st effect, then is killed
 	runBound     = 60 * time.Second
 	prefetch     = 20
 	childEnvMode = "IDEMAMQP_CHILD"
@@ -67,11 +67,15 @@ func TestExactlyOnceAcrossProcessesWithKill(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	conn := dial(t)
 	queue := newQueue(t, conn)
-	modes := []string{"batch", "serve", "batch"} // child 0 is the victim
+	// Child 0 is the victim. It serves one delivery at a time, so every ack
+	// it sent before it hung is in the set acked (a batch reports its
+	// outcomes when the whole batch is done).
+	modes := []string{"serve", "batch", "batch"}
 	children := make([]*child, len(modes))
 	for i, mode := range modes {
 		children[i] = startConsumer(t, mode, i == 0, rdb.Options().Addr, queue)
 	}
+	waitReady(t, rdb, len(modes), start.Add(runBound)) // every consumer gets its share, the victim too
 	published := publishOrders(t, channel(t, conn), queue)
 	t.Logf("published %d messages for %d orders after %v", published, orders, time.Since(start).Round(time.Millisecond))
 
@@ -141,6 +145,16 @@ func checkEffects(t *testing.T, rdb *redis.Client) {
 		}
 	}
 	t.Logf("effect counts per order: %v (count: orders)", counts)
+}
+
+// waitReady waits, until deadline, for n consumers to be consuming.
+func waitReady(t *testing.T, rdb *redis.Client, n int, deadline time.Time) {
+	for rdb.Get(context.Background(), "ready").Val() != strconv.Itoa(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s of %d consumers ready", rdb.Get(context.Background(), "ready").Val(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitKey waits, until deadline, for key to exist.
@@ -224,6 +238,8 @@ type consumer struct {
 	conn  *amqp.Connection
 	queue string
 	busy  atomic.Int64 // unix nanos when the current delivery or batch began; 0 when idle
+
+	announced bool // counted in "ready"
 }
 
 // runConsumer is a consumer process: it processes the queue with a
@@ -284,6 +300,10 @@ func (c *consumer) session(mode string, stop <-chan struct{}) error {
 	ds, err := ch.Consume(c.queue, "worker", false, false, false, false, nil)
 	if err != nil {
 		return err
+	}
+	if !c.announced {
+		c.announced = true
+		c.rdb.Incr(context.Background(), "ready")
 	}
 	done := make(chan struct{})
 	defer close(done)

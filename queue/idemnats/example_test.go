@@ -40,7 +40,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	engine, err := idemkit.New(memstore.New()) // a shared store (redisstore) across processes
+	store, err := memstore.New() // a store shared by the consumer processes: redisstore
+	if err != nil {
+		log.Fatal(err)
+	}
+	engine, err := idemkit.New(store)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -73,7 +77,8 @@ func ExampleHandler_Fetch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	engine, _ := idemkit.New(memstore.New())
+	store, _ := memstore.New()
+	engine, _ := idemkit.New(store)
 	h, err := idemnats.NewHandler(engine, "billing", charge, idemnats.WithKey(idemnats.HeaderKey("Order-Id")))
 	if err != nil {
 		log.Fatal(err)

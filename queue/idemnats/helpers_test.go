@@ -67,7 +67,10 @@ var errDeclined = errors.New("card declined")
 
 func newEngine(t *testing.T) *idemkit.Engine {
 	t.Helper()
-	s := memstore.New()
+	s, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close() })
 	e, err := idemkit.New(s, idemkit.WithObserver(nil))
 	if err != nil {

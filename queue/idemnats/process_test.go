@@ -43,7 +43,7 @@ const (
 	ackWait      = 400 * time.Millisecond // short: forces redeliveries of running messages
 	slowHandler  = 700 * time.Millisecond
 	lease        = 3 * time.Second // a killed consumer's claims free themselves this fast
-	victimAfter  = 120             // the victim hangs on its 121st effect, then is killed
+	victimAfter  = 60              // the victim hangs on its 61st effect, then is killed
 	runBound     = 60 * time.Second
 	childEnvMode = "IDEMNATS_CHILD"
 )
@@ -67,6 +67,7 @@ func TestExactlyOnceAcrossProcessesWithKill(t *testing.T) {
 	for i, mode := range modes {
 		children[i] = startConsumer(t, mode, i == 0, rdb.Options().Addr, info.Config.Name)
 	}
+	waitReady(t, rdb, len(modes), start.Add(runBound)) // every consumer gets its share, the victim too
 	publishOrders(t, js, subject)
 	t.Logf("published %d messages for %d orders after %v", orders+orders/twiceEvery, orders, time.Since(start).Round(time.Millisecond))
 
@@ -131,6 +132,16 @@ func checkEffects(t *testing.T, rdb *redis.Client) {
 		}
 	}
 	t.Logf("effect counts per order: %v (count: orders)", counts)
+}
+
+// waitReady waits, until deadline, for n consumers to be consuming.
+func waitReady(t *testing.T, rdb *redis.Client, n int, deadline time.Time) {
+	for rdb.Get(context.Background(), "ready").Val() != strconv.Itoa(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s of %d consumers ready", rdb.Get(context.Background(), "ready").Val(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitKey waits, until deadline, for key to exist.
@@ -249,9 +260,11 @@ func runConsumer(mode string) int {
 		if err != nil {
 			return fail(err)
 		}
+		rdb.Incr(ctx, "ready")
 		<-stop
 		cc.Stop()
 	default:
+		rdb.Incr(ctx, "ready")
 		fetchLoop(ctx, h, cons, stop, stats)
 	}
 	nc.Close()

@@ -31,7 +31,10 @@ func newProcessor(t *testing.T, s store.Store, cfg Config) *Processor {
 }
 
 func memStore(t *testing.T) store.Store {
-	s := memstore.New()
+	s, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

@@ -20,7 +20,12 @@ func (h *Handler) HandleMsgs(ctx context.Context, msgs []jetstream.Msg) []Outcom
 		reqs[i] = h.request(m)
 	}
 	out := make([]Outcome, len(msgs))
-	h.p.Batch(ctx, reqs, func(i int, v delivery.Verdict) { out[i] = h.settle(msgs[i], v) })
+	prog := startProgress(h.cfg.progress, msgs...)
+	defer prog.end()
+	h.p.Batch(ctx, reqs, func(i int, v delivery.Verdict) {
+		prog.settle(i)
+		out[i] = h.settle(msgs[i], v)
+	})
 	return out
 }
 

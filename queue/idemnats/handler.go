@@ -100,7 +100,10 @@ func (h *Handler) Handle(msg jetstream.Msg) {
 // admitted, records the result and acknowledges the delivery (see the
 // package doc for each case).
 func (h *Handler) HandleContext(ctx context.Context, msg jetstream.Msg) Outcome {
+	prog := startProgress(h.cfg.progress, msg)
+	defer prog.end()
 	v := h.p.One(ctx, h.request(msg))
+	prog.settle(0)
 	return h.settle(msg, v)
 }
 

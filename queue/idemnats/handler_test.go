@@ -223,3 +223,39 @@ func TestHandleMsgsBatch(t *testing.T) {
 		t.Fatalf("replay %+v, runs %d (want 3: old, a, b)", outs[1], n.Load())
 	}
 }
+
+func TestWithInProgressSignalsWhileRunningAndStopsBeforeAck(t *testing.T) {
+	m := newFakeMsg("m")
+	h, err := idemnats.NewHandler(newEngine(t), "billing", func(ctx context.Context, _ jetstream.Msg) ([]byte, error) {
+		for { // run until the server has been told twice that the work goes on
+			if len(m.sent()) >= 2 { // only InProgress can have been sent yet
+				return nil, nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}, idemnats.WithInProgress(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out := h.HandleContext(ctx, m); out.Action != idemnats.Ack {
+		t.Fatalf("outcome %+v, want ack", out)
+	}
+	sent := m.sent()
+	if len(sent) < 3 || sent[len(sent)-1] != "ack" || slices.Contains(sent[:len(sent)-1], "ack") {
+		t.Fatalf("sent %v, want in-progress signals then one final ack", sent)
+	}
+	// HandleContext waited for the signaller to stop: nothing follows the ack.
+	if after := m.sent(); len(after) != len(sent) {
+		t.Fatalf("sent after the ack: %v", after[len(sent):])
+	}
+	if _, err := idemnats.NewHandler(newEngine(t), "n", func(context.Context, jetstream.Msg) ([]byte, error) { return nil, nil },
+		idemnats.WithInProgress(0)); !errors.Is(err, idemkit.ErrInvalid) {
+		t.Fatalf("interval 0: %v, want ErrInvalid", err)
+	}
+}

@@ -23,6 +23,7 @@ type config struct {
 	codec       idemkit.ErrorCodec
 	final       func(error) bool
 	retryDelay  time.Duration
+	progress    time.Duration // 0: no InProgress signals
 	logger      *slog.Logger
 	engineOpts  []idemkit.Option
 }
@@ -131,6 +132,22 @@ func WithLogger(l *slog.Logger) Option {
 func WithEngineOptions(opts ...idemkit.Option) Option {
 	return func(c *config) error {
 		c.engineOpts = append(c.engineOpts, opts...)
+		return nil
+	}
+}
+
+// WithInProgress makes the Handler tell the server, every interval, that
+// a delivery is still being worked on (Msg.InProgress), from when it is
+// received until it is acknowledged, so a handler that outlives the
+// consumer's AckWait is not redelivered meanwhile. Choose an interval well
+// under AckWait. Without it, such a delivery is redelivered, and the copy
+// is nakked while the first runs.
+func WithInProgress(interval time.Duration) Option {
+	return func(c *config) error {
+		if interval <= 0 {
+			return fmt.Errorf("idemnats: %w: in-progress interval must be positive, got %v", idemkit.ErrInvalid, interval)
+		}
+		c.progress = interval
 		return nil
 	}
 }

@@ -57,6 +57,6 @@
 //
 // Deliveries that outlive AckWait are redelivered while they still run;
 // the copies find the key in progress and are nakked, so the effect still
-// runs once. Keep AckWait above the usual handler time to avoid the
-// traffic, and the lease well above the heartbeat interval.
+// runs once. To avoid the traffic, keep AckWait above the usual handler
+// time, or have the Handler send InProgress signals (WithInProgress).
 package idemnats

@@ -277,3 +277,56 @@ func TestBatchPanicReleasesEveryClaim(t *testing.T) {
 		}
 	}
 }
+
+func TestBatchCopyOfAFailedMessageRunsAgain(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	var n atomic.Int64
+	got := make([]Verdict, 2)
+	p.Batch(context.Background(), []Request{
+		{Key: "k", Run: effect(&n, errors.New("db timeout"))},
+		{Key: "k", Run: effect(&n, nil)},
+	}, func(i int, v Verdict) { got[i] = v })
+	if got[0].Action != Retry || got[1].Action != Ack || !got[1].Ran || n.Load() != 2 {
+		t.Fatalf("verdicts %+v, runs %d; want a retry, then the copy run", got, n.Load())
+	}
+}
+
+func TestBatchRacingOverlappingBatchesRunEachKeyOnce(t *testing.T) {
+	bolt, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bolt.Close() })
+	for name, s := range map[string]store.Store{"memstore": memStore(t), "boltstore": bolt} {
+		t.Run(name, func(t *testing.T) {
+			p := newProcessor(t, s, Config{})
+			const goroutines, keys = 64, 8
+			var runs [keys]atomic.Int64
+			var acked atomic.Int64
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					var reqs []Request
+					for k := range keys { // each batch starts at another key
+						key := (g + k) % keys
+						reqs = append(reqs, Request{Key: "k" + string(rune('0'+key)), Run: effect(&runs[key], nil)})
+					}
+					p.Batch(context.Background(), reqs, func(_ int, v Verdict) {
+						if v.Action == Ack {
+							acked.Add(1)
+						}
+					})
+				})
+			}
+			wg.Wait()
+			for k := range keys {
+				if n := runs[k].Load(); n != 1 {
+					t.Errorf("key %d ran %d times, want 1", k, n)
+				}
+			}
+			if acked.Load() < keys {
+				t.Fatalf("%d acks, want at least one per key", acked.Load())
+			}
+		})
+	}
+}

@@ -162,16 +162,7 @@ func (p *Processor) One(ctx context.Context, r Request) Verdict {
 // decided is called with each verdict as soon as it is known, so the
 // caller can acknowledge early messages while later ones run.
 func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i int, v Verdict)) {
-	breqs := make([]idemkit.BatchRequest, 0, len(reqs))
-	index := make([]int, 0, len(reqs))
-	for i, r := range reqs {
-		if v, bad := badKey(r); bad {
-			decided(i, v)
-			continue
-		}
-		breqs = append(breqs, idemkit.BatchRequest{Key: p.storeKey(r.Key), Fingerprint: r.Fingerprint})
-		index = append(index, i)
-	}
+	breqs, index := p.batchRequests(reqs, decided)
 	if len(breqs) == 0 {
 		return
 	}
@@ -204,6 +195,22 @@ func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i in
 			decided(i, p.notAdmitted(ctx, o.Result, o.Err, reqs[i].Run))
 		}
 	}
+}
+
+// batchRequests returns the engine requests of the deliveries that have a
+// key, and their positions in reqs; the others are decided at once.
+func (p *Processor) batchRequests(reqs []Request, decided func(int, Verdict)) ([]idemkit.BatchRequest, []int) {
+	breqs := make([]idemkit.BatchRequest, 0, len(reqs))
+	index := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		if v, bad := badKey(r); bad {
+			decided(i, v)
+			continue
+		}
+		breqs = append(breqs, idemkit.BatchRequest{Key: p.storeKey(r.Key), Fingerprint: r.Fingerprint})
+		index = append(index, i)
+	}
+	return breqs, index
 }
 
 // badKey drops a delivery without a usable key: it can never be processed

@@ -72,6 +72,9 @@ const (
 
 // String returns "ack", "requeue" or "reject".
 func (a Action) String() string {
+	if a < Ack || a > Reject {
+		return fmt.Sprintf("Action(%d)", int(a))
+	}
 	return [...]string{"ack", "requeue", "reject"}[a]
 }
 

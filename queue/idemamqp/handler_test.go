@@ -249,3 +249,11 @@ func TestServeBatchesRejectsBadSize(t *testing.T) {
 		t.Fatalf("batch size 0: %v, want ErrInvalid", err)
 	}
 }
+
+func TestActionString(t *testing.T) {
+	for a, want := range map[idemamqp.Action]string{idemamqp.Ack: "ack", idemamqp.Requeue: "requeue", idemamqp.Reject: "reject", -1: "Action(-1)"} {
+		if got := a.String(); got != want {
+			t.Errorf("%d: %q, want %q", int(a), got, want)
+		}
+	}
+}

@@ -71,6 +71,9 @@ const (
 
 // String returns "ack", "nak" or "term".
 func (a Action) String() string {
+	if a < Ack || a > Term {
+		return fmt.Sprintf("Action(%d)", int(a))
+	}
 	return [...]string{"ack", "nak", "term"}[a]
 }
 

@@ -259,3 +259,11 @@ func TestWithInProgressSignalsWhileRunningAndStopsBeforeAck(t *testing.T) {
 		t.Fatalf("interval 0: %v, want ErrInvalid", err)
 	}
 }
+
+func TestActionString(t *testing.T) {
+	for a, want := range map[idemnats.Action]string{idemnats.Ack: "ack", idemnats.Nak: "nak", idemnats.Term: "term", 7: "Action(7)"} {
+		if got := a.String(); got != want {
+			t.Errorf("%d: %q, want %q", int(a), got, want)
+		}
+	}
+}

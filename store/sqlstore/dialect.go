@@ -132,7 +132,7 @@ const (
 
 // queries are a dialect's statements with the table name filled in.
 type queries struct {
-	*dialect         // a copy with the table name filled in
+	*dialect          // a copy with the table name filled in
 	base     *dialect // Postgres.d or MySQL.d
 	table    string   // quoted
 	// MySQL locking reads, for Views: they read the latest committed row

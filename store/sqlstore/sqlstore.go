@@ -14,10 +14,10 @@ import (
 
 // Compile-time checks of the interfaces a Store and a View implement.
 var (
-	_ store.Store   = (*Store)(nil)
-	_ store.Closer  = (*Store)(nil)
-	_ store.Pinger  = (*Store)(nil)
-	_ store.Store   = (*View)(nil)
+	_ store.Store  = (*Store)(nil)
+	_ store.Closer = (*Store)(nil)
+	_ store.Pinger = (*Store)(nil)
+	_ store.Store  = (*View)(nil)
 )
 
 // Store is a store.Store over one table of a SQL database reached through

@@ -37,7 +37,7 @@ type dialect struct {
 	quote  func(ident string) string
 	schema []string // CREATE statements, T for the table, I for the index
 	// statement templates; see queries
-	get, setnx, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep string
+	get, setnx, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete string
 }
 
 // DefaultTable is the table a Store uses unless WithTable says otherwise.
@@ -118,6 +118,11 @@ WHERE idem_key = ? AND idem_value = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	consume:     `DELETE FROM T WHERE idem_key = ? AND expires_at > UTC_TIMESTAMP(6) RETURNING idem_value`,
 	consumeRead: `SELECT idem_value, rev FROM T WHERE idem_key = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	consumeRev:  `DELETE FROM T WHERE idem_key = ? AND rev = ? AND expires_at > UTC_TIMESTAMP(6)`,
+	// The sweeper locks a batch of expired rows, skipping rows live
+	// traffic holds (MySQL 8.0.1, MariaDB 10.6), then deletes them by key;
+	// older servers fall back to DELETE ... LIMIT.
+	sweepLock:   `SELECT idem_key FROM T WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT ? FOR UPDATE SKIP LOCKED`,
+	sweepDelete: `DELETE FROM T WHERE idem_key = ?`, // a row the sweeper holds: still expired
 	sweep:       `DELETE FROM T WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT ?`,
 }
 
@@ -143,7 +148,7 @@ type queries struct {
 func newQueries(d *dialect, table string) *queries {
 	q := &queries{dialect: d, base: d, table: quoteTable(d, table)}
 	c := *d
-	for _, s := range []*string{&c.get, &c.setnx, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep} {
+	for _, s := range []*string{&c.get, &c.setnx, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete} {
 		*s = q.fill(*s)
 	}
 	q.dialect = &c
@@ -152,6 +157,19 @@ func newQueries(d *dialect, table string) *queries {
 		q.consumeLock = c.consumeRead + " FOR UPDATE"
 	}
 	return q
+}
+
+// mysqlSkipLocked reports whether a MySQL-dialect server, by its
+// version, supports SELECT ... FOR UPDATE SKIP LOCKED.
+func mysqlSkipLocked(version string) bool {
+	if strings.Contains(version, "MariaDB") {
+		return mariaDBAtLeast(version, 10, 6)
+	}
+	var ma, mi, patch int
+	if _, err := fmt.Sscanf(version, "%d.%d.%d", &ma, &mi, &patch); err != nil {
+		return false
+	}
+	return ma > 8 || ma == 8 && (mi > 0 || patch >= 1)
 }
 
 // mariaDBAtLeast reports whether version, as SELECT VERSION() returns it,

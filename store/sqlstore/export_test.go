@@ -5,7 +5,7 @@ package sqlstore
 // cover that path too.
 func WithoutReturning() Option {
 	return func(c *config) error {
-		c.returning = returningNo
+		c.returning = featureNo
 		return nil
 	}
 }

@@ -23,7 +23,7 @@ type config struct {
 	sweepBatch    int
 	sweep         bool
 	onSweep       func(deleted int64, err error)
-	returning     returning // MySQL: whether DELETE ... RETURNING is known to work
+	returning     feature // MySQL: whether DELETE ... RETURNING is known to work
 }
 
 // Option configures a Store created by New. An option given an invalid

@@ -25,18 +25,20 @@ var (
 // pool it was given, and hands out Views that run the same operations
 // inside a caller's transaction. It is safe for concurrent use.
 type Store struct {
-	db        *sql.DB
-	q         *queries
-	cfg       config
-	own       *stmtConn
-	view      *View
-	returning atomic.Int32 // a returning value; see mysqlReturning
+	db   *sql.DB
+	q    *queries
+	cfg  config
+	own  *stmtConn
+	view *View
+	// MySQL features, asked of the server once: feature values.
+	returning, skipLocked atomic.Int32
 
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	closeErr error
 	once     sync.Once
 	isClosed atomic.Bool
+	ownsDB   bool // opened by store.Open: Close closes db
 }
 
 // New returns a Store over table DefaultTable (see WithTable) of db in
@@ -104,7 +106,8 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close stops the sweeper, waiting for a pass in progress to end, and
-// closes the Store's prepared statements. It does not close the *sql.DB.
+// closes the Store's prepared statements. It does not close the *sql.DB
+// given to New (it does close the one store.Open opened).
 // Operations on the Store then fail with ErrClosed; Views keep working.
 func (s *Store) Close() error {
 	s.once.Do(func() {
@@ -112,6 +115,9 @@ func (s *Store) Close() error {
 		s.stop()
 		s.wg.Wait()
 		s.closeErr = s.own.close()
+		if s.ownsDB {
+			s.closeErr = errors.Join(s.closeErr, s.db.Close())
+		}
 	})
 	return s.closeErr
 }
@@ -160,37 +166,46 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	return s.view.Consume(ctx, key)
 }
 
-// returning records whether MySQL-dialect DELETE ... RETURNING works.
-type returning int32
+// feature records whether a server feature is known to be there.
+type feature int32
 
 const (
-	returningUnknown returning = iota
-	returningYes
-	returningNo
+	featureUnknown feature = iota
+	featureYes
+	featureNo
 )
 
 // mysqlReturning reports whether the server supports DELETE ... RETURNING
 // (MariaDB 10.5 or later), asking it once.
 func (s *Store) mysqlReturning(ctx context.Context) (bool, error) {
-	switch returning(s.returning.Load()) {
-	case returningYes:
+	switch feature(s.returning.Load()) {
+	case featureYes:
 		return true, nil
-	case returningNo:
+	case featureNo:
 		return false, nil
 	}
+	version, err := s.version(ctx)
+	if err != nil {
+		return false, err
+	}
+	r := featureNo
+	if mariaDBAtLeast(version, 10, 5) {
+		r = featureYes
+	}
+	s.returning.Store(int32(r))
+	return r == featureYes, nil
+}
+
+// version asks the server its version.
+func (s *Store) version(ctx context.Context) (string, error) {
 	var version string
 	if err := s.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			err = fmt.Errorf("SELECT VERSION() returned no row")
 		}
-		return false, err
+		return "", err
 	}
-	r := returningNo
-	if mariaDBAtLeast(version, 10, 5) {
-		r = returningYes
-	}
-	s.returning.Store(int32(r))
-	return r == returningYes, nil
+	return version, nil
 }
 
 func (s *Store) closed() bool { return s.isClosed.Load() }

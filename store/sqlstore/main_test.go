@@ -32,14 +32,11 @@ const (
 	defaultMySQL    = "root@tcp(127.0.0.1:3306)/test"
 )
 
-// envChild marks a child process of the cross-process race; it carries
-// the databases' DSNs, so the child creates none.
+// envChild marks a child process of the cross-process race; the child
+// gets the test database's DSN and table, and creates no database.
 const (
-	envChild       = "SQLSTORE_TEST_CHILD"
-	envChildPG     = "SQLSTORE_TEST_PG_DSN"
-	envChildMySQL  = "SQLSTORE_TEST_MYSQL_DSN"
-	envChildTable  = "SQLSTORE_TEST_TABLE"
-	envChildDriver = "SQLSTORE_TEST_DIALECT"
+	envChild      = "SQLSTORE_TEST_CHILD"
+	envChildTable = "SQLSTORE_TEST_TABLE"
 )
 
 // backend is one test database: its DSN, pool and dialect.

@@ -156,7 +156,7 @@ func mustInsertAndSwap(t *testing.T, tx bizTx, key string, claim, done []byte) {
 	}
 }
 
-func mustSet(t *testing.T, s store.Store, key string, value []byte, ttl time.Duration) {
+func mustSet(t testing.TB, s store.Store, key string, value []byte, ttl time.Duration) {
 	t.Helper()
 	set, _, err := s.SetNX(t.Context(), key, value, ttl)
 	if err != nil || !set {
@@ -164,7 +164,7 @@ func mustSet(t *testing.T, s store.Store, key string, value []byte, ttl time.Dur
 	}
 }
 
-func mustHold(t *testing.T, s store.Store, key string, want []byte) {
+func mustHold(t testing.TB, s store.Store, key string, want []byte) {
 	t.Helper()
 	e, err := s.Get(t.Context(), key)
 	if err != nil || string(e.Value) != string(want) {

@@ -1,0 +1,121 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Benchmarks of SetNX beside the raw statement it improves on, on the same
+// table, interleaved op by op so that both see the same load:
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./store/sqlstore/
+//
+// BenchmarkClaim: SetNX of a new key vs INSERT ... ON CONFLICT DO NOTHING
+// (PostgreSQL) or INSERT IGNORE (MySQL). BenchmarkReplay: SetNX of a held
+// key, returning the record, vs a primary-key SELECT of it. The raw
+// statements are prepared, as the Store's are. Each reports ns/op of both
+// and their ratio, x-raw.
+
+// benchSeq numbers keys across benchmark runs.
+var benchSeq atomic.Int64
+
+func BenchmarkClaim(b *testing.B) {
+	for _, be := range backends() {
+		b.Run(be.name, func(b *testing.B) {
+			s := newStore(b, be)
+			raw := "INSERT INTO " + s.Table() + " (idem_key, idem_value, expires_at) VALUES ($1, $2, statement_timestamp() + interval '1 hour') ON CONFLICT DO NOTHING"
+			if be == my {
+				raw = "INSERT IGNORE INTO " + s.Table() + " (idem_key, idem_value, expires_at, rev) VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, 0)"
+			}
+			st := prepare(b, be.db, raw)
+			value := []byte("claim:0123456789abcdef")
+			paired(b, func() error {
+				_, err := st.ExecContext(context.Background(), benchKey(), value)
+				return err
+			}, func() error {
+				set, _, err := s.SetNX(context.Background(), string(benchKey()), value, time.Hour)
+				if err == nil && !set {
+					b.Fatal("SetNX of a new key did not set")
+				}
+				return err
+			})
+		})
+	}
+}
+
+func BenchmarkReplay(b *testing.B) {
+	for _, be := range backends() {
+		b.Run(be.name, func(b *testing.B) {
+			s := newStore(b, be)
+			mustSet(b, s, "held", []byte("done:0123456789abcdef"), time.Hour)
+			raw := "SELECT idem_value FROM " + s.Table() + " WHERE idem_key = $1"
+			if be == my {
+				raw = "SELECT idem_value FROM " + s.Table() + " WHERE idem_key = ?"
+			}
+			st := prepare(b, be.db, raw)
+			value := []byte("claim:0123456789abcdef")
+			paired(b, func() error {
+				var v []byte
+				return st.QueryRowContext(context.Background(), []byte("held")).Scan(&v)
+			}, func() error {
+				set, _, err := s.SetNX(context.Background(), "held", value, time.Hour)
+				if err == nil && set {
+					b.Fatal("SetNX of a held key set it")
+				}
+				return err
+			})
+		})
+	}
+}
+
+// paired runs raw and op alternately b.N times each, timing each, and
+// reports both means and op's ratio to raw.
+func paired(b *testing.B, raw, op func() error) {
+	b.Helper()
+	for range 20 { // warm the pools and statement caches
+		if err := raw(); err != nil {
+			b.Fatal(err)
+		}
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tRaw, tOp time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		first, second, t1, t2 := raw, op, &tRaw, &tOp
+		if i%2 == 1 {
+			first, second, t1, t2 = op, raw, &tOp, &tRaw
+		}
+		start := time.Now()
+		if err := first(); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if err := second(); err != nil {
+			b.Fatal(err)
+		}
+		*t1 += mid.Sub(start)
+		*t2 += time.Since(mid)
+	}
+	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "ns-raw")
+	b.ReportMetric(float64(tOp.Nanoseconds())/float64(b.N), "ns-store")
+	b.ReportMetric(float64(tOp)/float64(tRaw), "x-raw")
+}
+
+func benchKey() []byte {
+	return []byte("bench:" + strconv.FormatInt(benchSeq.Add(1), 10))
+}
+
+func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
+	st, err := db.Prepare(query)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}

@@ -28,8 +28,8 @@ const (
 )
 
 const (
-	defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultMySQL    = "root@tcp(127.0.0.1:3306)/test"
+	defaultPostgres = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	defaultMySQL    = "root@tcp(127.0.0.1:3306)/"
 )
 
 // envChild marks a child process of the cross-process race; the child

@@ -12,26 +12,14 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// URL schemes, registered with store.Register when this package is
-// imported. The database/sql driver must be imported by the program:
-// sqlstore imports none.
-//
-//	postgres://user:password@host:5432/db?sslmode=disable&table=idem   (driver "pgx": github.com/jackc/pgx/v5/stdlib)
-//	postgresql://...                                                   (the same)
-//	mysql://user:password@host:3306/db?table=idem                      (driver "mysql": github.com/go-sql-driver/mysql)
-//
-// Parameters sqlstore reads: table (WithTable) and create_table=true
-// (CreateTable on open). Every other parameter goes to the driver in its
-// own DSN form, and the driver judges it. Open pings the database: an
-// unreachable one is an error wrapping store.ErrUnavailable. The Store
-// owns the pool it opened: Close closes it.
+// init registers the URL schemes; see the package documentation's URLs.
 func init() {
 	store.Register("postgres", openPostgres)
 	store.Register("postgresql", openPostgres)
 	store.Register("mysql", openMySQL)
 }
 
-// Driver names the URL openers use.
+// Driver names the URL openers use with sql.Open.
 const (
 	PostgresDriver = "pgx"
 	MySQLDriver    = "mysql"

@@ -119,17 +119,24 @@ func sqlState(err error) (string, bool) {
 // error, read from its text ("Error 1213 (40001): ..."), since this
 // package imports no driver.
 func mysqlNumber(err error) (int, bool) {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		rest, ok := strings.CutPrefix(e.Error(), "Error ")
-		if !ok {
-			continue
+	if err == nil {
+		return 0, false
+	}
+	if rest, ok := strings.CutPrefix(err.Error(), "Error "); ok {
+		if end := strings.IndexAny(rest, " :"); end > 0 {
+			if n, err := strconv.Atoi(rest[:end]); err == nil {
+				return n, true
+			}
 		}
-		end := strings.IndexAny(rest, " :")
-		if end <= 0 {
-			continue
-		}
-		if n, err := strconv.Atoi(rest[:end]); err == nil {
-			return n, true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return mysqlNumber(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if n, ok := mysqlNumber(e); ok {
+				return n, true
+			}
 		}
 	}
 	return 0, false

@@ -26,11 +26,15 @@ const maxAttempts = 16
 
 // check refuses a View with no connection and the closed Store's own View.
 func (v *View) check(op, key string) error {
+	where := op
+	if key != "" {
+		where += " " + keyRef(key)
+	}
 	switch {
 	case v.c == nil:
-		return fmt.Errorf("sqlstore: %s %s: %w: the View has no connection (nil Querier or Conn)", op, keyRef(key), store.ErrInvalid)
+		return fmt.Errorf("sqlstore: %s: %w: the View has no connection (nil Querier or Conn)", where, store.ErrInvalid)
 	case v.own && v.s.closed():
-		return fmt.Errorf("%s %s: %w", op, keyRef(key), ErrClosed)
+		return fmt.Errorf("%s: %w", where, ErrClosed)
 	}
 	return nil
 }

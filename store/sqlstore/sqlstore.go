@@ -166,6 +166,11 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	return s.view.Consume(ctx, key)
 }
 
+// SetNXBatch implements store.Batcher; see View.SetNXBatch.
+func (s *Store) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
+	return s.view.SetNXBatch(ctx, items)
+}
+
 // feature records whether a server feature is known to be there.
 type feature int32
 

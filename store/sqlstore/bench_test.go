@@ -3,10 +3,13 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idemkit/store"
 )
 
 // Benchmarks of SetNX beside the raw statement it improves on, on the same
@@ -118,4 +121,63 @@ func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
 	}
 	b.Cleanup(func() { st.Close() })
 	return st
+}
+
+// BenchmarkBusinessTx times a business transaction (BEGIN, INSERT order,
+// COMMIT) beside the same transaction with its idempotency record, at the
+// store level, interleaved: ClaimOutside commits a SetNX first and
+// completes with a CompareAndSwap inside the transaction; AllInside runs
+// SetNX, the insert and the CompareAndSwap in the transaction.
+func BenchmarkBusinessTx(b *testing.B) {
+	for _, be := range backends() {
+		for _, mode := range []string{"ClaimOutside", "AllInside"} {
+			b.Run(be.name+"/"+mode, func(b *testing.B) {
+				s := newStore(b, be)
+				orders := fmt.Sprintf("orders%d", tables.Add(1))
+				if _, err := be.db.Exec("CREATE TABLE " + orders + " (id VARCHAR(64) PRIMARY KEY)"); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { be.db.Exec("DROP TABLE " + orders) })
+				insert := "INSERT INTO " + orders + " (id) VALUES ($1)"
+				if be == my {
+					insert = "INSERT INTO " + orders + " (id) VALUES (?)"
+				}
+				ctx := context.Background()
+				business := func(during func(tx *sql.Tx, id string) error) error {
+					id := string(benchKey())
+					tx, err := be.db.BeginTx(ctx, nil)
+					if err != nil {
+						return err
+					}
+					defer tx.Rollback()
+					if _, err := tx.ExecContext(ctx, insert, id); err != nil {
+						return err
+					}
+					if err := during(tx, id); err != nil {
+						return err
+					}
+					return tx.Commit()
+				}
+				claim, done := []byte("claim:0123456789abcdef"), []byte("done:0123456789abcdef")
+				paired(b, func() error {
+					return business(func(*sql.Tx, string) error { return nil })
+				}, func() error {
+					return business(func(tx *sql.Tx, id string) error {
+						v := s.Tx(tx)
+						var claimer store.Store = s
+						if mode == "AllInside" {
+							claimer = v
+						}
+						if set, _, err := claimer.SetNX(ctx, id, claim, time.Minute); err != nil || !set {
+							return fmt.Errorf("claim: %v, %w", set, err)
+						}
+						if ok, err := v.CompareAndSwap(ctx, id, claim, done, time.Hour); err != nil || !ok {
+							return fmt.Errorf("complete: %v, %w", ok, err)
+						}
+						return nil
+					})
+				})
+			})
+		}
+	}
 }

@@ -2,7 +2,6 @@ package idemkit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,34 +23,49 @@ import (
 // When fn ran but its result could not be recorded, Do returns fn's value
 // in Result.Value together with an error wrapping ErrLeaseLost (another
 // caller took the key over) or ErrUnavailable (the store failed).
-func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (Result, error) {
+func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, end := trace(ctx, cfg, ModeDo, "Do")
+	defer func() { end(err) }()
 	sk, err := e.storeKey(cfg, spaceDo, key)
 	if err != nil {
 		return Result{}, err
 	}
-	now := time.Now().UnixMilli()
-	claim := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
-	enc := claim.encode()
+	c, res, err := e.begin(ctx, cfg, key, sk, fingerprint)
+	if c == nil {
+		if err == nil && res.Unguarded {
+			v, err := fn(ctx)
+			return Result{Value: v, Unguarded: true}, err
+		}
+		return res, err
+	}
+	return c.run(ctx, fn)
+}
+
+// begin claims sk for Do, waiting with WithWait, and reports the outcome
+// for Begin: a claim, or no claim and what the caller gets instead.
+func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint string) (*Claim, Result, error) {
+	c := e.newClaim(cfg, ModeDo, key, sk, fingerprint)
 	delay := cfg.pollInterval
 	for {
-		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, enc, cfg.lease)
+		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, c.enc, cfg.lease)
 		if err != nil {
-			return e.unguarded(ctx, cfg, ModeDo, key, "claim", err, fn)
+			run, err := e.storeFailed(ctx, cfg, ModeDo, key, "claim", err)
+			return nil, Result{Unguarded: run}, err
 		}
 		if set {
 			e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeDo, Key: key})
-			return e.execute(ctx, cfg, ModeDo, key, sk, &claim, enc, fn)
+			return c, Result{}, nil
 		}
 		res, err, again := e.existing(ctx, cfg, ModeDo, key, fingerprint, existing)
 		if !again {
-			return res, err
+			return nil, res, err
 		}
 		if err := pause(ctx, &delay, cfg.pollInterval); err != nil {
-			return Result{}, err
+			return nil, Result{}, err
 		}
 	}
 }
@@ -100,9 +114,14 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fing
 	if cfg.wait {
 		return Result{}, nil, true
 	}
+	return Result{}, e.inProgress(ctx, cfg, key, ent, mode), false
+}
+
+// inProgress reports a repeat that found the first execution running.
+func (e *Engine) inProgress(ctx context.Context, cfg *config, key string, ent store.Entry, mode Mode) error {
 	retry := min(max(ent.TTL, time.Millisecond), cfg.retryHint)
 	e.observe(ctx, cfg, Event{Kind: EventInProgress, Mode: mode, Key: key, RetryAfter: retry})
-	return Result{}, &ConflictError{Err: ErrInProgress, RetryAfter: retry}, false
+	return &ConflictError{Err: ErrInProgress, RetryAfter: retry}
 }
 
 func decodeFinal(cfg *config, payload []byte) error {
@@ -123,83 +142,4 @@ func pause(ctx context.Context, delay *time.Duration, base time.Duration) error 
 	}
 	*delay = min(*delay*2, base*10)
 	return nil
-}
-
-// execute runs fn under a claim this caller holds and records the outcome.
-func (e *Engine) execute(ctx context.Context, cfg *config, mode Mode, key, sk string, claim *record, enc []byte, fn func(context.Context) ([]byte, error)) (Result, error) {
-	hb := e.startHeartbeat(ctx, cfg, sk, enc)
-	returned := false
-	defer func() {
-		if !returned { // fn panicked or called runtime.Goexit
-			hb.stop()
-			e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
-		}
-	}()
-	v, err := fn(ctx)
-	returned = true
-	hb.stop()
-	if err != nil {
-		if cfg.errorCodec != nil {
-			if data, final := cfg.errorCodec.EncodeError(err); final {
-				if rerr := e.complete(ctx, cfg, mode, key, sk, claim, enc, stateFailed, data); rerr != nil {
-					return Result{}, errors.Join(err, rerr)
-				}
-				return Result{}, err
-			}
-		}
-		e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
-		return Result{}, err
-	}
-	if len(v) > cfg.maxResult || claim.encodedLen(len(v)) > store.MaxValueLen {
-		e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
-		e.observe(ctx, cfg, Event{Kind: EventTooLarge, Mode: mode, Key: key})
-		return Result{}, fmt.Errorf("%w: %d bytes, cap %d", ErrResultTooLarge, len(v), cfg.maxResult)
-	}
-	return Result{Value: v}, e.complete(ctx, cfg, mode, key, sk, claim, enc, stateDone, v)
-}
-
-// complete swaps this caller's in-progress record for the final one.
-func (e *Engine) complete(ctx context.Context, cfg *config, mode Mode, key, sk string, claim *record, enc []byte, state byte, payload []byte) error {
-	done := *claim
-	done.state = state
-	done.updated = time.Now().UnixMilli()
-	done.payload = payload
-	ok, err := e.store.CompareAndSwap(detach(ctx), sk, enc, done.encode(), cfg.retention)
-	if err != nil {
-		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
-		if !errors.Is(err, ErrUnavailable) {
-			e.releaseClaim(ctx, cfg, mode, key, sk, claim, enc)
-			return fmt.Errorf("idemkit: record result: %w", err)
-		}
-		return unavailable("record result", err)
-	}
-	if !ok {
-		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: mode, Key: key, Err: ErrLeaseLost})
-		return ErrLeaseLost
-	}
-	return nil
-}
-
-// releaseClaim undoes a claim after a failure that is not final: an
-// idempotency key is deleted so a retry runs again; a token is marked spent.
-func (e *Engine) releaseClaim(ctx context.Context, cfg *config, mode Mode, key, sk string, claim *record, enc []byte) {
-	bg := detach(ctx)
-	var ok bool
-	var err error
-	if mode == ModeToken {
-		spent := *claim
-		spent.state = stateSpent
-		spent.updated = time.Now().UnixMilli()
-		ok, err = e.store.CompareAndSwap(bg, sk, enc, spent.encode(), cfg.tokenTTL)
-	} else {
-		ok, err = e.store.CompareAndDelete(bg, sk, enc)
-	}
-	switch {
-	case err != nil:
-		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: fmt.Errorf("release: %w", err)})
-	case !ok:
-		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: mode, Key: key, Err: ErrLeaseLost})
-	default:
-		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: mode, Key: key})
-	}
 }

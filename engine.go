@@ -89,6 +89,22 @@ func (e *Engine) With(opts ...Option) (*Engine, error) {
 	return &v, nil
 }
 
+// OnStore returns a view of e that works on s, a view of e's backend bound
+// to the caller's transaction (such as a SQL store's transaction view), for
+// the mode where claim, effect and completion commit together: a concurrent
+// duplicate waits on the key until the transaction ends, and a crash rolls
+// everything back, so the view runs without heartbeats. The view shares
+// e's options, instance and key layout.
+func (e *Engine) OnStore(s store.Store) (*Engine, error) {
+	if s == nil {
+		return nil, fmt.Errorf("idemkit: %w: nil store", ErrInvalid)
+	}
+	v := *e
+	v.store = s
+	v.cfg.heartbeat = -1
+	return &v, nil
+}
+
 // Store returns the store the engine works on.
 func (e *Engine) Store() store.Store { return e.store }
 

@@ -25,7 +25,7 @@ import (
 
 func newMem(t *testing.T) *memstore.Store {
 	t.Helper()
-	s := memstore.New()
+	s := mustMem()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -209,11 +209,11 @@ func TestEdgeHeartbeatMustBeShorterThanLease(t *testing.T) {
 	var dupErr error
 	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
 		runs.Add(1)
-		time.Sleep(200 * time.Millisecond) // several leases
+		time.Sleep(time.Second) // several leases
 		_, dupErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil },
-			idemkit.WithLease(60*time.Millisecond))
+			idemkit.WithLease(300*time.Millisecond))
 		return []byte("mine"), nil
-	}, idemkit.WithLease(60*time.Millisecond))
+	}, idemkit.WithLease(300*time.Millisecond))
 	if errors.Is(err, idemkit.ErrInvalid) {
 		require.Zero(t, runs.Load(), "rejecting the combination is an acceptable fix")
 		return
@@ -306,7 +306,7 @@ func (s *slowBeats) CompareAndSwap(ctx context.Context, k string, old, nw []byte
 }
 
 func TestEdgeDoWaitsForHeartbeatUnderWay(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	s := &slowBeats{Store: mem}
 	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithLease(300*time.Millisecond), idemkit.WithHeartbeat(2*time.Millisecond))

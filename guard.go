@@ -12,11 +12,13 @@ import (
 // a *ConflictError whose RetryAfter is the window's remaining time, and fn
 // does not run. What happens to the claim after fn is set by WithRelease;
 // a release only ever deletes the claim this call made.
-func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
+func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) (err error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
 		return err
 	}
+	ctx, end := trace(ctx, cfg, ModeGuard, "Guard")
+	defer func() { end(err) }()
 	sk, err := e.storeKey(cfg, spaceGuard, key)
 	if err != nil {
 		return err

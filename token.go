@@ -26,11 +26,13 @@ var ErrTokenUsed = fmt.Errorf("%w: already used", ErrTokenInvalid)
 // token TTL (WithTokenTTL). The token can be used once, by the same
 // principal, with UseToken. Issuing needs the store whatever the failure
 // mode: a store failure returns an error wrapping ErrUnavailable.
-func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Option) (Token, error) {
+func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Option) (_ Token, err error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
 		return Token{}, err
 	}
+	ctx, end := trace(ctx, cfg, ModeToken, "IssueToken")
+	defer func() { end(err) }()
 	for range 3 {
 		tok, err := keying.NewToken()
 		if err != nil {
@@ -78,19 +80,20 @@ func validTokenText(s string) bool {
 // a non-final error the token is spent and a reuse gets ErrTokenUsed.
 // Unknown, expired, forged or other principals' tokens get ErrTokenInvalid
 // and change nothing.
-func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (Result, error) {
+func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, end := trace(ctx, cfg, ModeToken, "UseToken")
+	defer func() { end(err) }()
 	if !validTokenText(token) {
 		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token})
 		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)
 	}
 	sk := e.tokenKey(cfg, principal, token)
-	now := time.Now().UnixMilli()
-	claim := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now}
-	enc := claim.encode()
+	c := e.newClaim(cfg, ModeToken, token, sk, "")
+	enc := c.enc
 	delay := cfg.pollInterval
 	for {
 		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, cfg.lease)
@@ -102,7 +105,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		}
 		if ok {
 			e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeToken, Key: token})
-			return e.execute(ctx, cfg, ModeToken, token, sk, &claim, enc, fn)
+			return c.run(ctx, fn)
 		}
 		ent, err := e.store.Get(ctx, sk)
 		if errors.Is(err, store.ErrNotFound) {

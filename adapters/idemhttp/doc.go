@@ -54,8 +54,9 @@
 //
 // Request bodies are read for the fingerprint up to WithMaxBody (1 MiB by
 // default; larger ones get 413) and restored for the handler. JSON bodies
-// are fingerprinted in canonical form with volatile fields dropped (see
-// package keying).
+// are fingerprinted in canonical form (see package keying): whole in
+// Idempotency and Token mode, without the top-level keying.WindowVolatile
+// members in Window mode, and in both without the WithVolatile paths.
 //
 // # Errors
 //

@@ -81,8 +81,10 @@ func TestIdempotencyStatusPaths(t *testing.T) {
 			final: with(alice, func(q *req) { q.key = `"k-1"` }), status: 201, replayed: true, runs: 1},
 		{name: "reordered JSON is the same payload", before: []req{alice},
 			final: with(alice, func(q *req) { q.body = `{ "currency":"EUR", "amount":1e2 }` }), status: 201, replayed: true, runs: 1},
-		{name: "volatile fields are ignored", before: []req{with(alice, func(q *req) { q.body = `{"a":1,"traceId":"x","note":"n"}` })},
-			final: with(alice, func(q *req) { q.body = `{"a":1,"traceId":"y","note":"n"}` }), status: 201, replayed: true, runs: 1},
+		{name: "no field is volatile by default", before: []req{with(alice, func(q *req) { q.body = `{"amount":100,"sign":"+"}` })},
+			final: with(alice, func(q *req) { q.body = `{"amount":100,"sign":"-"}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
+		{name: "no nested field is volatile by default", before: []req{with(alice, func(q *req) { q.body = `{"o":{"amount":100,"sign":"+"}}` })},
+			final: with(alice, func(q *req) { q.body = `{"o":{"amount":100,"sign":"-"}}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
 		{name: "extra volatile field", opts: []idemhttp.Option{idemhttp.WithVolatile("note")},
 			before: []req{with(alice, func(q *req) { q.body = `{"a":1,"note":"x"}` })},
 			final:  with(alice, func(q *req) { q.body = `{"a":1,"note":"y"}` }), status: 201, replayed: true, runs: 1},
@@ -502,6 +504,7 @@ func TestConstructorsValidate(t *testing.T) {
 		"max body":        {byUser, idemhttp.WithMaxBody(0)},
 		"max stored":      {byUser, idemhttp.WithMaxStoredResponse(-1)},
 		"nil fingerprint": {byUser, idemhttp.WithFingerprinter(nil)},
+		"volatile path":   {byUser, idemhttp.WithVolatile("items[]")},
 	}
 	for name, ctor := range ctors {
 		require.NoError(t, ctor(byUser), name)

@@ -57,7 +57,9 @@ type config struct {
 	maxStored     int
 	query         []string
 	querySet      bool
-	fp            *keying.Fingerprinter
+	volatile      []string
+	fp            *keying.Fingerprinter // Idempotency and Token mode
+	windowFP      *keying.Fingerprinter // Window mode
 	callOpts      []idemkit.Option
 	logger        *slog.Logger
 	optionalKey   bool
@@ -73,11 +75,11 @@ func newConfig(opts []Option) (*config, error) {
 		replayHeaders: []string{"Content-Type", "Content-Encoding", "Location"},
 		maxBody:       DefaultMaxBody,
 		maxStored:     DefaultMaxStoredResponse,
-		fp:            keying.NewFingerprinter(),
 	}
 	for _, o := range opts {
 		o(c)
 	}
+	c.fingerprinters()
 	if c.err == nil && c.principal == nil {
 		c.invalid("WithPrincipal is required: keys and tokens are scoped by principal")
 	}
@@ -85,6 +87,22 @@ func newConfig(opts []Option) (*config, error) {
 		return nil, c.err
 	}
 	return c, nil
+}
+
+// fingerprinters builds the fingerprinters WithFingerprinter did not set:
+// Idempotency mode compares the whole body but the WithVolatile paths;
+// Window mode drops keying.WindowVolatile as well.
+func (c *config) fingerprinters() {
+	if c.fp != nil {
+		c.windowFP = c.fp
+		return
+	}
+	var err error
+	if c.fp, err = keying.NewFingerprinter(keying.WithVolatile(c.volatile...)); err != nil {
+		c.invalid("WithVolatile: %w", err)
+		return
+	}
+	c.windowFP, _ = keying.NewFingerprinter(keying.WithVolatile(keying.WindowVolatile()...), keying.WithVolatile(c.volatile...))
 }
 
 func (c *config) invalid(format string, args ...any) {
@@ -281,15 +299,19 @@ func WithQueryParams(names ...string) Option {
 	}
 }
 
-// WithVolatile adds JSON member names that are dropped, at any depth,
-// before a JSON body is fingerprinted, to keying.DefaultVolatile
-// (traceId, timestamp, nonce, sign, random).
-func WithVolatile(fields ...string) Option {
-	return func(c *config) { c.fp = keying.NewFingerprinter(keying.WithExtraVolatile(fields...)) }
+// WithVolatile adds paths of JSON members dropped before a JSON body is
+// fingerprinted, written as for keying.WithVolatile ("timestamp" is a
+// top-level member, "meta.nonce" and "items[].ts" reach deeper). By default
+// Idempotency mode compares the whole body and Window mode drops
+// keying.WindowVolatile (top-level traceId, timestamp, nonce, sign and
+// random). A malformed path makes the constructor fail.
+func WithVolatile(paths ...string) Option {
+	paths = append([]string(nil), paths...)
+	return func(c *config) { c.volatile = append(c.volatile, paths...) }
 }
 
-// WithFingerprinter sets the fingerprinter used for request bodies
-// (default keying.NewFingerprinter()). It replaces WithVolatile.
+// WithFingerprinter sets the fingerprinter used for requests in every mode,
+// in place of the defaults described at WithVolatile, which it overrides.
 func WithFingerprinter(f *keying.Fingerprinter) Option {
 	return func(c *config) {
 		if f == nil {

@@ -14,8 +14,8 @@ import (
 //
 // A request is identified by its fingerprint: principal (WithPrincipal,
 // required), method, route pattern, path, the selected query parameters
-// (WithQueryParams; none by default) and the canonical body with volatile
-// fields dropped (WithVolatile). The first request runs the handler, which
+// (WithQueryParams; none by default) and the canonical body without its
+// volatile members (keying.WindowVolatile and WithVolatile). The first request runs the handler, which
 // writes straight to the client (nothing is stored or replayed); a repeat
 // inside the window gets 409 with Retry-After set to the window's
 // remaining time. The window (idemkit.WithWindow, default 5s) and what
@@ -50,7 +50,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fp := h.c.fp.Sum(principal, operation(r), h.params(r, false), body)
+	fp := h.c.windowFP.Sum(principal, operation(r), h.params(r, false), body)
 	ran := false
 	err := h.e.Guard(r.Context(), fp, func(context.Context) error {
 		ran = true

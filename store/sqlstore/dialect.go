@@ -37,7 +37,7 @@ type dialect struct {
 	quote  func(ident string) string
 	schema []string // CREATE statements, T for the table, I for the index
 	// statement templates; see queries
-	get, setnx, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete string
+	get, setnx, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
 }
 
 // DefaultTable is the table a Store uses unless WithTable says otherwise.
@@ -58,7 +58,9 @@ var postgres = dialect{
 )`,
 		`CREATE INDEX IF NOT EXISTS I ON T (expires_at)`,
 	},
-	get: `SELECT idem_value, ` + pgTTL + ` FROM T WHERE idem_key = $1 AND expires_at > statement_timestamp()`,
+	get:         `SELECT idem_value, ` + pgTTL + ` FROM T WHERE idem_key = $1 AND expires_at > statement_timestamp()`,
+	scan:        `SELECT idem_key, idem_value, ` + pgTTL + ` FROM T WHERE idem_key >= $1 AND expires_at > statement_timestamp() ORDER BY idem_key LIMIT 500`,
+	scanBounded: `SELECT idem_key, idem_value, ` + pgTTL + ` FROM T WHERE idem_key >= $1 AND idem_key < $2 AND expires_at > statement_timestamp() ORDER BY idem_key LIMIT 500`,
 	// One statement: read a live row; only when there is none, insert, or
 	// replace an expired row. A row committed by a concurrent claim after
 	// this statement's snapshot makes the insert conflict and return
@@ -108,8 +110,10 @@ var mysql = dialect{
 	INDEX I (expires_at)
 ) ENGINE=InnoDB`,
 	},
-	get:    `SELECT idem_value, ` + myTTL + ` FROM T WHERE idem_key = ? AND expires_at > UTC_TIMESTAMP(6)`,
-	insert: `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
+	get:         `SELECT idem_value, ` + myTTL + ` FROM T WHERE idem_key = ? AND expires_at > UTC_TIMESTAMP(6)`,
+	scan:        `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
+	scanBounded: `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND idem_key < ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
+	insert:      `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
 	reclaim: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
 WHERE idem_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
 	cas: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
@@ -148,7 +152,7 @@ type queries struct {
 func newQueries(d *dialect, table string) *queries {
 	q := &queries{dialect: d, base: d, table: quoteTable(d, table)}
 	c := *d
-	for _, s := range []*string{&c.get, &c.setnx, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete} {
+	for _, s := range []*string{&c.get, &c.setnx, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
 		*s = q.fill(*s)
 	}
 	q.dialect = &c

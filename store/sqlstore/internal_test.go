@@ -83,3 +83,21 @@ func TestSchemaNames(t *testing.T) {
 		t.Errorf("index name of a 63-byte table has %d bytes", len(n))
 	}
 }
+
+// TestScanPageInQueries keeps the LIMIT of the scan statements equal to
+// scanPage, which decides when a scan has read its last page.
+func TestScanPageInQueries(t *testing.T) {
+	for _, d := range []*dialect{&postgres, &mysql} {
+		for _, q := range []string{d.scan, d.scanBounded} {
+			if !strings.HasSuffix(q, fmt.Sprintf("LIMIT %d", scanPage)) {
+				t.Errorf("%s scan statement does not end in LIMIT %d: %s", d.name, scanPage, q)
+			}
+		}
+	}
+	if got := prefixEnd([]byte("a\xff\xff")); string(got) != "b" {
+		t.Errorf("prefixEnd(a\\xff\\xff) = %q, want \"b\"", got)
+	}
+	if got := prefixEnd([]byte("\xff")); got != nil {
+		t.Errorf("prefixEnd(\\xff) = %q, want nil", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,6 +112,51 @@ func paired(b *testing.B, raw, op func() error) {
 	b.ReportMetric(float64(tOp)/float64(tRaw), "x-raw")
 }
 
+// pairedParallel runs raw and op b.N times each, by workers goroutines at
+// once, in alternating rounds, and reports the mean time per call of each
+// and op's ratio to raw.
+func pairedParallel(b *testing.B, workers int, raw, op func() error) {
+	b.Helper()
+	const rounds = 10
+	round := func(f func() error, n int) time.Duration {
+		var wg sync.WaitGroup
+		var failed atomic.Value
+		start := time.Now()
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += workers {
+					if err := f(); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err, ok := failed.Load().(error); ok {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	round(raw, workers)
+	round(op, workers)
+	var tRaw, tOp time.Duration
+	b.ResetTimer()
+	for r := range rounds {
+		n := b.N / rounds
+		if r < b.N%rounds {
+			n++
+		}
+		tRaw += round(raw, n)
+		tOp += round(op, n)
+	}
+	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "ns-raw")
+	b.ReportMetric(float64(tOp.Nanoseconds())/float64(b.N), "ns-store")
+	b.ReportMetric(float64(tOp)/float64(tRaw), "x-raw")
+}
+
 func benchKey() []byte {
 	return []byte("bench:" + strconv.FormatInt(benchSeq.Add(1), 10))
 }
@@ -128,10 +175,17 @@ func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
 // store level, interleaved: ClaimOutside commits a SetNX first and
 // completes with a CompareAndSwap inside the transaction; AllInside runs
 // SetNX, the insert and the CompareAndSwap in the transaction.
+//
+// The /32 variants run 32 callers at once, in
+// alternating rounds of raw and idempotent transactions.
 func BenchmarkBusinessTx(b *testing.B) {
 	for _, be := range backends() {
-		for _, mode := range []string{"ClaimOutside", "AllInside"} {
+		for _, mode := range []string{"ClaimOutside", "AllInside", "ClaimOutside/32", "AllInside/32"} {
 			b.Run(be.name+"/"+mode, func(b *testing.B) {
+				workers := 1
+				if strings.HasSuffix(mode, "/32") {
+					workers = 32
+				}
 				s := newStore(b, be)
 				orders := fmt.Sprintf("orders%d", tables.Add(1))
 				if _, err := be.db.Exec("CREATE TABLE " + orders + " (id VARCHAR(64) PRIMARY KEY)"); err != nil {
@@ -159,13 +213,17 @@ func BenchmarkBusinessTx(b *testing.B) {
 					return tx.Commit()
 				}
 				claim, done := []byte("claim:0123456789abcdef"), []byte("done:0123456789abcdef")
-				paired(b, func() error {
+				run := paired
+				if workers > 1 {
+					run = func(b *testing.B, raw, op func() error) { pairedParallel(b, workers, raw, op) }
+				}
+				run(b, func() error {
 					return business(func(*sql.Tx, string) error { return nil })
 				}, func() error {
 					return business(func(tx *sql.Tx, id string) error {
 						v := s.Tx(tx)
 						var claimer store.Store = s
-						if mode == "AllInside" {
+						if strings.HasPrefix(mode, "AllInside") {
 							claimer = v
 						}
 						if set, _, err := claimer.SetNX(ctx, id, claim, time.Minute); err != nil || !set {

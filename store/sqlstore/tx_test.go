@@ -189,17 +189,14 @@ func TestTxAllInside(t *testing.T) {
 				}
 				mustInsertAndSwap(t, tx, "order-1", []byte("claim"), []byte("done"))
 
-				type result struct {
-					set bool
-					e   store.Entry
-					err error
-				}
 				dup := make(chan result, 1)
 				go func() {
 					set, e, err := s.SetNX(ctx, "order-1", []byte("duplicate"), time.Minute)
 					dup <- result{set, e, err}
 				}()
-				waitForLockWait(t, k.b)
+				if r, early := waitForLockWait(t, k.b, dup); early {
+					t.Fatalf("the duplicate SetNX returned %v, %q, %v before the transaction ended", r.set, r.e.Value, r.err)
+				}
 				end := tx.rollback
 				if commit {
 					end = tx.commit
@@ -221,15 +218,26 @@ func TestTxAllInside(t *testing.T) {
 	}
 }
 
+// result is what a SetNX returned.
+type result struct {
+	set bool
+	e   store.Entry
+	err error
+}
+
 // waitForLockWait waits until a session of b's test database waits on a
-// row lock.
-func waitForLockWait(t *testing.T, b *backend) {
+// row lock, or dup delivers a result (early).
+func waitForLockWait(t *testing.T, b *backend, dup <-chan result) (r result, early bool) {
 	t.Helper()
 	query := `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
 	if b == my {
-		query = `SELECT COUNT(*) FROM information_schema.innodb_trx t
-JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
-WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`
+		// A write of another session of this database, in flight while
+		// the business transaction is open, waits on the row: it cannot
+		// end before the transaction. (MariaDB does not always list an
+		// autocommit statement's lock wait in information_schema.innodb_trx.)
+		query = `SELECT COUNT(*) FROM information_schema.processlist
+WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command <> 'Sleep'
+AND (info LIKE 'INSERT%' OR info LIKE 'UPDATE%')`
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -240,9 +248,13 @@ WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			t.Fatalf("waiting for the duplicate to wait on the row: %v", err)
 		case n > 0:
-			return
+			return result{}, false
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case r := <-dup:
+			return r, true
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 

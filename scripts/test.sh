@@ -18,24 +18,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_redis() {
-  command -v redis-server >/dev/null && command -v redis-cli >/dev/null
-}
-if ! need_redis; then
-  echo "== installing redis-server (apt-get)"
-  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
-  # The package may start a server on 6379; the tests never use it.
-fi
-need_redis || { echo "redis-server is required by the tests and could not be installed" >&2; exit 1; }
-
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 apt_install() {
   echo "== installing $* (apt-get)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
 }
+
+need_redis() {
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null
+}
+# The package may start a server on 6379; the tests never use it.
+need_redis || apt_install redis-server
+need_redis || { echo "redis-server is required by the tests and could not be installed" >&2; exit 1; }
 # wait_for NAME CMD...: waits up to 60s until CMD succeeds.
 wait_for() {
   local name=$1; shift

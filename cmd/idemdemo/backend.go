@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	_ "github.com/go-sql-driver/mysql" // the driver of mysql://
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/setup"
@@ -18,6 +19,8 @@ import (
 	"github.com/idemkit/idemkit/store/boltstore"
 	_ "github.com/idemkit/idemkit/store/memstore"   // mem://
 	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
+	_ "github.com/idemkit/idemkit/store/sqlstore"   // postgres://, mysql://
+	_ "github.com/jackc/pgx/v5/stdlib"              // the driver of postgres://
 )
 
 // storeCheckTimeout bounds the startup checks of the store.

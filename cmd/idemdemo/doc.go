@@ -60,8 +60,10 @@
 // separate buckets, so a restart keeps both (delete the file to start
 // afresh). mem:// keeps both in process memory; redis://, rediss://,
 // redis+sentinel:// and redis+cluster:// keep the records in Redis (see
-// package store/redisstore for the URL forms and parameters) and the orders
-// in process memory, at most 100,000 of them and 1,000 per user (further
+// package store/redisstore for the URL forms and parameters), postgres://
+// and mysql:// in a table of PostgreSQL or MySQL/MariaDB (package
+// store/sqlstore; add create_table=true on a fresh database), and the
+// orders in process memory, at most 100,000 of them and 1,000 per user (further
 // orders get 507). A URL the demo cannot use stops it at start-up with an
 // error naming the problem; a Redis that does not answer does not (requests
 // then get the -on-store-error policy until it does).

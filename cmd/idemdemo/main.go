@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.stack = env
 	fs.StringVar(&cfg.addr, "addr", cfg.addr, "listen `address`")
-	fs.StringVar(&cfg.stack.Store, "store", cfg.stack.Store, "idempotency store `URL`: bolt:///path/file.db, mem://, redis://[:password@]host:port/db,\nrediss://..., redis+sentinel://host:26379,host:26380/master, redis+cluster://host:7000,host:7001\n(or IDEMKIT_STORE)")
+	fs.StringVar(&cfg.stack.Store, "store", cfg.stack.Store, "idempotency store `URL`: bolt:///path/file.db, mem://, redis://[:password@]host:port/db,\nrediss://..., redis+sentinel://host:26379,host:26380/master, redis+cluster://host:7000,host:7001,\npostgres://user:password@host:5432/db?create_table=true, mysql://... (or IDEMKIT_STORE)")
 	fs.StringVar(&cfg.stack.Fallback, "fallback", cfg.stack.Fallback, "`URL` of a store answering while the store fails, such as mem:// (or IDEMKIT_FALLBACK; default none)")
 	fs.Func("on-store-error", "`policy` when the store fails: closed (answer 503) or open (run unguarded) (or IDEMKIT_ON_STORE_ERROR; default closed)", flagFunc(&cfg.stack.OnStoreError, setup.ParseFailureMode))
 	fs.Func("budget", "time `budget` of each store call, such as 100ms, or off (or IDEMKIT_BUDGET; default 1s for network stores, off for mem and bolt)", flagFunc(&cfg.stack.Budget, setup.ParseBudget))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -118,7 +119,9 @@ func TestOrdersFullAnswers507(t *testing.T) {
 }
 
 // The same binary runs unchanged on every store by URL: memory, a bbolt
-// file, a standalone Redis, a Redis Cluster and Redis behind Sentinel.
+// file, a standalone Redis, a Redis Cluster, Redis behind Sentinel,
+// PostgreSQL and MariaDB (in databases made for the test and dropped
+// after it).
 // Every endpoint works and a duplicate storm makes one order per
 // submission.
 func TestEndToEndEveryStore(t *testing.T) {
@@ -135,7 +138,13 @@ func TestEndToEndEveryStore(t *testing.T) {
 		"redis":    "redis://" + srv.Addr() + "/2?prefix=e2e:",
 		"cluster":  "redis+cluster://" + strings.Join(cl.Addrs(), ","),
 		"sentinel": sn.URL("prefix=e2e:"),
+		"postgres": sqlTestURL(t, "pgx", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "postgres://postgres@127.0.0.1:5432/%s?sslmode=disable&create_table=true"),
+		"mariadb":  sqlTestURL(t, "mysql", "root@tcp(127.0.0.1:3306)/", "mysql://root@127.0.0.1:3306/%s?create_table=true"),
 	} {
+		if rawURL == "" {
+			t.Logf("%s: server not reachable, skipped", name)
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			p := startDemo(t, bin, "-addr", "127.0.0.1:0", "-store", rawURL, "-log-level", "warn")
 			c := &http.Client{Timeout: 30 * time.Second}
@@ -199,4 +208,31 @@ func TestRecoveryAfterRedisRestart(t *testing.T) {
 		lags = append(lags, time.Since(back).Round(time.Millisecond))
 	}
 	t.Logf("first 200 from /healthz after Redis answered PING again: %v", lags)
+}
+
+// sqlTestURL creates a database with a unique name through the server at
+// adminDSN (driver's DSN form), drops it when the test ends, and returns
+// urlPattern with its name; "" when the server does not answer.
+func sqlTestURL(t *testing.T, driver, adminDSN, urlPattern string) string {
+	t.Helper()
+	db, err := sql.Open(driver, adminDSN)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if db.PingContext(ctx) != nil {
+		return ""
+	}
+	name := fmt.Sprintf("idemdemo_e2e_%d", time.Now().UnixNano())
+	_, err = db.ExecContext(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		drop := "DROP DATABASE " + name
+		if driver == "pgx" {
+			drop += " WITH (FORCE)"
+		}
+		_, err := db.ExecContext(context.Background(), drop)
+		assert.NoError(t, err)
+	})
+	return fmt.Sprintf(urlPattern, name)
 }

@@ -22,11 +22,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql" // the driver of mysql://
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/keying"
 	"github.com/idemkit/idemkit/setup"
 	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
 	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
+	_ "github.com/idemkit/idemkit/store/sqlstore"   // postgres://, mysql://
+	_ "github.com/jackc/pgx/v5/stdlib"              // the driver of postgres://
 )
 
 func main() {

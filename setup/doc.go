@@ -27,8 +27,9 @@
 // store.Open knows the schemes of the backends the program imports: a
 // blank import brings one in, so a program pays only for the backends it
 // can use. Package setup itself brings in mem:// (store/memstore, standard
-// library only); import store/boltstore for bolt:// and store/redisstore
-// for redis://, rediss://, redis+sentinel:// and redis+cluster://.
+// library only); import store/boltstore for bolt://, store/redisstore
+// for redis://, rediss://, redis+sentinel:// and redis+cluster://, and
+// store/sqlstore with a database/sql driver for postgres:// and mysql://.
 //
 // # Environment variables
 //

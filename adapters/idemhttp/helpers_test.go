@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 
@@ -109,4 +110,35 @@ func mustMiddleware(t testing.TB) func(func(http.Handler) http.Handler, error) f
 		require.NoError(t, err)
 		return mw
 	}
+}
+
+// liveServer serves h behind Idempotency on POST /orders over a real
+// connection, with a client that does not decompress.
+func liveServer(t *testing.T, h http.HandlerFunc, opts ...idemhttp.Option) (*httptest.Server, *http.Client) {
+	t.Helper()
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append([]idemhttp.Option{byUser}, opts...)...))
+	mux := http.NewServeMux()
+	mux.Handle("/orders", mw(h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.DisableCompression = true
+	return srv, &http.Client{Transport: tr}
+}
+
+func livePost(t *testing.T, srv *httptest.Server, c *http.Client, key string, trace *httptrace.ClientTrace) (*http.Response, []byte) {
+	t.Helper()
+	r, err := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{"n":1}`))
+	require.NoError(t, err)
+	if trace != nil {
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), trace))
+	}
+	r.Header.Set(userHeader, "alice")
+	r.Header.Set(idemhttp.DefaultKeyHeader, key)
+	resp, err := c.Do(r)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
 }

@@ -2,6 +2,8 @@ package idemhttp_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -538,4 +540,60 @@ func TestTrustedHeaderPrincipal(t *testing.T) {
 	r.Header.Add(userHeader, "mallory")
 	_, err = p(r)
 	assert.ErrorIs(t, err, idemhttp.ErrNoPrincipal, "a repeated header is ambiguous")
+}
+
+// A body encoded by the handler (Content-Encoding) means nothing without
+// that header: the replay must carry it, or the client gets gzip bytes
+// labelled as something else.
+func TestIdempotencyReplayKeepsContentEncoding(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"id":42}`))
+	require.NoError(t, zw.Close())
+	srv, c := liveServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(gz.Bytes())
+	})
+	fresh, freshBody := livePost(t, srv, c, "gz", nil)
+	again, againBody := livePost(t, srv, c, "gz", nil)
+	require.Equal(t, "true", again.Header.Get(idemhttp.ReplayedHeader))
+	assert.Equal(t, "gzip", fresh.Header.Get("Content-Encoding"))
+	assert.Equal(t, fresh.Header.Values("Content-Encoding"), again.Header.Values("Content-Encoding"))
+	assert.Equal(t, fresh.Header.Values("Content-Type"), again.Header.Values("Content-Type"))
+	assert.Equal(t, freshBody, againBody)
+}
+
+// Concurrent requests with one key from two principals: each principal's
+// handler runs once and nobody ever gets the other's response.
+func TestIdempotencyPrincipalsNeverShareResponses(t *testing.T) {
+	var runs sync.Map
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithWait(time.Millisecond)))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := r.Header.Get(userHeader)
+		n, _ := runs.LoadOrStore(u, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		time.Sleep(time.Millisecond)
+		_, _ = io.WriteString(w, "for "+u)
+	}))
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		user := []string{"alice", "bob"}[i%2]
+		wg.Go(func() {
+			w := serve(h, req{user: user, key: "shared"})
+			if w.Body.String() != "for "+user {
+				errs <- errors.New(user + " got " + w.Body.String())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	runs.Range(func(k, v any) bool {
+		assert.EqualValues(t, 1, v.(*atomic.Int32).Load(), "%s's handler runs", k)
+		return true
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -101,12 +102,7 @@ func (c *config) log() *slog.Logger {
 }
 
 func (c *config) guarded(method string) bool {
-	for _, m := range c.methods {
-		if m == method {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.methods, method)
 }
 
 // WithPrincipal sets how the caller of a request is identified. It is

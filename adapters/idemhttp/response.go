@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 )
 
 // A stored response, version 1:
@@ -111,10 +112,8 @@ func decodeResponse(b []byte, allow []string) (storedResponse, error) {
 }
 
 func canonicalName(name string, allow []string) string {
-	for _, a := range allow {
-		if a == name {
-			return a
-		}
+	if i := slices.Index(allow, name); i >= 0 {
+		return allow[i]
 	}
 	return name
 }

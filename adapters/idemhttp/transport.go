@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -132,7 +133,7 @@ func (t *Transport) withKey(req *http.Request) (*http.Request, bool, error) {
 	if methods == nil {
 		methods = []string{http.MethodPost, http.MethodPatch}
 	}
-	if !contains(methods, req.Method) {
+	if !slices.Contains(methods, req.Method) {
 		return req, false, nil
 	}
 	newKey := t.NewKey
@@ -156,15 +157,6 @@ func (t *Transport) withKey(req *http.Request) (*http.Request, bool, error) {
 func sfString(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\\`)
 	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // retryable reports whether sending req twice is harmless and possible.
@@ -206,23 +198,14 @@ func (t *Transport) maxBackoff() time.Duration {
 	return DefaultMaxBackoff
 }
 
-// backoff returns the delay before retry attempt+1: MinBackoff doubled per
-// attempt, capped, with jitter over its upper half.
+// backoff returns the delay before retry attempt+1 (internal/backoff's
+// schedule from MinBackoff to MaxBackoff).
 func (t *Transport) backoff(attempt int) time.Duration {
 	d := t.MinBackoff
 	if d <= 0 {
 		d = DefaultMinBackoff
 	}
-	limit := t.maxBackoff()
-	for range attempt {
-		if d >= limit/2 {
-			d = limit
-			break
-		}
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
+	return backoff.Delay(d, t.maxBackoff(), attempt)
 }
 
 // retryAfter parses a Retry-After value: delay seconds or an HTTP date.

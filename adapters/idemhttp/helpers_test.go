@@ -79,21 +79,30 @@ func serve(h http.Handler, q req) *httptest.ResponseRecorder {
 }
 
 // requireProblem checks that w is a problem document of the given type and
-// status, and returns it.
+// status, with the default optional members (a fresh urn:uuid instance,
+// retryable agreeing with Retry-After), and returns it.
 func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ string) idemhttp.Problem {
 	t.Helper()
 	require.Equal(t, status, w.Code, "body: %s", w.Body)
 	assert.Equal(t, idemhttp.ProblemContentType, w.Header().Get("Content-Type"))
 	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
-	assert.Empty(t, w.Header().Get(idemhttp.ReplayedHeader))
+	if typ == idemhttp.ProblemResponseNotStored {
+		assert.Equal(t, "true", w.Header().Get(idemhttp.DefaultReplayHeader), "a stored outcome is marked replayed")
+	} else {
+		assert.Empty(t, w.Header().Get(idemhttp.DefaultReplayHeader))
+	}
 	var p idemhttp.Problem
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
 	assert.Equal(t, typ, p.Type)
 	assert.Equal(t, status, p.Status)
 	assert.NotEmpty(t, p.Title)
+	assert.Regexp(t, `^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, p.Instance)
+	if assert.NotNil(t, p.Retryable, "retryable member") {
+		assert.Equal(t, w.Header().Get("Retry-After") != "", *p.Retryable, "retryable agrees with Retry-After")
+	}
 	switch {
-	case typ == idemhttp.ProblemTokenUsed:
-		assert.Empty(t, w.Header().Get("Retry-After"), "a spent token never becomes valid again")
+	case typ == idemhttp.ProblemTokenUsed, typ == idemhttp.ProblemPayloadReused, typ == idemhttp.ProblemResponseNotStored:
+		assert.Empty(t, w.Header().Get("Retry-After"), "no retry can change this answer")
 	case status == http.StatusConflict || status == http.StatusServiceUnavailable:
 		assert.NotEmpty(t, w.Header().Get("Retry-After"), "409 and 503 carry Retry-After")
 	}
@@ -101,7 +110,7 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ 
 }
 
 func isReplay(w *httptest.ResponseRecorder) bool {
-	return w.Header().Get(idemhttp.ReplayedHeader) == "true"
+	return w.Header().Get(idemhttp.DefaultReplayHeader) == "true"
 }
 
 // mustMiddleware unwraps a constructor's result.

@@ -1,6 +1,9 @@
 package idemhttp
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 
@@ -43,7 +46,7 @@ import (
 // for a nil engine, a missing principal or an invalid option. The handlers
 // it returns are safe for concurrent use.
 func Idempotency(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
-	rt, err := newRoute(e, opts)
+	rt, err := newRoute(e, opts, modeKey)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +54,7 @@ func Idempotency(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Han
 }
 
 type keyHandler struct {
-	route
+	*route
 	next http.Handler
 }
 
@@ -63,30 +66,56 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, present, err := headerKey(r.Header[h.c.keyHeader])
 	switch {
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, ProblemKeyInvalid, h.c.keyHeader+": "+err.Error(), 0)
+		h.p.write(w, r, answer{kind: kindKeyInvalid, detail: h.c.keyHeader + ": " + err.Error()})
 		return
 	case !present && h.c.optionalKey:
 		h.next.ServeHTTP(w, r)
 		return
 	case !present:
-		writeProblem(w, http.StatusBadRequest, ProblemKeyMissing, "this request requires an "+h.c.keyHeader+" header", 0)
+		h.p.write(w, r, answer{kind: kindKeyMissing, detail: "this request requires an " + h.c.keyHeader + " header"})
 		return
 	}
 	body, ok := h.body(w, r)
 	if !ok {
 		return
 	}
-	fp := h.c.fp.Sum(principal, operation(r), h.params(r, true), body)
-	rec := newRecorder(w, h.c.maxStored)
-	res, err := h.e.Do(r.Context(), keying.Key("http", principal, key), fp, rec.run(h.next, r, h.c), h.c.callOpts...)
-	h.finish(w, r, rec, res, err, keyProblem)
+	fp := h.fp.Sum(principal, operation(r), h.params(r, true), body)
+	if h.payload != nil && !h.firstKeyFor(w, r, principal, key, fp) {
+		return
+	}
+	rec := newRecorder(w, h.c)
+	res, err := h.e.Do(r.Context(), keying.Key(transport, principal, key), fp, rec.run(h.next, r), h.opts...)
+	h.finish(w, r, rec, res, err, key, keyProblem)
 }
 
-func keyProblem(w http.ResponseWriter, err error) bool {
+func keyProblem(err error) (answer, bool) {
 	if errors.Is(err, idemkit.ErrMismatch) {
-		writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyMismatch,
-			"this idempotency key was already used with a different request payload", 0)
+		return answer{kind: kindKeyMismatch, detail: "this idempotency key was already used with a different request payload"}, true
+	}
+	return common(err)
+}
+
+// firstKeyFor is the payload guard (WithPayloadWindow): it binds the
+// payload fingerprint fp to the first key it came with, for the window,
+// and answers 409 itself when fp came with another key. It reports
+// whether the request may go on.
+func (h *keyHandler) firstKeyFor(w http.ResponseWriter, r *http.Request, principal, key, fp string) bool {
+	sum := sha256.Sum256([]byte(key)) // the record holds a digest of the key, never the key
+	_, err := h.e.Do(r.Context(), keying.Key(transport, "payload", principal, fp), hex.EncodeToString(sum[:]),
+		func(context.Context) ([]byte, error) { return []byte{}, nil }, h.payload...)
+	if err == nil {
 		return true
 	}
-	return common(w, err)
+	a, ok := common(err)
+	if errors.Is(err, idemkit.ErrMismatch) {
+		a, ok = answer{kind: kindPayloadReused,
+			detail: "the same request was submitted a moment ago under another idempotency key; retry with that key"}, true
+	}
+	if !ok {
+		h.internal(w, r, err, key)
+		return false
+	}
+	a.key = key
+	h.p.write(w, r, a)
+	return false
 }

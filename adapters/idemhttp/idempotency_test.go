@@ -83,8 +83,10 @@ func TestIdempotencyStatusPaths(t *testing.T) {
 			final: with(alice, func(q *req) { q.key = `"k-1"` }), status: 201, replayed: true, runs: 1},
 		{name: "reordered JSON is the same payload", before: []req{alice},
 			final: with(alice, func(q *req) { q.body = `{ "currency":"EUR", "amount":1e2 }` }), status: 201, replayed: true, runs: 1},
-		{name: "volatile fields are ignored", before: []req{with(alice, func(q *req) { q.body = `{"a":1,"traceId":"x","note":"n"}` })},
-			final: with(alice, func(q *req) { q.body = `{"a":1,"traceId":"y","note":"n"}` }), status: 201, replayed: true, runs: 1},
+		{name: "every member is compared by default", before: []req{with(alice, func(q *req) { q.body = `{"amount":100,"sign":"+"}` })},
+			final: with(alice, func(q *req) { q.body = `{"amount":100,"sign":"-"}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
+		{name: "nested members are compared by default", before: []req{with(alice, func(q *req) { q.body = `{"a":{"traceId":"x"}}` })},
+			final: with(alice, func(q *req) { q.body = `{"a":{"traceId":"y"}}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
 		{name: "extra volatile field", opts: []idemhttp.Option{idemhttp.WithVolatile("note")},
 			before: []req{with(alice, func(q *req) { q.body = `{"a":1,"note":"x"}` })},
 			final:  with(alice, func(q *req) { q.body = `{"a":1,"note":"y"}` }), status: 201, replayed: true, runs: 1},
@@ -243,8 +245,8 @@ func TestIdempotencyReplayIsByteForByte(t *testing.T) {
 			fresh, freshBody := send()
 			again, againBody := send()
 			assert.EqualValues(t, 1, runs.Load())
-			assert.Empty(t, fresh.Header.Values(idemhttp.ReplayedHeader), "a fresh response is never marked")
-			assert.Equal(t, []string{"true"}, again.Header.Values(idemhttp.ReplayedHeader))
+			assert.Empty(t, fresh.Header.Values(idemhttp.DefaultReplayHeader), "a fresh response is never marked")
+			assert.Equal(t, []string{"true"}, again.Header.Values(idemhttp.DefaultReplayHeader))
 			assert.Equal(t, fresh.StatusCode, again.StatusCode)
 			assert.Equal(t, fresh.ContentLength, again.ContentLength)
 			for _, h := range []string{"Content-Type", "Location", "X-Order-Tag"} {
@@ -324,97 +326,160 @@ func TestIdempotencyInProgressThenReplay(t *testing.T) {
 	assert.Equal(t, first.Body.String(), again.Body.String())
 }
 
-func TestIdempotencyStreamingIsNotGuarded(t *testing.T) {
+// unstoredCases are the two ways a key can end when its response cannot
+// be stored: a terminal record (the default) or a release.
+var unstoredCases = []struct {
+	name    string
+	opts    []idemhttp.Option
+	release bool
+}{
+	{name: "terminal by default"},
+	{name: "released when configured", release: true, opts: []idemhttp.Option{idemhttp.WithUnstored(idemhttp.ReleaseKey, idemhttp.ReleaseKey)}},
+}
+
+// requireUnstoredRetry checks the retry of a request whose response was
+// not stored: the handler runs again when the key was released, and
+// otherwise the retry gets ProblemResponseNotStored.
+func requireUnstoredRetry(t *testing.T, w *httptest.ResponseRecorder, release bool, runs int32) {
+	t.Helper()
+	if release {
+		assert.EqualValues(t, 2, runs, "a released key runs the handler again")
+		return
+	}
+	p := requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+	assert.False(t, *p.Retryable)
+	assert.EqualValues(t, 1, runs, "a terminal record never runs the handler again")
+}
+
+func TestIdempotencyStreamedResponse(t *testing.T) {
 	for name, stream := range map[string]func(w http.ResponseWriter) error{
 		"Flusher": func(w http.ResponseWriter) error { w.(http.Flusher).Flush(); return nil },
 		"ResponseController": func(w http.ResponseWriter) error {
 			return http.NewResponseController(w).Flush()
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			var runs atomic.Int32
-			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
-			h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				runs.Add(1)
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, "data: 1\n\n")
-				require.NoError(t, stream(w))
-				_, _ = io.WriteString(w, "data: 2\n\n")
-			}))
-			q := req{user: "alice", key: "stream"}
-			for i := range 2 {
+		for _, tc := range unstoredCases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				var runs atomic.Int32
+				mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser)...))
+				h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					runs.Add(1)
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, "data: 1\n\n")
+					require.NoError(t, stream(w))
+					_, _ = io.WriteString(w, "data: 2\n\n")
+				}))
+				q := req{user: "alice", key: "stream"}
 				w := serve(h, q)
 				assert.Equal(t, 200, w.Code)
 				assert.True(t, w.Flushed)
 				assert.Equal(t, "data: 1\n\ndata: 2\n\n", w.Body.String())
 				assert.False(t, isReplay(w))
-				assert.EqualValues(t, i+1, runs.Load(), "a streamed response releases the key")
+				requireUnstoredRetry(t, serve(h, q), tc.release, runs.Load())
+			})
+		}
+	}
+}
+
+func TestIdempotencyHijackedResponse(t *testing.T) {
+	for _, tc := range unstoredCases {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser)...))
+			served := make(chan struct{}, 2)
+			guarded := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				runs.Add(1)
+				conn, brw, err := http.NewResponseController(w).Hijack()
+				if !assert.NoError(t, err) {
+					return
+				}
+				defer conn.Close()
+				_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nraw ok")
+				_ = brw.Flush()
+			}))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				guarded.ServeHTTP(w, r)
+				served <- struct{}{} // the middleware is done with the key
+			}))
+			defer srv.Close()
+			send := func() (*http.Response, string) {
+				r, err := http.NewRequest(http.MethodPost, srv.URL, nil)
+				require.NoError(t, err)
+				r.Header.Set(userHeader, "alice")
+				r.Header.Set(idemhttp.DefaultKeyHeader, "hj")
+				resp, err := srv.Client().Do(r)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				<-served
+				return resp, string(b)
 			}
+			_, body := send()
+			assert.Equal(t, "raw ok", body)
+			resp, body := send()
+			if tc.release {
+				assert.Equal(t, "raw ok", body)
+				assert.EqualValues(t, 2, runs.Load(), "a released key runs the handler again")
+				return
+			}
+			assert.Equal(t, 500, resp.StatusCode)
+			assert.Equal(t, "true", resp.Header.Get(idemhttp.DefaultReplayHeader))
+			assert.Contains(t, body, idemhttp.ProblemResponseNotStored)
+			assert.EqualValues(t, 1, runs.Load(), "a terminal record never runs the handler again")
 		})
 	}
 }
 
-func TestIdempotencyHijackIsNotGuarded(t *testing.T) {
-	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
-	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		runs.Add(1)
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if !assert.NoError(t, err) {
-			return
+func TestIdempotencyLargeResponse(t *testing.T) {
+	for _, tc := range unstoredCases {
+		for _, size := range []string{"body over the cap", "headers take it over the cap"} {
+			t.Run(tc.name+"/"+size, func(t *testing.T) {
+				var logs bytes.Buffer
+				var runs atomic.Int32
+				mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser,
+					idemhttp.WithMaxStoredResponse(64), idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))...))
+				big := strings.Repeat("x", 100)
+				if size != "body over the cap" {
+					big = big[:60]
+				}
+				h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					runs.Add(1)
+					w.Header().Set("Content-Type", "text/plain")
+					w.WriteHeader(http.StatusCreated)
+					_, _ = io.WriteString(w, big[:50])
+					_, _ = io.WriteString(w, big[50:])
+				}))
+				q := req{user: "alice", key: "big"}
+				w := serve(h, q)
+				assert.Equal(t, 201, w.Code)
+				assert.Equal(t, big, w.Body.String())
+				assert.False(t, isReplay(w))
+				requireUnstoredRetry(t, serve(h, q), tc.release, runs.Load())
+				assert.Contains(t, logs.String(), "level=WARN")
+				assert.Contains(t, logs.String(), "not stored")
+			})
 		}
-		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nraw ok")
-		_ = brw.Flush()
-	})))
-	defer srv.Close()
-	send := func() (int, string) {
-		r, err := http.NewRequest(http.MethodPost, srv.URL, nil)
-		require.NoError(t, err)
-		r.Header.Set(userHeader, "alice")
-		r.Header.Set(idemhttp.DefaultKeyHeader, "hj")
-		resp, err := srv.Client().Do(r)
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		return resp.StatusCode, string(b)
 	}
-	_, body := send()
-	assert.Equal(t, "raw ok", body)
-	// The key is released when the handler returns, which can be just after
-	// the client has read the hijacked response: until then a repeat is
-	// in progress (409). Wait for the release, boundedly.
-	status, body := send()
-	for i := 0; status == http.StatusConflict && i < 200; i++ {
-		time.Sleep(5 * time.Millisecond)
-		status, body = send()
-	}
-	assert.Equal(t, "raw ok", body)
-	assert.EqualValues(t, 2, runs.Load(), "a hijacked response releases the key")
 }
 
-func TestIdempotencyLargeResponseIsNotStored(t *testing.T) {
-	var logs bytes.Buffer
-	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser,
-		idemhttp.WithMaxStoredResponse(64), idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
-	big := strings.Repeat("x", 100)
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		runs.Add(1)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, big[:50])
-		_, _ = io.WriteString(w, big[50:])
-	}))
-	q := req{user: "alice", key: "big"}
-	for i := range 2 {
-		w := serve(h, q)
-		assert.Equal(t, 201, w.Code)
-		assert.Equal(t, big, w.Body.String())
-		assert.False(t, isReplay(w))
-		assert.EqualValues(t, i+1, runs.Load())
+// A token spent on a response that cannot be stored keeps a terminal
+// record too: its reuse gets ProblemResponseNotStored, not a second run.
+func TestTokenLargeResponse(t *testing.T) {
+	for _, tc := range unstoredCases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &api{}
+			mux := tokenMux(t, newEngine(t), a, append(tc.opts, idemhttp.WithMaxStoredResponse(8))...)
+			q := req{user: "alice", token: issue(t, mux, "alice")}
+			assert.Equal(t, 201, serve(mux, q).Code)
+			w := serve(mux, q)
+			if tc.release {
+				requireProblem(t, w, 409, idemhttp.ProblemTokenUsed)
+			} else {
+				requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+			}
+			assert.EqualValues(t, 1, a.runs.Load())
+		})
 	}
-	assert.Contains(t, logs.String(), "level=WARN")
-	assert.Contains(t, logs.String(), "not stored")
 }
 
 func TestIdempotencyEngineResultCap(t *testing.T) {
@@ -557,7 +622,7 @@ func TestIdempotencyReplayKeepsContentEncoding(t *testing.T) {
 	})
 	fresh, freshBody := livePost(t, srv, c, "gz", nil)
 	again, againBody := livePost(t, srv, c, "gz", nil)
-	require.Equal(t, "true", again.Header.Get(idemhttp.ReplayedHeader))
+	require.Equal(t, "true", again.Header.Get(idemhttp.DefaultReplayHeader))
 	assert.Equal(t, "gzip", fresh.Header.Get("Content-Encoding"))
 	assert.Equal(t, fresh.Header.Values("Content-Encoding"), again.Header.Values("Content-Encoding"))
 	assert.Equal(t, fresh.Header.Values("Content-Type"), again.Header.Values("Content-Type"))

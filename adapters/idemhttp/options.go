@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -20,16 +22,14 @@ const (
 	// DefaultTokenHeader is the request header that carries a one-time
 	// token in Token mode.
 	DefaultTokenHeader = "Idempotency-Token"
-	// ReplayedHeader is set to "true" on every replayed response, and
-	// never on a fresh one.
-	ReplayedHeader = "Idempotent-Replayed"
+	// DefaultReplayHeader is set to "true" on every replayed response,
+	// and never on a fresh one (WithReplayHeader).
+	DefaultReplayHeader = "Idempotent-Replayed"
 	// DefaultMaxBody is the largest request body, in bytes, read for a
 	// fingerprint; larger bodies get 413.
 	DefaultMaxBody = 1 << 20
-	// DefaultMaxStoredResponse is the largest response body, in bytes,
-	// that is stored for replay. The engine's own cap
-	// (idemkit.WithMaxResultSize, default 1 MiB) applies to the encoded
-	// response (status, replayed headers and body) as well.
+	// DefaultMaxStoredResponse is the largest response, in bytes, stored
+	// for replay: see WithMaxStoredResponse.
 	DefaultMaxStoredResponse = 1 << 20
 	// MaxKeyLen is the longest idempotency key or token accepted, in
 	// characters.
@@ -51,6 +51,8 @@ type config struct {
 	principal     func(*http.Request) (string, error)
 	keyHeader     string
 	tokenHeader   string
+	tokenField    string
+	replayHeader  string
 	methods       []string
 	store         func(status int) bool
 	replayHeaders []string
@@ -58,10 +60,17 @@ type config struct {
 	maxStored     int
 	query         []string
 	querySet      bool
-	fp            *keying.Fingerprinter
-	callOpts      []idemkit.Option
+	volatile      []string
+	fp            *keying.Fingerprinter // set by WithFingerprinter
+	engineOpts    []idemkit.Option
 	logger        *slog.Logger
 	optionalKey   bool
+	tooLarge      Unstored
+	streamed      Unstored
+	payloadWindow time.Duration
+	problemBase   string
+	members       ProblemMembers
+	instance      func(*http.Request) string
 	err           error
 }
 
@@ -69,12 +78,15 @@ func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		keyHeader:     DefaultKeyHeader,
 		tokenHeader:   DefaultTokenHeader,
+		replayHeader:  DefaultReplayHeader,
 		methods:       []string{http.MethodPost, http.MethodPatch},
 		store:         DefaultStorePolicy,
 		replayHeaders: []string{"Content-Type", "Content-Encoding", "Location"},
 		maxBody:       DefaultMaxBody,
 		maxStored:     DefaultMaxStoredResponse,
-		fp:            keying.NewFingerprinter(),
+		problemBase:   DefaultProblemBase,
+		members:       DefaultProblemMembers,
+		instance:      UUIDInstance,
 	}
 	for _, o := range opts {
 		o(c)
@@ -253,10 +265,12 @@ func WithMaxBody(n int64) Option {
 	}
 }
 
-// WithMaxStoredResponse sets the largest response body stored for replay
-// (default DefaultMaxStoredResponse). A larger response is sent to the
-// client as it is written, not stored, and its key released, with a
-// warning logged.
+// WithMaxStoredResponse sets the largest encoded response (status,
+// replayed headers and body) stored for replay (default
+// DefaultMaxStoredResponse). A larger response is sent to the client as it
+// is written; what its key keeps is set by WithUnstored. Keep it at or
+// under the engine's idemkit.WithMaxResultSize: a response under this cap
+// but over the engine's is released, with a warning.
 func WithMaxStoredResponse(n int) Option {
 	return func(c *config) {
 		if n <= 0 {
@@ -264,6 +278,35 @@ func WithMaxStoredResponse(n int) Option {
 			return
 		}
 		c.maxStored = n
+	}
+}
+
+// Unstored says what a key or token keeps when the handler's response
+// cannot be stored for replay. See WithUnstored.
+type Unstored uint8
+
+const (
+	// KeepTerminal (the default) stores a terminal record: a retry gets
+	// 500 ProblemResponseNotStored, marked replayed, and the handler does
+	// not run again.
+	KeepTerminal Unstored = iota
+	// ReleaseKey releases the key, so a retry runs the handler again (in
+	// Token mode the token is spent without a result: a reuse gets 409
+	// ProblemTokenUsed).
+	ReleaseKey
+)
+
+// WithUnstored sets what a key or token keeps when the response is over
+// WithMaxStoredResponse (tooLarge) or streamed, that is, the handler
+// called Flush or Hijack (streamed). Both default to KeepTerminal.
+// Idempotency and Token modes.
+func WithUnstored(tooLarge, streamed Unstored) Option {
+	return func(c *config) {
+		if tooLarge > ReleaseKey || streamed > ReleaseKey {
+			c.invalid("unknown Unstored value")
+			return
+		}
+		c.tooLarge, c.streamed = tooLarge, streamed
 	}
 }
 
@@ -277,15 +320,18 @@ func WithQueryParams(names ...string) Option {
 	}
 }
 
-// WithVolatile adds JSON member names that are dropped, at any depth,
-// before a JSON body is fingerprinted, to keying.DefaultVolatile
-// (traceId, timestamp, nonce, sign, random).
+// WithVolatile names JSON members dropped from a request body before it
+// is fingerprinted. Idempotency mode drops nothing by default, so two
+// payloads that differ in any member are different requests; fields are
+// the only ones it drops. Window mode adds fields to its default set (see
+// # Fingerprints in the package doc).
 func WithVolatile(fields ...string) Option {
-	return func(c *config) { c.fp = keying.NewFingerprinter(keying.WithExtraVolatile(fields...)) }
+	fields = slices.Clone(fields)
+	return func(c *config) { c.volatile = append(c.volatile, fields...) }
 }
 
-// WithFingerprinter sets the fingerprinter used for request bodies
-// (default keying.NewFingerprinter()). It replaces WithVolatile.
+// WithFingerprinter sets the fingerprinter used for request bodies,
+// instead of the mode's default. It replaces WithVolatile.
 func WithFingerprinter(f *keying.Fingerprinter) Option {
 	return func(c *config) {
 		if f == nil {
@@ -296,19 +342,17 @@ func WithFingerprinter(f *keying.Fingerprinter) Option {
 	}
 }
 
-// WithEngineOptions passes engine options to every engine call the route
+// WithEngineOptions sets engine options for every engine call the route
 // makes, for example idemkit.WithFailureMode(idemkit.FailOpen),
-// idemkit.WithWindow, idemkit.WithRelease or idemkit.WithRetention. The
-// constructors reject invalid engine options (idemkit.CheckOptions).
+// idemkit.WithWindow or idemkit.WithRetention. They are validated once, by
+// the constructor (an error wraps idemkit.ErrInvalid).
 //
-// Do not give an engine used by this package an idemkit.ErrorCodec
-// (idemkit.WithErrorCodec) that marks every error final: the middleware
-// signals "do not store this response" (5xx by default, see
-// WithStorePolicy) with an error from the engine's fn, and such a codec
-// would store it and replay a 500 for the whole retention. Which responses
-// are final is WithStorePolicy's job here.
+// Do not give the engine an idemkit.ErrorCodec that marks every error
+// final: the middleware says "do not store this response" with an error,
+// and such a codec would store it. WithStorePolicy decides what is final.
 func WithEngineOptions(opts ...idemkit.Option) Option {
-	return func(c *config) { c.callOpts = append(c.callOpts, opts...) }
+	opts = slices.Clone(opts)
+	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
 }
 
 // WithWait makes a request that repeats one still in flight wait for the
@@ -320,9 +364,93 @@ func WithWait(poll time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings such as responses too large to
-// store (default slog.Default() at the time of logging).
+// store (default slog.Default() at the time of logging). Log lines never
+// hold keys, tokens, principals or store error texts.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
+}
+
+// WithReplayHeader sets the response header that marks a replay (default
+// DefaultReplayHeader).
+func WithReplayHeader(name string) Option {
+	return func(c *config) {
+		if !validHeaderName(name) {
+			c.invalid("invalid replay header name %q", name)
+			return
+		}
+		c.replayHeader = http.CanonicalHeaderKey(name)
+	}
+}
+
+// WithTokenField makes Token mode accept the token from the form field
+// name as well as from the token header (which wins when both are sent),
+// for server-rendered HTML forms, which cannot set headers. The field is
+// read from application/x-www-form-urlencoded and multipart/form-data
+// bodies of at most WithMaxBody bytes (larger ones get 413); the body
+// reaches the handler intact.
+func WithTokenField(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.invalid("empty token field name")
+			return
+		}
+		c.tokenField = name
+	}
+}
+
+// WithPayloadWindow makes Idempotency mode answer 409 ProblemPayloadReused
+// to a request whose payload (the fingerprint) was sent under another key
+// by the same principal less than d ago: a guard against clients that mint
+// a new key per click. A retry with the first key still gets its outcome.
+// Each guarded request costs one more store operation.
+func WithPayloadWindow(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("payload window must be positive, got %v", d)
+			return
+		}
+		c.payloadWindow = d
+	}
+}
+
+// WithProblemBase sets the prefix of the problem type URIs (default
+// DefaultProblemBase): each type is base followed by the name
+// ProblemTypes gives, such as "in-progress". base must be an absolute URI.
+func WithProblemBase(base string) Option {
+	return func(c *config) {
+		u, err := url.Parse(base)
+		if err != nil || !u.IsAbs() || strings.ContainsAny(base, " \t\r\n") {
+			c.invalid("problem base %q is not an absolute URI", base)
+			return
+		}
+		c.problemBase = base
+	}
+}
+
+// WithProblemMembers selects the optional members of problem documents
+// (default DefaultProblemMembers; 0 for none).
+func WithProblemMembers(m ProblemMembers) Option {
+	return func(c *config) {
+		if m&^DefaultProblemMembers != 0 {
+			c.invalid("unknown problem members %#x", uint8(m))
+			return
+		}
+		c.members = m
+	}
+}
+
+// WithProblemInstance sets the function that names each problem response
+// in its instance member (default UUIDInstance), for example to carry a
+// request ID that appears in the server's logs. It must be safe for
+// concurrent use and must not return secrets.
+func WithProblemInstance(fn func(*http.Request) string) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("nil problem instance function")
+			return
+		}
+		c.instance = fn
+	}
 }
 
 // validHeaderName reports whether s is a non-empty RFC 9110 token.

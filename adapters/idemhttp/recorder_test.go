@@ -46,7 +46,7 @@ func TestRecorderIgnoresHeadersSetAfterTheStatus(t *testing.T) {
 			srv, c := liveServer(t, h)
 			fresh, _ := livePost(t, srv, c, "late", nil)
 			again, _ := livePost(t, srv, c, "late", nil)
-			require.Equal(t, "true", again.Header.Get(idemhttp.ReplayedHeader))
+			require.Equal(t, "true", again.Header.Get(idemhttp.DefaultReplayHeader))
 			for _, resp := range []*http.Response{fresh, again} {
 				assert.Equal(t, want.StatusCode, resp.StatusCode)
 				assert.Equal(t, "/orders/a", resp.Header.Get("Location"))
@@ -79,11 +79,12 @@ func TestRecorderDropsInformationalAfterFinal(t *testing.T) {
 }
 
 // net/http sends what a handler wrote before it hijacks (a 101 Switching
-// Protocols, as websocket libraries write); so must the recorder, and the
-// key is released.
+// Protocols, as websocket libraries write); so must the recorder. The key
+// is released (configured) so that both connections are upgraded.
 func TestRecorderHijackSendsWhatWasWrittenBefore(t *testing.T) {
 	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMethods(http.MethodGet)))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMethods(http.MethodGet),
+		idemhttp.WithUnstored(idemhttp.KeepTerminal, idemhttp.ReleaseKey)))
 	guarded := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		runs.Add(1)
 		w.Header().Set("Upgrade", "echo")

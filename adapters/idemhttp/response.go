@@ -18,7 +18,38 @@ import (
 //	rest   body
 //
 // Only the headers on the replay allow-list are stored.
-const responseVersion = 1
+//
+// A terminal record stands for a response that could not be stored
+// (WithUnstored): [0] terminalVersion (2), [1] the reason.
+const (
+	responseVersion = 1
+	terminalVersion = 2
+)
+
+// Reasons a response was not stored, kept in a terminal record.
+const (
+	reasonTooLarge byte = 1 + iota
+	reasonStreamed
+)
+
+// terminalRecord returns the stored value that stands for a response not
+// kept for the given reason.
+func terminalRecord(reason byte) []byte { return []byte{terminalVersion, reason} }
+
+// terminalReason reports whether b is a terminal record and, if so, says
+// why the response was not stored.
+func terminalReason(b []byte) (string, bool) {
+	if len(b) != 2 || b[0] != terminalVersion {
+		return "", false
+	}
+	switch b[1] {
+	case reasonTooLarge:
+		return "the first request with this key was processed, but its response was too large to keep; it is not processed again", true
+	case reasonStreamed:
+		return "the first request with this key was processed, but its response was streamed and could not be kept; it is not processed again", true
+	}
+	return "", false
+}
 
 var errCorruptResponse = errors.New("idemhttp: corrupt stored response")
 
@@ -165,13 +196,13 @@ func (d *decoder) text(text string, base int) string {
 	return text[d.off-n-base : d.off-base]
 }
 
-// replay writes a stored response: status, stored headers, body and
-// Idempotent-Replayed: true.
-func replay(w http.ResponseWriter, sr storedResponse) {
+// replay writes a stored response: status, stored headers, body and the
+// replay header set to "true".
+func replay(w http.ResponseWriter, sr storedResponse, replayHeader string) {
 	h := w.Header()
 	for _, sh := range sr.headers {
 		h[sh.name] = sh.values
 	}
-	h[ReplayedHeader] = []string{"true"}
+	h[replayHeader] = []string{"true"}
 	writeResponse(w, h, sr.status, sr.body)
 }

@@ -29,7 +29,7 @@ import (
 // ServeMux so that r.Pattern is set. The handlers it returns are safe for
 // concurrent use.
 func Window(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
-	rt, err := newRoute(e, opts)
+	rt, err := newRoute(e, opts, modeWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func Window(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler,
 }
 
 type windowHandler struct {
-	route
+	*route
 	next http.Handler
 }
 
@@ -50,9 +50,9 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fp := h.c.fp.Sum(principal, operation(r), h.params(r, false), body)
+	fp := h.fp.Sum(principal, operation(r), h.params(r, false), body)
 	ran := false
-	err := h.e.Guard(r.Context(), fp, func(context.Context) error {
+	err := h.e.Guard(r.Context(), transport+":"+fp, func(context.Context) error {
 		ran = true
 		sw := &statusWriter{ResponseWriter: w}
 		h.next.ServeHTTP(sw, r)
@@ -60,17 +60,19 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return errNotStored
 		}
 		return nil
-	}, h.c.callOpts...)
+	}, h.opts...)
 	if ran {
 		return
 	}
 	var ce *idemkit.ConflictError
-	switch {
-	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrDuplicate):
-		writeProblem(w, http.StatusConflict, ProblemDuplicate,
-			"the same request was already submitted; retry after the delay given if it is meant to run again", ce.RetryAfter)
-	case common(w, err):
-	default:
-		h.internal(w, r, err)
+	a, ok := common(err)
+	if errors.As(err, &ce) && errors.Is(err, idemkit.ErrDuplicate) {
+		a, ok = answer{kind: kindDuplicate, retry: ce.RetryAfter,
+			detail: "the same request was already submitted; retry after the delay given if it is meant to run again"}, true
 	}
+	if !ok {
+		h.internal(w, r, err, "")
+		return
+	}
+	h.p.write(w, r, a)
 }

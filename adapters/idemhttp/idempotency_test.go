@@ -569,6 +569,13 @@ func TestConstructorsValidate(t *testing.T) {
 		"max body":        {byUser, idemhttp.WithMaxBody(0)},
 		"max stored":      {byUser, idemhttp.WithMaxStoredResponse(-1)},
 		"nil fingerprint": {byUser, idemhttp.WithFingerprinter(nil)},
+		"replay marker":   {byUser, idemhttp.WithReplayHeader("")},
+		"token field":     {byUser, idemhttp.WithTokenField("")},
+		"unstored":        {byUser, idemhttp.WithUnstored(idemhttp.ReleaseKey+1, idemhttp.KeepTerminal)},
+		"payload window":  {byUser, idemhttp.WithPayloadWindow(-time.Second)},
+		"problem base":    {byUser, idemhttp.WithProblemBase("problems/")},
+		"problem members": {byUser, idemhttp.WithProblemMembers(idemhttp.DefaultProblemMembers + 1)},
+		"nil instance":    {byUser, idemhttp.WithProblemInstance(nil)},
 	}
 	for name, ctor := range ctors {
 		require.NoError(t, ctor(byUser), name)
@@ -661,4 +668,77 @@ func TestIdempotencyPrincipalsNeverShareResponses(t *testing.T) {
 		assert.EqualValues(t, 1, v.(*atomic.Int32).Load(), "%s's handler runs", k)
 		return true
 	})
+}
+
+func TestIdempotencyPayloadWindow(t *testing.T) {
+	a := &api{}
+	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
+	order := req{user: "alice", key: "click-1", body: `{"sku":"x"}`}
+	require.Equal(t, 201, serve(mux, order).Code)
+
+	again := order
+	again.key = "click-2"
+	p := requireProblem(t, serve(mux, again), 409, idemhttp.ProblemPayloadReused)
+	assert.Equal(t, "click-2", p.IdempotencyKey)
+	assert.False(t, *p.Retryable)
+
+	assert.True(t, isReplay(serve(mux, order)), "a retry with the first key gets its outcome")
+	other := again
+	other.body = `{"sku":"y"}`
+	assert.Equal(t, 201, serve(mux, other).Code, "another payload under a new key runs")
+	bob := again
+	bob.user = "bob"
+	assert.Equal(t, 201, serve(mux, bob).Code, "another principal's payload is its own")
+	assert.EqualValues(t, 3, a.runs.Load())
+
+	plain := keyMux(t, newEngine(t), &api{})
+	require.Equal(t, 201, serve(plain, order).Code)
+	assert.Equal(t, 201, serve(plain, again).Code, "off by default")
+
+	_, err := idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithPayloadWindow(0))
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+func TestIdempotencyPayloadWindowEnds(t *testing.T) {
+	a := &api{}
+	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(20*time.Millisecond))
+	require.Equal(t, 201, serve(mux, req{user: "alice", key: "k1", body: "b"}).Code)
+	n := 1
+	require.Eventually(t, func() bool {
+		n++
+		return serve(mux, req{user: "alice", key: fmt.Sprint("k", n), body: "b"}).Code == 201
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.EqualValues(t, 2, a.runs.Load())
+}
+
+// Many clicks at once, each with its own key and the same payload: one
+// runs; every other is told the payload was already submitted.
+func TestIdempotencyPayloadWindowConcurrentKeysRunOnce(t *testing.T) {
+	a := &api{delay: time.Millisecond}
+	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
+	const n = 50
+	results := make([]*httptest.ResponseRecorder, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Go(func() {
+			r := req{user: "alice", key: fmt.Sprint("click-", i), body: `{"sku":"x"}`}.build()
+			start.Wait()
+			results[i] = httptest.NewRecorder()
+			mux.ServeHTTP(results[i], r)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	ran := 0
+	for _, w := range results {
+		switch w.Code {
+		case http.StatusCreated:
+			ran++
+		default:
+			requireProblem(t, w, 409, idemhttp.ProblemPayloadReused)
+		}
+	}
+	assert.Equal(t, 1, ran)
+	assert.EqualValues(t, 1, a.runs.Load())
 }

@@ -241,7 +241,7 @@ func (rt *route) afterRun(r *http.Request, rec *recorder, err error) {
 			slog.Int("max_stored", rt.c.maxStored), slog.Bool("key_released", rt.c.tooLarge == ReleaseKey))
 	case errors.Is(err, idemkit.ErrResultTooLarge):
 		rt.warn(ctx, "idemhttp: encoded response over the engine's result cap; not stored, key released", r)
-	case errors.Is(err, idemkit.ErrLeaseLost), errors.Is(err, idemkit.ErrUnavailable):
+	case err != nil && !errors.Is(err, errNotStored) && !errors.Is(err, errPassedThrough):
 		rt.warn(ctx, "idemhttp: handler ran but its response could not be recorded", r, slog.String("error", describe(err)))
 	}
 }

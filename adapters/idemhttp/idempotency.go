@@ -12,39 +12,12 @@ import (
 )
 
 // Idempotency returns middleware that makes a handler idempotent per
-// client key, following draft-ietf-httpapi-idempotency-key-header (and
-// Stripe's behaviour where the draft is silent).
-//
-// For guarded methods (POST and PATCH by default, see WithMethods) the key
-// is read from the Idempotency-Key header (WithKeyHeader) as an RFC 8941
-// sf-string or a bare token, 1 to MaxKeyLen printable ASCII characters.
-// The key is scoped by the principal (WithPrincipal, required) and the
-// request payload is fingerprinted: method, route pattern, path, query
-// (see WithQueryParams) and canonical body (see WithVolatile). Then:
-//
-//   - no key: 400 (unless WithOptionalKey); malformed key: 400; body over
-//     the cap: 413; principal error: 401;
-//   - first request: the handler runs, its response is sent and, when the
-//     store policy accepts its status, stored;
-//   - the key while the first request runs: 409 with Retry-After, or with
-//     WithWait the first response once it is stored;
-//   - the key with another payload: 422;
-//   - the key after a stored response: the stored status, allow-listed
-//     headers and body, with Idempotent-Replayed: true;
-//   - store down: 503 with Retry-After, or with
-//     WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen)) the
-//     handler runs unguarded.
-//
-// Responses that are not stored (5xx by default) release the key, so a
-// retry runs the handler again. Streaming responses (the handler calls
-// Flush or Hijack) and responses over WithMaxStoredResponse are sent as
-// they are written and are not guarded: the key is released.
-//
-// Wrap the handler you register on an http.ServeMux, not the mux itself:
-// ServeMux sets r.Pattern only after routing, so middleware around the mux
-// sees an empty pattern. It returns an error wrapping idemkit.ErrInvalid
-// for a nil engine, a missing principal or an invalid option. The handlers
-// it returns are safe for concurrent use.
+// client key (draft-ietf-httpapi-idempotency-key-header): the first request
+// with a key runs the handler and its response is stored; a retry gets the
+// stored response, a concurrent one 409, one with another payload 422. See
+// the package doc for keys, fingerprints and status codes. It returns an
+// error wrapping idemkit.ErrInvalid for a nil engine, a missing principal
+// or an invalid option; its handlers are safe for concurrent use.
 func Idempotency(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
 	rt, err := newRoute(e, opts, modeKey)
 	if err != nil {

@@ -11,26 +11,12 @@ import (
 )
 
 // Token returns middleware that requires a one-time token, issued by
-// TokenIssuer to the same principal, on every guarded request (POST and
-// PATCH by default, see WithMethods). The token is read from the
-// Idempotency-Token header (WithTokenHeader), as a bare token or an
-// sf-string, and spent atomically before the handler runs:
-//
-//   - no token: 400; unknown, expired, forged or another principal's
-//     token: 400; principal error: 401;
-//   - first use: the handler runs; its response is sent and, when the
-//     store policy accepts its status, stored;
-//   - reuse after a stored response: the stored response with
-//     Idempotent-Replayed: true;
-//   - reuse after a response that was not stored (5xx by default,
-//     streaming, too large): 409;
-//   - reuse while the first use runs: 409 with Retry-After, or with
-//     WithWait the first response;
-//   - store down: 503 with Retry-After, or fail-open (see
-//     WithEngineOptions) the handler runs unguarded.
-//
-// Token mode does not read the request body. The handlers it returns are
-// safe for concurrent use.
+// TokenIssuer to the same principal, on every guarded request, and spends
+// it before the handler runs: the first use runs the handler; a reuse gets
+// the stored response, or 409 while the first runs or when its outcome was
+// not stored; an unknown, expired or other principal's token gets 400. The
+// token comes from the token header or, WithTokenField, a form field.
+// Errors and concurrency are as for Idempotency.
 func Token(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
 	rt, err := newRoute(e, opts, modeToken)
 	if err != nil {
@@ -107,15 +93,12 @@ type IssuedToken struct {
 	ExpiresIn int64 `json:"expires_in"`
 }
 
-// TokenIssuer returns a handler that issues one-time tokens for Token
-// mode: it answers 201 Created with an IssuedToken JSON body and
-// Cache-Control: no-store. The token is bound to the request's principal
-// (WithPrincipal, required; an error gets 401) and lives for the engine's
-// token TTL (idemkit.WithTokenTTL via WithEngineOptions, default 10m).
-// Issuing needs the store whatever the failure mode: when it fails the
-// answer is 503 with Retry-After. It answers every method; register it on
-// the mux with the method you want (e.g. "POST /tokens"). The handler is
-// safe for concurrent use.
+// TokenIssuer returns a handler that issues a one-time token bound to the
+// request's principal, answering 201 with an IssuedToken JSON body and
+// Cache-Control: no-store; the token lives for the engine's token TTL
+// (idemkit.WithTokenTTL). Issuing needs the store whatever the failure
+// mode (503 when it fails). It answers every method: register it with the
+// one you want.
 func TokenIssuer(e *idemkit.Engine, opts ...Option) (http.Handler, error) {
 	rt, err := newRoute(e, opts, modeIssuer)
 	if err != nil {

@@ -357,3 +357,33 @@ func TestTransportClosesDiscardedResponses(t *testing.T) {
 	_ = resp.Body.Close()
 	assert.EqualValues(t, 4, closed.Load())
 }
+
+// The transport knows an in-progress 409 by its type name under any
+// problem base (WithProblemBase), and no other 409 problem.
+func TestTransportRecognisesInProgressUnderAnyBase(t *testing.T) {
+	for typ, retried := range map[string]bool{
+		idemhttp.ProblemInProgress:                        true,
+		"https://docs.example.com/errors/in-progress":     true,
+		"urn:example:problems:in-progress":                true,
+		"https://docs.example.com/errors/#in-progress":    true,
+		"https://docs.example.com/errors/not-in-progress": false,
+		"in-progress":                 false,
+		idemhttp.ProblemPayloadReused: false,
+		idemhttp.ProblemDuplicate:     false,
+	} {
+		var attempts atomic.Int32
+		tr := &idemhttp.Transport{MinBackoff: time.Millisecond, MaxRetries: 1,
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				if attempts.Add(1) > 1 {
+					return status(201, nil, "done")()
+				}
+				return status(409, problemHeader(""), `{"type":"`+typ+`","status":409}`)()
+			})}
+		r, err := http.NewRequest(http.MethodPost, "http://example.test/", strings.NewReader("b"))
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(r)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, retried, attempts.Load() == 2, typ)
+	}
+}

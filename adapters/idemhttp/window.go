@@ -8,26 +8,14 @@ import (
 	"github.com/idemkit/idemkit"
 )
 
-// Window returns middleware that rejects repeats of the same request
-// inside a time window, without any client key: a double click, a
-// resubmitted form, a client retry.
-//
-// A request is identified by its fingerprint: principal (WithPrincipal,
-// required), method, route pattern, path, the selected query parameters
-// (WithQueryParams; none by default) and the canonical body with volatile
-// fields dropped (WithVolatile). The first request runs the handler, which
-// writes straight to the client (nothing is stored or replayed); a repeat
-// inside the window gets 409 with Retry-After set to the window's
-// remaining time. The window (idemkit.WithWindow, default 5s) and what
-// ends it early (idemkit.WithRelease) are engine options, set per route
-// with WithEngineOptions; for idemkit.ReleaseOnError, a response the store
-// policy does not accept (5xx by default) counts as a failure.
-//
-// Only guarded methods (WithMethods) are checked. Bodies over the cap get
-// 413, principal errors 401, a store failure 503 (or, fail-open, the
-// handler runs). As with Idempotency, wrap the handler registered on the
-// ServeMux so that r.Pattern is set. The handlers it returns are safe for
-// concurrent use.
+// Window returns middleware that rejects a repeat of the same request
+// (by fingerprint, with no client key) inside a time window with 409 and
+// Retry-After: a double click, a resubmitted form. The handler writes
+// straight to the client; nothing is stored or replayed. The window
+// (idemkit.WithWindow, default 5s) and what ends it early
+// (idemkit.WithRelease; a response the store policy rejects counts as a
+// failure) are engine options, set with WithEngineOptions. Errors and
+// concurrency are as for Idempotency.
 func Window(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
 	rt, err := newRoute(e, opts, modeWindow)
 	if err != nil {

@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -172,6 +174,46 @@ func UUIDInstance(*http.Request) string {
 	b[32] = '-'
 	hex.Encode(b[33:45], u[10:16])
 	return string(b[:])
+}
+
+// WithProblemBase sets the prefix of the problem type URIs (default
+// DefaultProblemBase): each type is base followed by the name
+// ProblemTypes gives, such as "in-progress". base must be an absolute URI.
+func WithProblemBase(base string) Option {
+	return func(c *config) {
+		u, err := url.Parse(base)
+		if err != nil || !u.IsAbs() || strings.ContainsAny(base, " \t\r\n") {
+			c.invalid("problem base %q is not an absolute URI", base)
+			return
+		}
+		c.problemBase = base
+	}
+}
+
+// WithProblemMembers selects the optional members of problem documents
+// (default DefaultProblemMembers; 0 for none).
+func WithProblemMembers(m ProblemMembers) Option {
+	return func(c *config) {
+		if m&^DefaultProblemMembers != 0 {
+			c.invalid("unknown problem members %#x", uint8(m))
+			return
+		}
+		c.members = m
+	}
+}
+
+// WithProblemInstance sets the function that names each problem response
+// in its instance member (default UUIDInstance), for example to carry a
+// request ID that appears in the server's logs. It must be safe for
+// concurrent use and must not return secrets.
+func WithProblemInstance(fn func(*http.Request) string) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("nil problem instance function")
+			return
+		}
+		c.instance = fn
+	}
 }
 
 // problems writes a route's problem documents.

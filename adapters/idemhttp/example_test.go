@@ -29,7 +29,7 @@ func show(w *httptest.ResponseRecorder) {
 		fmt.Println(line)
 		return
 	}
-	line := fmt.Sprint(w.Code, " ", w.Header().Get("Location"), " replayed: ", w.Header().Get(idemhttp.DefaultReplayHeader) == "true")
+	line := fmt.Sprint(w.Code, " ", w.Header().Get("Location"), " replayed: ", w.Header().Get(idemhttp.ReplayedHeader) == "true")
 	if w.Body.Len() > 0 {
 		line += " " + w.Body.String()
 	}

@@ -87,9 +87,9 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ 
 	assert.Equal(t, idemhttp.ProblemContentType, w.Header().Get("Content-Type"))
 	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
 	if typ == idemhttp.ProblemResponseNotStored {
-		assert.Equal(t, "true", w.Header().Get(idemhttp.DefaultReplayHeader), "a stored outcome is marked replayed")
+		assert.Equal(t, "true", w.Header().Get(idemhttp.ReplayedHeader), "a stored outcome is marked replayed")
 	} else {
-		assert.Empty(t, w.Header().Get(idemhttp.DefaultReplayHeader))
+		assert.Empty(t, w.Header().Get(idemhttp.ReplayedHeader))
 	}
 	var p idemhttp.Problem
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
@@ -110,7 +110,7 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ 
 }
 
 func isReplay(w *httptest.ResponseRecorder) bool {
-	return w.Header().Get(idemhttp.DefaultReplayHeader) == "true"
+	return w.Header().Get(idemhttp.ReplayedHeader) == "true"
 }
 
 // mustMiddleware unwraps a constructor's result.

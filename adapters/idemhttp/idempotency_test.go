@@ -245,8 +245,8 @@ func TestIdempotencyReplayIsByteForByte(t *testing.T) {
 			fresh, freshBody := send()
 			again, againBody := send()
 			assert.EqualValues(t, 1, runs.Load())
-			assert.Empty(t, fresh.Header.Values(idemhttp.DefaultReplayHeader), "a fresh response is never marked")
-			assert.Equal(t, []string{"true"}, again.Header.Values(idemhttp.DefaultReplayHeader))
+			assert.Empty(t, fresh.Header.Values(idemhttp.ReplayedHeader), "a fresh response is never marked")
+			assert.Equal(t, []string{"true"}, again.Header.Values(idemhttp.ReplayedHeader))
 			assert.Equal(t, fresh.StatusCode, again.StatusCode)
 			assert.Equal(t, fresh.ContentLength, again.ContentLength)
 			for _, h := range []string{"Content-Type", "Location", "X-Order-Tag"} {
@@ -423,7 +423,7 @@ func TestIdempotencyHijackedResponse(t *testing.T) {
 				return
 			}
 			assert.Equal(t, 500, resp.StatusCode)
-			assert.Equal(t, "true", resp.Header.Get(idemhttp.DefaultReplayHeader))
+			assert.Equal(t, "true", resp.Header.Get(idemhttp.ReplayedHeader))
 			assert.Contains(t, body, idemhttp.ProblemResponseNotStored)
 			assert.EqualValues(t, 1, runs.Load(), "a terminal record never runs the handler again")
 		})
@@ -629,7 +629,7 @@ func TestIdempotencyReplayKeepsContentEncoding(t *testing.T) {
 	})
 	fresh, freshBody := livePost(t, srv, c, "gz", nil)
 	again, againBody := livePost(t, srv, c, "gz", nil)
-	require.Equal(t, "true", again.Header.Get(idemhttp.DefaultReplayHeader))
+	require.Equal(t, "true", again.Header.Get(idemhttp.ReplayedHeader))
 	assert.Equal(t, "gzip", fresh.Header.Get("Content-Encoding"))
 	assert.Equal(t, fresh.Header.Values("Content-Encoding"), again.Header.Values("Content-Encoding"))
 	assert.Equal(t, fresh.Header.Values("Content-Type"), again.Header.Values("Content-Type"))

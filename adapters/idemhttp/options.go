@@ -20,9 +20,9 @@ const (
 	// DefaultTokenHeader is the request header that carries a one-time
 	// token in Token mode.
 	DefaultTokenHeader = "Idempotency-Token"
-	// DefaultReplayHeader is set to "true" on every replayed response,
-	// and never on a fresh one (WithReplayHeader).
-	DefaultReplayHeader = "Idempotent-Replayed"
+	// ReplayedHeader is the default replay header (WithReplayHeader):
+	// "true" on every replayed response, never on a fresh one.
+	ReplayedHeader = "Idempotent-Replayed"
 	// DefaultMaxBody is the largest request body, in bytes, read for a
 	// fingerprint; larger bodies get 413.
 	DefaultMaxBody = 1 << 20
@@ -76,7 +76,7 @@ func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		keyHeader:     DefaultKeyHeader,
 		tokenHeader:   DefaultTokenHeader,
-		replayHeader:  DefaultReplayHeader,
+		replayHeader:  ReplayedHeader,
 		methods:       []string{http.MethodPost, http.MethodPatch},
 		store:         DefaultStorePolicy,
 		replayHeaders: []string{"Content-Type", "Content-Encoding", "Location"},
@@ -369,7 +369,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithReplayHeader sets the response header that marks a replay (default
-// DefaultReplayHeader).
+// ReplayedHeader).
 func WithReplayHeader(name string) Option {
 	return func(c *config) {
 		if !validHeaderName(name) {

@@ -152,7 +152,7 @@ func TestReplayHeaderOption(t *testing.T) {
 	assert.Empty(t, fresh.Header().Values("X-Replayed"), "a fresh response is never marked")
 	again := serve(h, q)
 	assert.Equal(t, []string{"true"}, again.Header().Values("X-Replayed"))
-	assert.Empty(t, again.Header().Values(idemhttp.DefaultReplayHeader))
+	assert.Empty(t, again.Header().Values(idemhttp.ReplayedHeader))
 	_, err := idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithReplayHeader("bad header"))
 	assert.ErrorIs(t, err, idemkit.ErrInvalid)
 }

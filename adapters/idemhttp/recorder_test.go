@@ -46,7 +46,7 @@ func TestRecorderIgnoresHeadersSetAfterTheStatus(t *testing.T) {
 			srv, c := liveServer(t, h)
 			fresh, _ := livePost(t, srv, c, "late", nil)
 			again, _ := livePost(t, srv, c, "late", nil)
-			require.Equal(t, "true", again.Header.Get(idemhttp.DefaultReplayHeader))
+			require.Equal(t, "true", again.Header.Get(idemhttp.ReplayedHeader))
 			for _, resp := range []*http.Response{fresh, again} {
 				assert.Equal(t, want.StatusCode, resp.StatusCode)
 				assert.Equal(t, "/orders/a", resp.Header.Get("Location"))

@@ -73,7 +73,7 @@ func TestTransportRetriesADroppedResponse(t *testing.T) {
 	assert.EqualValues(t, 2, requests.Load(), "the server saw the retry")
 	assert.EqualValues(t, 1, errs.Load(), "the first attempt failed on the network")
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
-	assert.Equal(t, "true", resp.Header.Get(idemhttp.DefaultReplayHeader))
+	assert.Equal(t, "true", resp.Header.Get(idemhttp.ReplayedHeader))
 	assert.Equal(t, `{"run":1,"pattern":"POST /orders","body":"{\"sku\":\"x\"}"}`, string(body))
 	assert.Empty(t, r.Header.Get(idemhttp.DefaultKeyHeader), "the caller's request is not modified")
 }
@@ -304,7 +304,7 @@ func TestTransportWaitsForAnInProgressFirstAttempt(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
-	assert.Equal(t, "true", resp.Header.Get(idemhttp.DefaultReplayHeader))
+	assert.Equal(t, "true", resp.Header.Get(idemhttp.ReplayedHeader))
 	assert.EqualValues(t, 1, a.runs.Load())
 	assert.EqualValues(t, 3, attempts.Load(), "cancelled, 409, replay")
 }

@@ -742,3 +742,44 @@ func TestIdempotencyPayloadWindowConcurrentKeysRunOnce(t *testing.T) {
 	assert.Equal(t, 1, ran)
 	assert.EqualValues(t, 1, a.runs.Load())
 }
+
+// Racing requests with one key whose response is streamed: the handler
+// runs once, and every other request is told the first is in progress or
+// that its response was not stored.
+func TestIdempotencyConcurrentStreamedRunsOnce(t *testing.T) {
+	var runs atomic.Int32
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(time.Millisecond)
+	}))
+	const n = 50
+	results := make([]*httptest.ResponseRecorder, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Go(func() {
+			r := req{user: "alice", key: "stream"}.build()
+			start.Wait()
+			results[i] = httptest.NewRecorder()
+			h.ServeHTTP(results[i], r)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	streamed := 0
+	for _, w := range results {
+		switch w.Code {
+		case http.StatusOK:
+			streamed++
+		case http.StatusConflict:
+			requireProblem(t, w, 409, idemhttp.ProblemInProgress)
+		default:
+			requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+		}
+	}
+	assert.Equal(t, 1, streamed)
+	assert.EqualValues(t, 1, runs.Load())
+}

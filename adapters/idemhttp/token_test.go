@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,4 +257,37 @@ func TestTokenFormFieldHeaderWinsAndLimits(t *testing.T) {
 
 	_, err := idemhttp.Token(newEngine(t), byUser, idemhttp.WithTokenField(""))
 	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+func TestTokenFormFieldConcurrentUsesRunOnce(t *testing.T) {
+	var runs atomic.Int32
+	mux := tokenMux(t, newEngine(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		formEcho(w, r)
+	}), idemhttp.WithTokenField("idem_token"), idemhttp.WithWait(time.Millisecond))
+	tok := issue(t, mux, "alice")
+	const n = 50
+	results := make([]*httptest.ResponseRecorder, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		r := formRequest(t, i%2 == 0, "alice", [2]string{"cart", "42"}, [2]string{"idem_token", tok})
+		wg.Go(func() {
+			start.Wait()
+			results[i] = httptest.NewRecorder()
+			mux.ServeHTTP(results[i], r)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	fresh := 0
+	for _, w := range results {
+		require.Equal(t, 201, w.Code, "body %s", w.Body)
+		assert.Equal(t, "cart=42 token="+tok, w.Body.String())
+		if !isReplay(w) {
+			fresh++
+		}
+	}
+	assert.Equal(t, 1, fresh)
+	assert.EqualValues(t, 1, runs.Load())
 }

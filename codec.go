@@ -1,6 +1,10 @@
 package idemkit
 
-import "encoding/json"
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+)
 
 // Codec turns the typed helper Do's results into bytes and back.
 type Codec interface {
@@ -28,31 +32,66 @@ type ErrorCodec interface {
 	DecodeError(data []byte) error
 }
 
-// FinalErrors returns an ErrorCodec that treats an error as final when
-// isFinal says so, stores its message, and replays it as a *ReplayedError.
-func FinalErrors(isFinal func(error) bool) ErrorCodec {
-	return finalErrors(isFinal)
+// FinalErrors returns an ErrorCodec that treats an error as final when it
+// matches one of errs under errors.Is. A final error is stored with the
+// registered error it matched and its message; its replay is a
+// *ReplayedError with the same message that still matches the registered
+// error under errors.Is, so callers handle a replay as they handled the
+// first call. A registered error is identified in the store by its text:
+// keep those texts stable and distinct across deployments. Nil errors are
+// ignored.
+func FinalErrors(errs ...error) ErrorCodec {
+	f := finalErrors{}
+	for _, err := range errs {
+		if err != nil {
+			f.known = append(f.known, err)
+		}
+	}
+	return f
 }
 
-type finalErrors func(error) bool
+type finalErrors struct{ known []error }
 
+// EncodeError stores uvarint(len(id)), id, message, where id is the text of
+// the registered error that err matches.
 func (f finalErrors) EncodeError(err error) ([]byte, bool) {
-	if !f(err) {
-		return nil, false
+	for _, target := range f.known {
+		if errors.Is(err, target) {
+			id, msg := target.Error(), err.Error()
+			b := make([]byte, 0, binary.MaxVarintLen64+len(id)+len(msg))
+			b = binary.AppendUvarint(b, uint64(len(id)))
+			b = append(b, id...)
+			return append(b, msg...), true
+		}
 	}
-	return []byte(err.Error()), true
+	return nil, false
 }
 
 func (f finalErrors) DecodeError(data []byte) error {
-	return &ReplayedError{Message: string(data)}
+	n, w := binary.Uvarint(data)
+	if w <= 0 || n > uint64(len(data)-w) {
+		return &ReplayedError{Message: string(data)}
+	}
+	id, msg := string(data[w:w+int(n)]), string(data[w+int(n):])
+	for _, target := range f.known {
+		if target.Error() == id {
+			return &ReplayedError{Message: msg, err: target}
+		}
+	}
+	return &ReplayedError{Message: msg}
 }
 
-// ReplayedError is a final error replayed from the store by the
-// FinalErrors codec.
+// ReplayedError is a final error replayed from the store.
 type ReplayedError struct {
 	// Message is the original error's text.
 	Message string
+	err     error // the registered error it matched, if still registered
 }
 
 // Error returns the original error's text.
 func (e *ReplayedError) Error() string { return e.Message }
+
+// Unwrap returns the registered final error the original matched, so
+// errors.Is(replay, ErrDeclined) holds when errors.Is(original, ErrDeclined)
+// did.
+func (e *ReplayedError) Unwrap() error { return e.err }

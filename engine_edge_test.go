@@ -152,7 +152,7 @@ func TestEdgeDoOnIssuedTokenRecordIsCorruptNotALoop(t *testing.T) {
 	s := newMem(t)
 	e, err := idemkit.New(s, idemkit.WithObserver(nil))
 	require.NoError(t, err)
-	_, _, err = s.SetNX(context.Background(), "idem:i:k", []byte{1, 1}, time.Minute)
+	_, _, err = s.SetNX(context.Background(), idemkit.StoreKey(e, idemkit.ModeDo, "", "k"), []byte{1, 1}, time.Minute)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

@@ -279,7 +279,7 @@ func TestDoPanicReleasesKey(t *testing.T) {
 
 func TestDoFinalErrorIsReplayed(t *testing.T) {
 	errOutOfStock := errors.New("out of stock")
-	e := newEngine(t, idemkit.WithErrorCodec(idemkit.FinalErrors(func(err error) bool { return errors.Is(err, errOutOfStock) })))
+	e := newEngine(t, idemkit.WithErrorCodec(idemkit.FinalErrors(errOutOfStock)))
 	ctx := context.Background()
 	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, errOutOfStock })
 	require.ErrorIs(t, err, errOutOfStock)
@@ -288,6 +288,7 @@ func TestDoFinalErrorIsReplayed(t *testing.T) {
 	var replayed *idemkit.ReplayedError
 	require.ErrorAs(t, err, &replayed)
 	assert.Equal(t, "out of stock", replayed.Message)
+	require.ErrorIs(t, err, errOutOfStock, "a replayed final error keeps its identity")
 	assert.True(t, res.Replayed)
 	assert.Nil(t, res.Value)
 }
@@ -385,7 +386,7 @@ func TestDoCorruptRecordIsAnError(t *testing.T) {
 		"empty":           {},
 	} {
 		key := "corrupt-" + strings.ReplaceAll(name, " ", "-")
-		_, _, err := s.SetNX(ctx, "idem:i:"+key, v, time.Minute)
+		_, _, err := s.SetNX(ctx, idemkit.StoreKey(e, idemkit.ModeDo, "", key), v, time.Minute)
 		require.NoError(t, err)
 		_, err = e.Do(ctx, key, "", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
 		require.ErrorIs(t, err, store.ErrCorrupt, name)
@@ -610,17 +611,17 @@ func TestSettled(t *testing.T) {
 		return ent.Value
 	}
 	require.NoError(t, e.Guard(ctx, "kept", func(context.Context) error { return nil }))
-	assert.True(t, idemkit.Settled(value("idem:g:kept")))
+	assert.True(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeGuard, "", "kept"))))
 	require.NoError(t, e.Guard(ctx, "rel", func(context.Context) error {
-		assert.False(t, idemkit.Settled(value("idem:g:rel")), "a releasable claim")
+		assert.False(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeGuard, "", "rel"))), "a releasable claim")
 		return nil
 	}, idemkit.WithRelease(idemkit.ReleaseOnError)))
 	_, err = e.Do(ctx, "do", "", func(context.Context) ([]byte, error) {
-		assert.False(t, idemkit.Settled(value("idem:i:do")), "in progress")
+		assert.False(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeDo, "", "do"))), "in progress")
 		return []byte("r"), nil
 	})
 	require.NoError(t, err)
-	assert.True(t, idemkit.Settled(value("idem:i:do")), "completed")
+	assert.True(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeDo, "", "do"))), "completed")
 	assert.False(t, idemkit.Settled([]byte("junk")))
 	assert.False(t, idemkit.Settled(nil))
 }
@@ -665,7 +666,7 @@ func TestClaimInterpretsMisreportingStores(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.Do(ctx, "k1", "", func(context.Context) ([]byte, error) { return []byte("x"), nil })
 	require.ErrorIs(t, err, idemkit.ErrUnavailable)
-	_, err = mem.Get(ctx, "idem:i:k1")
+	_, err = mem.Get(ctx, idemkit.StoreKey(e, idemkit.ModeDo, "", "k1"))
 	require.ErrorIs(t, err, store.ErrNotFound, "a claim reported as failed must be undone")
 
 	q.mode = "lost-reply"

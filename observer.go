@@ -27,6 +27,9 @@ const (
 	EventTokenIssued  EventKind = "token_issued"  // a token was issued
 	EventTokenInvalid EventKind = "token_invalid" // a token was refused
 	EventTooLarge     EventKind = "too_large"     // result over the size cap
+	EventAmbiguous    EventKind = "ambiguous"     // a claim the store may have applied was undone
+	EventForgotten    EventKind = "forgotten"     // an operator deleted a key (Forget)
+	EventCompleted    EventKind = "completed"     // the work's result (or final error) was recorded
 )
 
 // Mode names the engine mode an event comes from.
@@ -50,6 +53,9 @@ type Event struct {
 	Err error
 	// RetryAfter is the hint given with a duplicate or in-progress event.
 	RetryAfter time.Duration
+	// Duration is, for EventCompleted and for EventReleased after the
+	// work failed, how long the work ran: from admission to recording.
+	Duration time.Duration
 }
 
 // KeyDigest returns a short, non-reversible digest of the event's key,
@@ -63,6 +69,27 @@ func (e Event) KeyDigest() string {
 // request's goroutine, so it must be fast and safe for concurrent use.
 type Observer interface {
 	Observe(ctx context.Context, ev Event)
+}
+
+// Tracer is implemented by observers that also trace calls. When the
+// engine's observer is a Tracer, every Guard, Do, Begin, IssueToken and
+// UseToken calls Start first and end when it returns, with its error; the
+// returned context (carrying the span, say) is the one fn runs with and
+// the one the call's events are observed with, so an observer can mark the
+// span with each outcome.
+type Tracer interface {
+	Start(ctx context.Context, mode Mode, op string) (_ context.Context, end func(err error))
+}
+
+func noEnd(error) {}
+
+// trace starts a traced call when the observer is a Tracer.
+func trace(ctx context.Context, cfg *config, mode Mode, op string) (context.Context, func(error)) {
+	t, ok := cfg.observer.(Tracer)
+	if !ok {
+		return ctx, noEnd
+	}
+	return t.Start(ctx, mode, op)
 }
 
 // ObserverFunc adapts a function to Observer.
@@ -124,9 +151,9 @@ func redact(msg, key, digest string) string {
 
 func eventLevel(k EventKind) slog.Level {
 	switch k {
-	case EventAdmitted, EventReplayed, EventDuplicate, EventInProgress, EventReleased, EventTokenIssued:
+	case EventAdmitted, EventReplayed, EventDuplicate, EventInProgress, EventReleased, EventTokenIssued, EventCompleted:
 		return slog.LevelDebug
-	case EventLeaseLost, EventFailOpen, EventTooLarge:
+	case EventLeaseLost, EventFailOpen, EventTooLarge, EventAmbiguous, EventForgotten:
 		return slog.LevelWarn
 	case EventStoreError:
 		return slog.LevelError

@@ -71,7 +71,9 @@ type config struct {
 	observer     Observer
 	errorCodec   ErrorCodec
 	codec        Codec
-	err          error // first invalid option
+	scope        string // per call: the owner of the key
+	readable     bool   // per engine: keys not hashed (debugging)
+	err          error  // first invalid option
 }
 
 func defaultConfig() config {
@@ -257,4 +259,28 @@ func WithCodec(cd Codec) Option {
 		}
 		c.codec = cd
 	}
+}
+
+// WithScope sets, for one call, the principal (user, tenant, client) that
+// owns the key. Keys of different scopes never meet, whatever their text,
+// and the scope is kept in store key names only as a digest. Stores that
+// keep per-scope quotas see it through ScopeOf. Per call only; a scope must
+// not be empty.
+func WithScope(scope string) Option {
+	return func(c *config) {
+		if scope == "" {
+			c.invalid("empty scope")
+			return
+		}
+		c.scope = scope
+	}
+}
+
+// WithReadableKeys makes store key names keep the caller's keys and scopes
+// (escaped with keying.Key) instead of their SHA-256 digests. It is meant
+// for debugging: anyone who can list the store's keys can then read
+// idempotency keys, principals and tokens, and spend the tokens.
+// Engine-level only.
+func WithReadableKeys() Option {
+	return func(c *config) { c.readable = true }
 }

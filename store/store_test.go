@@ -56,3 +56,18 @@ func TestUnavailableKeepsCause(t *testing.T) {
 	assert.ErrorIs(t, err, cause)
 	assert.Contains(t, err.Error(), "setnx")
 }
+
+func TestCheckBatchNamesTheInvalidItem(t *testing.T) {
+	ok := store.BatchItem{Key: "k", Value: []byte{}, TTL: time.Second}
+	if err := store.CheckBatch([]store.BatchItem{ok, ok}); err != nil {
+		t.Fatalf("valid batch: %v", err)
+	}
+	if err := store.CheckBatch(nil); err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	bad := []store.BatchItem{ok, {Key: "k2", Value: nil, TTL: time.Second}}
+	err := store.CheckBatch(bad)
+	if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "item 1") {
+		t.Fatalf("store.CheckBatch = %v, want store.ErrInvalid naming item 1", err)
+	}
+}

@@ -39,8 +39,7 @@ func BenchmarkUnary(b *testing.B) {
 }
 
 func idemServerOpts(b *testing.B) []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(newEngine(b),
-		idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)))}
+	return unaryOnly(newServer(b, newEngine(b), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)))
 }
 
 func benchCalls(b *testing.B, conn *grpc.ClientConn, in *structpb.Struct, ctxFor func(i int) context.Context) {
@@ -60,8 +59,8 @@ func benchCalls(b *testing.B, conn *grpc.ClientConn, in *structpb.Struct, ctxFor
 func BenchmarkInterceptor(b *testing.B) {
 	in := mustStruct(b, map[string]any{"item": "book", "qty": 2, "note": "gift wrap"})
 	out := mustStruct(b, map[string]any{"id": "o-1", "item": "book", "qty": 2})
-	intercept := idemgrpc.UnaryServerInterceptor(newEngine(b), idemgrpc.WithMethods(methodCreate),
-		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "alice", nil }))
+	intercept := newServer(b, newEngine(b), idemgrpc.WithMethods(methodCreate),
+		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "alice", nil })).UnaryServerInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: methodCreate}
 	handler := func(context.Context, any) (any, error) { return out, nil }
 	keyed := func(k string) context.Context {

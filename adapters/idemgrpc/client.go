@@ -11,92 +11,95 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
 )
 
-// UnaryClientInterceptor returns an interceptor that gives every selected
-// call (WithMethods, WithSelector) an idempotency key, and keeps it when the
-// call is resent. It is safe for concurrent use.
-//
-// A call whose outgoing metadata already holds the key entry keeps it;
-// otherwise a fresh one from keying.NewToken is added, once, before any
-// attempt. Both kinds of retry therefore resend the same key, so a server
-// running UnaryServerInterceptor runs the handler once and replays its
-// response:
-//
-//   - grpc-go's own retry policy (a service config retryPolicy), which
-//     retries below the interceptor with the metadata the interceptor set.
-//     grpc-go only retries an attempt whose response was trailers-only; it
-//     honours the grpc-retry-pushback-ms trailer the server sets with
-//     codes.Aborted.
-//   - the interceptor's own bounded retries (WithRetries), on
-//     codes.Unavailable with jittered exponential backoff (WithBackoff),
-//     and on codes.Aborted carrying an errdetails.RetryInfo, after the
-//     delay it gives; a RetryInfo delay longer than the maximum backoff
-//     (WithBackoff) is not waited. A wait that cannot end before ctx's
-//     deadline is not started: the last error is returned. When ctx ends
-//     during a wait the call fails with its status (Canceled or
-//     DeadlineExceeded).
-//
-// Using both multiplies the attempts. Methods that are not selected pass
-// through untouched. An invalid option makes every selected call fail with
-// codes.Internal; an invalid method selection (see WithMethods) makes every
-// call fail so.
-func UnaryClientInterceptor(opts ...Option) grpc.UnaryClientInterceptor {
-	cfg := newConfig(opts)
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		if !cfg.selected(ctx, method) {
-			return invoker(ctx, method, req, reply, cc, callOpts...)
-		}
-		if cfg.err != nil {
-			return status.Error(codes.Internal, cfg.err.Error())
-		}
-		ctx, err := withKey(ctx, cfg.mdKey)
-		if err != nil {
+// Client gives outgoing calls idempotency keys and resends them with the
+// same key. Build one with NewClient and install its interceptor; it is
+// safe for concurrent use.
+type Client struct {
+	cfg *config
+}
+
+// NewClient returns a Client configured by opts. A method selection
+// (WithMethods or WithSelector) is required. Every invalid option is
+// reported in an error wrapping idemkit.ErrInvalid.
+func NewClient(opts ...Option) (*Client, error) {
+	cfg, err := newConfig(clientSide, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// UnaryClientInterceptor returns the interceptor that gives every selected
+// call an idempotency key (unless its metadata holds one) before the first
+// attempt, and resends it with that key (WithRetries). A CallOption
+// (WithCallKey, WithoutIdempotency) overrides this for one call. See the
+// package doc, # Client retries.
+func (c *Client) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return c.unary
+}
+
+func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	call, opts, err := callOptions(opts)
+	if err != nil {
+		return err
+	}
+	if call.skip || (call.key == "" && !c.cfg.selected(ctx, method)) {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	ctx, err = c.withKey(ctx, call.key)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err == nil || attempt >= c.cfg.retries {
 			return err
 		}
-		for attempt := 0; ; attempt++ {
-			err := invoker(ctx, method, req, reply, cc, callOpts...)
-			if err == nil || attempt >= cfg.retries {
-				return err
-			}
-			delay, retry := cfg.retryDelay(err, attempt)
-			if !retry {
-				return err
-			}
-			if werr := sleep(ctx, delay, err); werr != nil {
-				return werr
-			}
+		delay, retry := c.retryDelay(err, attempt)
+		if !retry {
+			return err
+		}
+		if werr := sleep(ctx, delay, err); werr != nil {
+			return werr
 		}
 	}
 }
 
-// withKey adds a fresh idempotency key to ctx's outgoing metadata unless it
-// holds one.
-func withKey(ctx context.Context, name string) (context.Context, error) {
+// withKey adds the idempotency key to ctx's outgoing metadata: key when
+// given (WithCallKey), else a fresh one unless the metadata holds one.
+func (c *Client) withKey(ctx context.Context, key string) (context.Context, error) {
 	md, _ := metadata.FromOutgoingContext(ctx)
-	if len(md.Get(name)) > 0 {
+	held := md.Get(c.cfg.mdKey)
+	switch {
+	case key != "" && len(held) > 0:
+		return ctx, status.Errorf(codes.InvalidArgument, "idemgrpc: WithCallKey given and %s already in the metadata", c.cfg.mdKey)
+	case len(held) > 0:
 		return ctx, nil
+	case key == "":
+		tok, err := keying.NewToken()
+		if err != nil {
+			return ctx, status.Error(codes.Internal, "idemgrpc: cannot draw an idempotency key")
+		}
+		key = tok
 	}
-	tok, err := keying.NewToken()
-	if err != nil {
-		return ctx, status.Errorf(codes.Internal, "idemgrpc: new idempotency key: %v", err)
-	}
-	return metadata.AppendToOutgoingContext(ctx, name, tok), nil
+	return metadata.AppendToOutgoingContext(ctx, c.cfg.mdKey, key), nil
 }
 
 // retryDelay says whether a failed attempt is retried and after how long.
 // Every wait is bounded by the maximum backoff (plus a fifth as jitter
 // after Aborted): a longer RetryInfo delay is not waited.
-func (c *config) retryDelay(err error, attempt int) (time.Duration, bool) {
+func (c *Client) retryDelay(err error, attempt int) (time.Duration, bool) {
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.Unavailable:
-		d := c.backoffCeiling(attempt)
-		return d/2 + rand.N(d/2+1), true
+		return backoff.Delay(c.cfg.backoff, c.cfg.maxBackoff, attempt), true
 	case codes.Aborted:
 		d, ok := retryInfo(st)
-		if !ok || d > c.maxBackoff {
+		if !ok || d > c.cfg.maxBackoff {
 			return 0, false
 		}
 		jitter := rand.N(d/5 + 1)
@@ -106,19 +109,6 @@ func (c *config) retryDelay(err error, attempt int) (time.Duration, bool) {
 		return d + jitter, true
 	}
 	return 0, false
-}
-
-// backoffCeiling returns the base backoff doubled attempt times, capped at
-// the maximum without overflowing.
-func (c *config) backoffCeiling(attempt int) time.Duration {
-	d := c.backoff
-	for range attempt {
-		if d > c.maxBackoff/2 {
-			return c.maxBackoff
-		}
-		d *= 2
-	}
-	return min(d, c.maxBackoff)
 }
 
 // sleep waits d and returns nil. It returns last at once when ctx's

@@ -60,7 +60,7 @@ func (l *lossy) attempts() []string {
 func serveLossy(t *testing.T, e *idemkit.Engine, srv *orders, l *lossy, dopts ...grpc.DialOption) *grpc.ClientConn {
 	return serve(t, srv, []grpc.ServerOption{grpc.ChainUnaryInterceptor(
 		l.intercept,
-		idemgrpc.UnaryServerInterceptor(e, idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)),
+		newServer(t, e, idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)).UnaryServerInterceptor(),
 	)}, dopts...)
 }
 
@@ -80,8 +80,8 @@ func assertRetriedWithOneKey(t *testing.T, srv *orders, l *lossy, r reply) {
 func TestClientRetriesKeepTheKeyAfterALostResponse(t *testing.T) {
 	srv := &orders{}
 	l := &lossy{lose: 1}
-	conn := serveLossy(t, newEngine(t), srv, l, grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(
-		idemgrpc.WithMethods(methodCreate), idemgrpc.WithRetries(3), idemgrpc.WithBackoff(time.Millisecond, 5*time.Millisecond))))
+	conn := serveLossy(t, newEngine(t), srv, l, clientInterceptor(t,
+		idemgrpc.WithMethods(methodCreate), idemgrpc.WithRetries(3), idemgrpc.WithBackoff(time.Millisecond, 5*time.Millisecond)))
 	r := create(callCtx(t, "alice", ""), conn, mustStruct(t, map[string]any{"item": "book"}))
 	assertRetriedWithOneKey(t, srv, l, r)
 }
@@ -102,14 +102,14 @@ func TestGRPCRetryPolicyKeepsTheKeyAfterALostResponse(t *testing.T) {
 	l := &lossy{lose: 1}
 	conn := serveLossy(t, newEngine(t), srv, l,
 		grpc.WithDefaultServiceConfig(retryPolicy),
-		grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(idemgrpc.WithMethods(methodCreate))))
+		clientInterceptor(t, idemgrpc.WithMethods(methodCreate)))
 	r := create(callCtx(t, "alice", ""), conn, mustStruct(t, map[string]any{"item": "book"}))
 	assertRetriedWithOneKey(t, srv, l, r)
 }
 
 func TestClientHonoursRetryInfo(t *testing.T) {
-	testInFlightRetry(t, 20*time.Millisecond, grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(
-		idemgrpc.WithMethods(methodCreate), idemgrpc.WithRetries(100))))
+	testInFlightRetry(t, 20*time.Millisecond, clientInterceptor(t,
+		idemgrpc.WithMethods(methodCreate), idemgrpc.WithRetries(100)))
 }
 
 // grpc-go's retry policy retries an Aborted repeat (after the
@@ -168,7 +168,7 @@ func serveCounting(t *testing.T, fail error, copts ...idemgrpc.Option) (*grpc.Cl
 	l := &lossy{}
 	copts = append([]idemgrpc.Option{idemgrpc.WithMethods(methodCreate), idemgrpc.WithRetries(5), idemgrpc.WithBackoff(time.Millisecond, 2*time.Millisecond)}, copts...)
 	conn := serve(t, srv, []grpc.ServerOption{grpc.UnaryInterceptor(l.intercept)},
-		grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(copts...)))
+		clientInterceptor(t, copts...))
 	return conn, l
 }
 
@@ -225,7 +225,7 @@ func TestClientKeyHandling(t *testing.T) {
 	srv := &orders{}
 	l := &lossy{}
 	conn := serve(t, srv, []grpc.ServerOption{grpc.UnaryInterceptor(l.intercept)},
-		grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(idemgrpc.WithMethods(methodCreate))))
+		clientInterceptor(t, idemgrpc.WithMethods(methodCreate)))
 	require.NoError(t, create(callCtx(t, "alice", ""), conn, mustStruct(t, nil)).err)
 	require.NoError(t, create(callCtx(t, "alice", ""), conn, mustStruct(t, nil)).err)
 	require.NoError(t, create(callCtx(t, "alice", "mine"), conn, mustStruct(t, nil)).err)
@@ -238,12 +238,82 @@ func TestClientKeyHandling(t *testing.T) {
 	assert.Empty(t, keys[3], "unselected methods get no key")
 }
 
-func TestClientInvalidOptionFailsSelectedCalls(t *testing.T) {
+// WithCallKey chooses the key of one call: the call carries it, a resend
+// with it gets the replay, and it protects a method that is not selected.
+func TestWithCallKeyChoosesTheKeyOfOneCall(t *testing.T) {
 	srv := &orders{}
-	conn := serve(t, srv, nil, grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor(
-		idemgrpc.WithMethods(methodCreate), idemgrpc.WithRetries(-1))))
+	l := &lossy{}
+	conn := serve(t, srv, []grpc.ServerOption{grpc.ChainUnaryInterceptor(l.intercept,
+		newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)).UnaryServerInterceptor())},
+		clientInterceptor(t, idemgrpc.WithMethods(methodCreate)))
+	var replies []reply
+	for range 2 {
+		var hdr metadata.MD
+		out := new(structpb.Struct)
+		err := conn.Invoke(callCtx(t, "alice", ""), methodCreate, mustStruct(t, nil), out, grpc.Header(&hdr), idemgrpc.WithCallKey("outbox-17"))
+		replies = append(replies, reply{out: out, err: err, replayed: len(hdr.Get(idemgrpc.ReplayedHeader)) == 1})
+	}
+	require.NoError(t, conn.Invoke(callCtx(t, "alice", ""), methodGet, mustStruct(t, nil), new(structpb.Struct), idemgrpc.WithCallKey("get-1")))
+	assert.Equal(t, []string{"outbox-17", "outbox-17", "get-1"}, l.attempts())
+	require.NoError(t, replies[0].err)
+	require.NoError(t, replies[1].err)
+	assert.True(t, replies[1].replayed)
+	assert.True(t, proto.Equal(replies[0].out, replies[1].out))
+	assert.EqualValues(t, 2, srv.runs.Load(), "Create once, Get once")
+}
+
+// WithoutIdempotency sends one call of a selected method as it is: no key,
+// no retries of the interceptor's own.
+func TestWithoutIdempotencySkipsOneCall(t *testing.T) {
+	conn, l := serveCounting(t, status.Error(codes.Unavailable, "down"))
 	r := create(callCtx(t, "alice", ""), conn, mustStruct(t, nil))
-	assert.Equal(t, codes.Internal, code(r.err), r.err)
+	assert.Equal(t, codes.Unavailable, code(r.err))
+	require.Len(t, l.attempts(), 6, "selected calls get a key and retries")
+	err := conn.Invoke(callCtx(t, "alice", ""), methodCreate, mustStruct(t, nil), new(structpb.Struct), idemgrpc.WithoutIdempotency())
+	assert.Equal(t, codes.Unavailable, code(err))
+	keys := l.attempts()
+	require.Len(t, keys, 7, "one attempt only")
+	assert.Empty(t, keys[6], "and no key")
+}
+
+// A CallOption the call cannot honour fails the call before it is sent,
+// without echoing the key.
+func TestInvalidCallOptionsFailBeforeSending(t *testing.T) {
+	srv := &orders{}
+	l := &lossy{}
+	conn := serve(t, srv, []grpc.ServerOption{grpc.UnaryInterceptor(l.intercept)}, clientInterceptor(t, idemgrpc.WithMethods(methodCreate)))
+	cases := map[string]struct {
+		ctx    context.Context
+		method string
+		opts   []grpc.CallOption
+	}{
+		"empty key":          {callCtx(t, "alice", ""), methodCreate, []grpc.CallOption{idemgrpc.WithCallKey("")}},
+		"long key":           {callCtx(t, "alice", ""), methodCreate, []grpc.CallOption{idemgrpc.WithCallKey(strings.Repeat("k", idemgrpc.MaxKeyLen+1))}},
+		"non-printable key":  {callCtx(t, "alice", ""), methodCreate, []grpc.CallOption{idemgrpc.WithCallKey("sec\x01ret")}},
+		"two keys":           {callCtx(t, "alice", ""), methodCreate, []grpc.CallOption{idemgrpc.WithCallKey("a"), idemgrpc.WithCallKey("b")}},
+		"key and skip":       {callCtx(t, "alice", ""), methodCreate, []grpc.CallOption{idemgrpc.WithCallKey("a"), idemgrpc.WithoutIdempotency()}},
+		"key in metadata":    {callCtx(t, "alice", "mine"), methodCreate, []grpc.CallOption{idemgrpc.WithCallKey("secret")}},
+		"unselected and bad": {callCtx(t, "alice", ""), methodGet, []grpc.CallOption{idemgrpc.WithCallKey("")}},
+	}
+	for name, tc := range cases {
+		err := conn.Invoke(tc.ctx, tc.method, mustStruct(t, nil), new(structpb.Struct), tc.opts...)
+		assert.Equal(t, codes.InvalidArgument, code(err), "%s: %v", name, err)
+		assert.NotContains(t, status.Convert(err).Message(), "secret", name)
+	}
+	assert.Empty(t, l.attempts(), "nothing was sent")
 	assert.Zero(t, srv.runs.Load())
-	require.NoError(t, conn.Invoke(callCtx(t, "alice", ""), methodGet, mustStruct(t, nil), new(structpb.Struct)))
+}
+
+// The same key given twice is one key, and other call options reach the
+// invoker untouched.
+func TestCallOptionsMixWithGRPCOptions(t *testing.T) {
+	srv := &orders{}
+	l := &lossy{}
+	conn := serve(t, srv, []grpc.ServerOption{grpc.UnaryInterceptor(l.intercept)}, clientInterceptor(t, idemgrpc.WithMethods(methodCreate)))
+	var hdr metadata.MD
+	err := conn.Invoke(callCtx(t, "alice", ""), methodCreate, mustStruct(t, nil), new(structpb.Struct),
+		idemgrpc.WithCallKey("a"), grpc.Header(&hdr), idemgrpc.WithCallKey("a"), grpc.WaitForReady(true))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, l.attempts())
+	assert.NotNil(t, hdr, "grpc.Header was honoured")
 }

@@ -1,10 +1,8 @@
 package idemgrpc
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,53 +63,28 @@ func TestStatusCodec(t *testing.T) {
 	assert.Equal(t, codes.Internal, status.Code(sc.DecodeError(nil)))
 }
 
-func TestRetryDelay(t *testing.T) {
-	c := newConfig([]Option{WithBackoff(10*time.Millisecond, 80*time.Millisecond)})
-	unavailable := status.Error(codes.Unavailable, "down")
-	for attempt, ceiling := range []time.Duration{10, 20, 40, 80, 80, 80} {
-		ceiling *= time.Millisecond
-		for range 50 {
-			d, ok := c.retryDelay(unavailable, attempt)
-			require.True(t, ok)
-			assert.GreaterOrEqual(t, d, ceiling/2)
-			assert.LessOrEqual(t, d, ceiling)
-		}
-	}
-	d, ok := c.retryDelay(unavailable, 1000)
-	require.True(t, ok, "no overflow on long runs")
-	assert.LessOrEqual(t, d, 80*time.Millisecond)
-
-	aborted := withRetryInfo(codes.Aborted, "busy", 50*time.Millisecond)
-	for range 50 {
-		d, ok := c.retryDelay(aborted, 0)
-		require.True(t, ok)
-		assert.GreaterOrEqual(t, d, 50*time.Millisecond, "the server's delay is honoured")
-		assert.LessOrEqual(t, d, 60*time.Millisecond)
-	}
-	_, ok = c.retryDelay(status.Error(codes.Aborted, "no hint"), 0)
-	assert.False(t, ok)
-	_, ok = c.retryDelay(errors.New("plain"), 0)
-	assert.False(t, ok)
+// A stored status that decodes to code OK is corrupt: it must replay as
+// Internal, never as a nil error (a success with no response).
+func TestStatusCodecStoredOKIsCorrupt(t *testing.T) {
+	sc := statusCodec{codes.NotFound: true}
+	err := sc.DecodeError([]byte{formatStatus})
+	require.Error(t, err)
+	assert.Equal(t, codes.Internal, status.Code(err))
 }
 
-func TestOptionValidation(t *testing.T) {
-	for name, o := range map[string]Option{
-		"nil principal":   WithPrincipal(nil),
-		"empty key name":  WithMetadataKey(""),
-		"binary key name": WithMetadataKey("key-bin"),
-		"reserved name":   WithMetadataKey("grpc-key"),
-		"bad char":        WithMetadataKey("key name"),
-		"nil resolver":    WithTypeResolver(nil),
-		"negative":        WithRetries(-1),
-		"zero backoff":    WithBackoff(0, time.Second),
-		"max below base":  WithBackoff(time.Second, time.Millisecond),
-	} {
-		assert.Error(t, newConfig([]Option{o}).err, name)
+// Whatever bytes a store hands back, decoding a stored response or status
+// never panics, and a status is never OK.
+func FuzzDecodeStored(f *testing.F) {
+	good, err := encodeResponse(status.New(codes.NotFound, "x").Proto())
+	require.NoError(f, err)
+	st, _ := statusCodec{codes.NotFound: true}.EncodeError(status.Error(codes.NotFound, "gone"))
+	for _, seed := range [][]byte{nil, {formatResponse}, good, st, {formatResponse, 0xff, 0xff, 0xff}} {
+		f.Add(seed)
 	}
-	c := newConfig([]Option{WithMethods("/s.S/M"), WithMetadataKey("X-Idem.Key_1")})
-	require.NoError(t, c.err)
-	assert.Equal(t, "x-idem.key_1", c.mdKey)
-	none := newConfig(nil)
-	require.ErrorContains(t, none.err, "no method selected", "an interceptor that protects nothing is a misconfiguration")
-	assert.True(t, none.selected(context.Background(), "/any.Service/Call"), "and fails closed")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = decodeResponse(data, protoregistry.GlobalTypes)
+		err := statusCodec{}.DecodeError(data)
+		require.Error(t, err)
+		require.NotEqual(t, codes.OK, status.Code(err))
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemgrpc"
 	"github.com/idemkit/idemkit/store/memstore"
 )
 
@@ -182,3 +183,26 @@ func create(ctx context.Context, conn *grpc.ClientConn, in *structpb.Struct) rep
 func code(err error) codes.Code { return status.Code(err) }
 
 var errTransient = status.Error(codes.Unavailable, "downstream unavailable")
+
+// newServer builds a Server over e, failing the test on a configuration
+// error.
+func newServer(tb testing.TB, e *idemkit.Engine, opts ...idemgrpc.Option) *idemgrpc.Server {
+	tb.Helper()
+	s, err := idemgrpc.NewServer(e, opts...)
+	require.NoError(tb, err)
+	return s
+}
+
+// unaryOnly returns server options installing s's unary interceptor.
+func unaryOnly(s *idemgrpc.Server) []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.UnaryInterceptor(s.UnaryServerInterceptor())}
+}
+
+// clientInterceptor returns a dial option installing a Client built from
+// opts, failing the test on a configuration error.
+func clientInterceptor(tb testing.TB, opts ...idemgrpc.Option) grpc.DialOption {
+	tb.Helper()
+	c, err := idemgrpc.NewClient(opts...)
+	require.NoError(tb, err)
+	return grpc.WithUnaryInterceptor(c.UnaryClientInterceptor())
+}

@@ -21,11 +21,11 @@ const (
 	// ReplayedHeader is the response header metadata entry, set to "true",
 	// that marks a response (or final error) replayed from the store.
 	ReplayedHeader = "idempotent-replayed"
-	// MaxKeyLen is the longest idempotency key, in bytes, the server
-	// interceptors accept.
+	// MaxKeyLen is the longest idempotency key, in bytes, that the server
+	// accepts and WithCallKey sends.
 	MaxKeyLen = 255
-	// DefaultBackoff and DefaultMaxBackoff bound the client interceptor's
-	// own retry backoff (see WithBackoff).
+	// DefaultBackoff and DefaultMaxBackoff bound the client's own retry
+	// backoff (see WithBackoff).
 	DefaultBackoff    = 50 * time.Millisecond
 	DefaultMaxBackoff = time.Second
 )
@@ -42,67 +42,86 @@ func DefaultFinalCodes() []codes.Code {
 	}
 }
 
-// errNoPrincipal is the configuration error of a server interceptor built
-// without WithPrincipal.
-var errNoPrincipal = errors.New("idemgrpc: no principal function configured (use WithPrincipal)")
+// Option configures a Server (NewServer) or a Client (NewClient). Each
+// option documents the side it applies to; given to the other side's
+// constructor, it is refused.
+type Option func(*config) error
 
-// Option configures the interceptors. Options are shared by the server and
-// client interceptors; each documents the side it applies to, and the other
-// side ignores it.
-type Option func(*config)
+// side says which constructor is applying the options.
+type side int
+
+const (
+	serverSide side = iota
+	clientSide
+)
+
+func (s side) String() string {
+	if s == serverSide {
+		return "NewServer"
+	}
+	return "NewClient"
+}
 
 type config struct {
+	side        side
 	principal   func(context.Context) (string, error)
 	methods     map[string]bool
 	selector    func(ctx context.Context, fullMethod string) bool
 	mdKey       string
 	optionalKey bool
 	final       map[codes.Code]bool
-	callOpts    []idemkit.Option
+	engineOpts  []idemkit.Option
 	types       protoregistry.MessageTypeResolver
 	retries     int
 	backoff     time.Duration
 	maxBackoff  time.Duration
-	err         error // first configuration error
-	badSelect   bool  // the method selection is invalid: treat every call as selected
 }
 
-func newConfig(opts []Option) *config {
+// newConfig applies opts for one side. It returns every invalid or
+// misplaced option, joined, each wrapping idemkit.ErrInvalid, with the
+// config as far as it could be built.
+func newConfig(s side, opts []Option) (*config, error) {
 	c := &config{
+		side:       s,
 		methods:    map[string]bool{},
 		mdKey:      DefaultMetadataKey,
 		types:      protoregistry.GlobalTypes,
 		backoff:    DefaultBackoff,
 		maxBackoff: DefaultMaxBackoff,
 	}
-	WithFinalCodes(DefaultFinalCodes()...)(c)
-	for _, o := range opts {
-		o(c)
+	c.final = finalSet(DefaultFinalCodes())
+	var errs []error
+	for i, o := range opts {
+		if o == nil {
+			errs = append(errs, invalid("option %d is nil", i))
+			continue
+		}
+		if err := o(c); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if len(c.methods) == 0 && c.selector == nil && !c.badSelect {
-		c.invalidSelection("no method selected: name the non-idempotent methods with WithMethods or WithSelector")
+	if len(c.methods) == 0 && c.selector == nil {
+		errs = append(errs, invalid("no method selected: name the non-idempotent methods with WithMethods or WithSelector"))
 	}
-	return c
+	return c, errors.Join(errs...)
 }
 
-func (c *config) invalid(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("idemgrpc: "+format, args...)
-	}
+// invalid returns a configuration error wrapping idemkit.ErrInvalid.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("idemgrpc: %w: "+format, append([]any{idemkit.ErrInvalid}, args...)...)
 }
 
-// selected reports whether calls of fullMethod are protected. When the
-// selection itself is invalid, which methods were meant is unknown, so
-// every call counts as selected and fails with the configuration error:
-// nothing runs unprotected by mistake.
+// only refuses an option given to the other side's constructor.
+func (c *config) only(s side, name string) error {
+	if c.side != s {
+		return invalid("%s applies to %s only", name, s)
+	}
+	return nil
+}
+
+// selected reports whether calls of fullMethod are protected.
 func (c *config) selected(ctx context.Context, fullMethod string) bool {
-	return c.badSelect || c.methods[fullMethod] || (c.selector != nil && c.selector(ctx, fullMethod))
-}
-
-// invalidSelection records an invalid method selection.
-func (c *config) invalidSelection(format string, args ...any) {
-	c.invalid(format, args...)
-	c.badSelect = true
+	return c.methods[fullMethod] || (c.selector != nil && c.selector(ctx, fullMethod))
 }
 
 // validFullMethod reports whether m has the form "/service/method" with a
@@ -113,71 +132,65 @@ func validFullMethod(m string) bool {
 }
 
 // WithPrincipal sets the function that names the caller of a request, for
-// example from its auth info or a verified token in ctx (server side). It
-// is required: idempotency keys are scoped to a principal, so one client
-// can never replay another's response. A server interceptor built without
-// it fails every selected call with codes.Internal. An error from fn fails
-// the call with codes.Unauthenticated. A service with a single tenant can
-// return a constant.
+// example from its auth info or a verified token in ctx (server side,
+// required). Keys are scoped to the principal, so one caller can never
+// replay another's response; see the package doc, # Keys and principals.
+// fn must be safe for concurrent use.
 func WithPrincipal(fn func(ctx context.Context) (string, error)) Option {
-	return func(c *config) {
+	return func(c *config) error {
+		if err := c.only(serverSide, "WithPrincipal"); err != nil {
+			return err
+		}
 		if fn == nil {
-			c.invalid("nil principal function")
-			return
+			return invalid("nil principal function")
 		}
 		c.principal = fn
+		return nil
 	}
 }
 
 // WithMethods selects methods by full name ("/package.Service/Method")
 // for protection (both sides). It adds to earlier WithMethods calls and
 // combines with WithSelector: a method is selected when either selects it.
-// A selection is required, since only the service author knows which
-// methods are not idempotent: an interceptor built with neither WithMethods
-// nor WithSelector fails every call with codes.Internal rather than protect
-// nothing in silence.
-//
-// A name not of that form ("Create", "pkg.Service/Method") could never
-// match a call and would leave the method it means unprotected, so it is
-// refused: every call through the interceptor, selected or not, then fails
-// with codes.Internal.
+// A name not of that form is refused, since it could never match a call.
 func WithMethods(fullMethods ...string) Option {
-	return func(c *config) {
+	return func(c *config) error {
+		var errs []error
 		for _, m := range fullMethods {
 			if !validFullMethod(m) {
-				c.invalidSelection("method %q is not a full method name (\"/package.Service/Method\")", m)
+				errs = append(errs, invalid("method %q is not a full method name (\"/package.Service/Method\")", m))
 				continue
 			}
 			c.methods[m] = true
 		}
+		return errors.Join(errs...)
 	}
 }
 
 // WithSelector selects methods for protection with fn (both sides); see
-// WithMethods. fn must be safe for concurrent use. A nil fn is refused
-// like a malformed method name: every call then fails with codes.Internal.
+// WithMethods. fn must be safe for concurrent use.
 func WithSelector(fn func(ctx context.Context, fullMethod string) bool) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if fn == nil {
-			c.invalidSelection("nil selector")
-			return
+			return invalid("nil selector")
 		}
 		c.selector = fn
+		return nil
 	}
 }
 
 // WithMetadataKey sets the metadata entry that carries the idempotency key
 // (both sides; default DefaultMetadataKey). Names are case-insensitive and
-// stored in lower case; binary ("-bin") and reserved ("grpc-") names are
-// refused, which makes every selected call fail with codes.Internal.
+// kept in lower case; binary ("-bin") and reserved ("grpc-") names are
+// refused.
 func WithMetadataKey(name string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		name = strings.ToLower(name)
 		if !validMetadataName(name) {
-			c.invalid("invalid metadata key %q", name)
-			return
+			return invalid("invalid metadata key %q", name)
 		}
 		c.mdKey = name
+		return nil
 	}
 }
 
@@ -199,78 +212,105 @@ func validMetadataName(name string) bool {
 // codes.InvalidArgument. A key that is present but malformed is refused
 // either way.
 func WithOptionalKey() Option {
-	return func(c *config) { c.optionalKey = true }
-}
-
-// WithFinalCodes replaces the status codes that are final for a request
-// (server side, unary; default DefaultFinalCodes). A handler error with a
-// final code is stored and replayed as the same status (code, message and
-// details); any other error, and any error that carries no gRPC status,
-// releases the key so a retry runs the handler again. codes.OK is ignored.
-func WithFinalCodes(cs ...codes.Code) Option {
-	return func(c *config) {
-		c.final = make(map[codes.Code]bool, len(cs))
-		for _, code := range cs {
-			if code != codes.OK {
-				c.final[code] = true
-			}
+	return func(c *config) error {
+		if err := c.only(serverSide, "WithOptionalKey"); err != nil {
+			return err
 		}
+		c.optionalKey = true
+		return nil
 	}
 }
 
-// WithCallOptions passes engine options to every engine call (server side):
-// idemkit.WithFailureMode, WithWait, WithRetention, WithLease, WithRetryHint
-// for unary calls; WithWindow and WithRelease for streams. An
-// idemkit.WithErrorCodec given here is overridden: use WithFinalCodes. The
-// options are checked when the interceptor is built (idemkit.CheckOptions):
-// one the engine would refuse makes every selected call fail with
-// codes.Internal.
-func WithCallOptions(opts ...idemkit.Option) Option {
-	return func(c *config) { c.callOpts = append(c.callOpts, opts...) }
+// WithFinalCodes replaces the status codes that are final for a request
+// (server side, unary; default DefaultFinalCodes): a handler error with a
+// final code is stored and replayed as the same status. codes.OK is
+// refused: a success is never an error to replay.
+func WithFinalCodes(cs ...codes.Code) Option {
+	return func(c *config) error {
+		if err := c.only(serverSide, "WithFinalCodes"); err != nil {
+			return err
+		}
+		for _, code := range cs {
+			if code == codes.OK || code > codes.Unauthenticated {
+				return invalid("%v is not a final error code", code)
+			}
+		}
+		c.final = finalSet(cs)
+		return nil
+	}
+}
+
+func finalSet(cs []codes.Code) map[codes.Code]bool {
+	m := make(map[codes.Code]bool, len(cs))
+	for _, code := range cs {
+		m[code] = true
+	}
+	return m
+}
+
+// WithEngineOptions sets the engine options of every protected call (server
+// side): idemkit.WithFailureMode, WithWait, WithRetention, WithLease,
+// WithRetryHint, WithMaxResultSize for unary calls; WithWindow and
+// WithRelease for streams. NewServer validates them once. The error codec is
+// the server's own (see WithFinalCodes): an idemkit.WithErrorCodec here is
+// overridden.
+func WithEngineOptions(opts ...idemkit.Option) Option {
+	return func(c *config) error {
+		if err := c.only(serverSide, "WithEngineOptions"); err != nil {
+			return err
+		}
+		c.engineOpts = append(c.engineOpts, opts...)
+		return nil
+	}
 }
 
 // WithTypeResolver sets where stored responses find their message type on
 // replay (server side, unary; default protoregistry.GlobalTypes, which holds
 // every generated message type linked into the program).
 func WithTypeResolver(r protoregistry.MessageTypeResolver) Option {
-	return func(c *config) {
+	return func(c *config) error {
+		if err := c.only(serverSide, "WithTypeResolver"); err != nil {
+			return err
+		}
 		if r == nil {
-			c.invalid("nil type resolver")
-			return
+			return invalid("nil type resolver")
 		}
 		c.types = r
+		return nil
 	}
 }
 
-// WithRetries makes the client interceptor resend a selected call up to n
-// more times, with the same idempotency key, when it fails with
-// codes.Unavailable or with codes.Aborted carrying an errdetails.RetryInfo
-// (client side; default 0, no retries of its own). Other codes are returned
-// at once. A negative n is refused: every selected call then fails with
-// codes.Internal.
+// WithRetries makes the client resend a selected call up to n more times,
+// with the same idempotency key, when it fails with codes.Unavailable, or
+// with codes.Aborted carrying an errdetails.RetryInfo (client side; default
+// 0). See the package doc, # Client retries.
 func WithRetries(n int) Option {
-	return func(c *config) {
+	return func(c *config) error {
+		if err := c.only(clientSide, "WithRetries"); err != nil {
+			return err
+		}
 		if n < 0 {
-			c.invalid("negative retry count %d", n)
-			return
+			return invalid("negative retry count %d", n)
 		}
 		c.retries = n
+		return nil
 	}
 }
 
-// WithBackoff sets the client interceptor's backoff between retries on
-// codes.Unavailable: base doubles with each retry up to maxDelay, and each
-// wait is drawn at random from its upper half (client side; defaults
-// DefaultBackoff and DefaultMaxBackoff). A retry after codes.Aborted waits
-// the server's RetryInfo delay instead, plus up to a fifth more as jitter;
-// a RetryInfo delay longer than maxDelay is not waited and the Aborted
-// error is returned, so a server cannot hold the client for long.
+// WithBackoff sets the client's backoff between retries on
+// codes.Unavailable: base doubles with each retry up to maxDelay, with
+// jitter (client side; defaults DefaultBackoff and DefaultMaxBackoff).
+// maxDelay also bounds the RetryInfo delay the client will wait after
+// codes.Aborted.
 func WithBackoff(base, maxDelay time.Duration) Option {
-	return func(c *config) {
+	return func(c *config) error {
+		if err := c.only(clientSide, "WithBackoff"); err != nil {
+			return err
+		}
 		if base <= 0 || maxDelay < base {
-			c.invalid("backoff needs 0 < base <= max, got %v and %v", base, maxDelay)
-			return
+			return invalid("backoff needs 0 < base <= max, got %v and %v", base, maxDelay)
 		}
 		c.backoff, c.maxBackoff = base, maxDelay
+		return nil
 	}
 }

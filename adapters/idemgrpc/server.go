@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,116 +16,105 @@ import (
 	"github.com/idemkit/idemkit/keying"
 )
 
-// server holds what both server interceptors share.
-type server struct {
-	e        *idemkit.Engine
-	cfg      *config
-	fp       *keying.Fingerprinter
-	callOpts []idemkit.Option
+// keySpace is the first part of every key the server gives the engine, so
+// no other adapter's keys (idemhttp, idemfunc) can meet a gRPC call's.
+const keySpace = "grpc"
+
+// Server puts an engine in front of gRPC services. Build one with
+// NewServer and install its interceptors; it is safe for concurrent use.
+type Server struct {
+	e   *idemkit.Engine // the view with the server's engine options
+	cfg *config
+	fp  *keying.Fingerprinter
 }
 
-func newServer(e *idemkit.Engine, opts []Option) *server {
-	cfg := newConfig(opts)
-	switch {
-	case e == nil:
-		cfg.invalid("nil engine")
-	case cfg.principal == nil:
-		if cfg.err == nil {
-			cfg.err = errNoPrincipal
-		}
+// NewServer returns a Server over e configured by opts. WithPrincipal and a
+// method selection (WithMethods or WithSelector) are required. Every
+// invalid option, and every engine option e would refuse, is reported in
+// an error wrapping idemkit.ErrInvalid.
+func NewServer(e *idemkit.Engine, opts ...Option) (*Server, error) {
+	cfg, err := newConfig(serverSide, opts)
+	if e == nil {
+		err = errors.Join(invalid("nil engine"), err)
 	}
-	if err := idemkit.CheckOptions(cfg.callOpts...); err != nil {
-		cfg.invalid("call option: %v", err)
+	if cfg.principal == nil {
+		err = errors.Join(err, invalid("no principal function (use WithPrincipal)"))
 	}
-	callOpts := append(append([]idemkit.Option(nil), cfg.callOpts...), idemkit.WithErrorCodec(statusCodec(cfg.final)))
-	return &server{e: e, cfg: cfg, fp: keying.NewFingerprinter(), callOpts: callOpts}
-}
-
-// UnaryServerInterceptor returns an interceptor that runs each selected
-// unary call once per (principal, method, idempotency key) and answers every
-// repeat with the stored outcome. It is safe for concurrent use.
-//
-// The first call with a key runs the handler. Its response is stored (type
-// name and bytes) and every repeat gets it back, rebuilt through the type
-// resolver, with the response header ReplayedHeader set to "true". A
-// handler error whose code is final (WithFinalCodes) is stored and replayed
-// as the same status; any other error releases the key so a retry runs the
-// handler again.
-//
-// The payload fingerprint is the deterministic protobuf encoding of the
-// request together with the full method name; a repeat with a different
-// payload fails with codes.FailedPrecondition. Other outcomes map to
-// statuses as follows:
-//
-//   - no key (unless WithOptionalKey), or a key that is empty, longer than
-//     MaxKeyLen bytes, not printable ASCII, or sent twice: InvalidArgument;
-//   - the first call still running: Aborted, with an errdetails.RetryInfo
-//     detail and a grpc-retry-pushback-ms trailer giving the retry delay
-//     (idemkit.WithWait in WithCallOptions makes repeats wait instead);
-//   - the store down under the fail-closed policy: Unavailable (with
-//     idemkit.WithFailureMode(idemkit.FailOpen) the handler runs unguarded);
-//   - the principal function failing: Unauthenticated.
-//
-// Once the handler has run, its own outcome is returned even when it could
-// not be recorded (store failure, lost lease, result over the size cap):
-// the interceptor never hides work that was done. Such an outcome is not
-// replayed: a response over the engine's size cap (idemkit.WithMaxResultSize,
-// default 1 MiB) releases the key at once, and a retry runs the handler
-// again; set the cap above the largest response of a selected method.
-//
-// A stored response the interceptor cannot rebuild (its type is unknown to
-// the resolver after a deploy, or the record is corrupt) fails with
-// Internal, without the replay header; the handler does not run again.
-//
-// Without WithPrincipal (or with a nil engine or an invalid option) the
-// interceptor does not run anything unprotected: every selected call fails
-// with codes.Internal and a message naming the configuration error.
-// Methods that are not selected pass through untouched.
-func UnaryServerInterceptor(e *idemkit.Engine, opts ...Option) grpc.UnaryServerInterceptor {
-	s := newServer(e, opts)
-	return s.unary
-}
-
-func (s *server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !s.cfg.selected(ctx, info.FullMethod) {
-		return handler(ctx, req)
-	}
-	key, protect, err := s.admit(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
-	if !protect {
+	view, err := e.With(slices.Concat(cfg.engineOpts, []idemkit.Option{idemkit.WithErrorCodec(statusCodec(cfg.final))})...)
+	if err != nil {
+		return nil, fmt.Errorf("idemgrpc: engine options: %w", err)
+	}
+	return &Server{e: view, cfg: cfg, fp: keying.NewFingerprinter()}, nil
+}
+
+// UnaryServerInterceptor returns the interceptor that runs each selected
+// unary call once per (principal, method, idempotency key) and answers
+// every repeat with the stored response or final status, marked with the
+// ReplayedHeader. Methods that are not selected pass through untouched.
+// See the package doc for the status codes.
+func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return s.unary
+}
+
+func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !s.cfg.selected(ctx, info.FullMethod) {
+		return handler(ctx, req)
+	}
+	c, err := s.admit(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if c.key == "" {
 		return handler(ctx, req)
 	}
 	fp, err := s.fingerprint(info.FullMethod, req)
 	if err != nil {
 		return nil, err
 	}
-	return s.do(ctx, key, fp, req, handler)
+	return s.do(ctx, c, fp, req, handler)
 }
 
-// admit checks the configuration, the principal and the key of a selected
-// call. It returns the engine key, or protect false for a call without key
-// that WithOptionalKey lets through.
-func (s *server) admit(ctx context.Context, fullMethod string) (key string, protect bool, err error) {
-	if s.cfg.err != nil {
-		return "", false, status.Error(codes.Internal, s.cfg.err.Error())
-	}
+// call is an admitted call: the engine key and the principal's scope.
+type call struct {
+	key   string
+	scope idemkit.Option
+}
+
+// admit checks the principal and the key of a selected call. It returns a
+// call with an empty key for a call without key that WithOptionalKey lets
+// through.
+func (s *Server) admit(ctx context.Context, fullMethod string) (call, error) {
 	principal, err := s.cfg.principal(ctx)
 	if err != nil {
-		return "", false, status.Errorf(codes.Unauthenticated, "idemgrpc: principal: %v", err)
+		return call{}, principalStatus(err)
+	}
+	if principal == "" {
+		return call{}, status.Error(codes.Unauthenticated, "idemgrpc: caller not authenticated")
 	}
 	k, present, err := incomingKey(ctx, s.cfg.mdKey)
 	if err != nil {
-		return "", false, err
+		return call{}, err
 	}
 	if !present {
 		if s.cfg.optionalKey {
-			return "", false, nil
+			return call{}, nil
 		}
-		return "", false, status.Errorf(codes.InvalidArgument, "idemgrpc: missing %s metadata", s.cfg.mdKey)
+		return call{}, status.Errorf(codes.InvalidArgument, "idemgrpc: missing %s metadata", s.cfg.mdKey)
 	}
-	return keying.Key(principal, fullMethod, k), true, nil
+	return call{key: keying.Key(keySpace, fullMethod, k), scope: idemkit.WithScope(principal)}, nil
+}
+
+// principalStatus is the status of a call whose principal function failed:
+// the function's own status when it returned one, Unauthenticated
+// otherwise. The error's text is not sent: it may hold a credential.
+func principalStatus(err error) error {
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown && st.Code() != codes.OK {
+		return st.Err()
+	}
+	return status.Error(codes.Unauthenticated, "idemgrpc: caller not authenticated")
 }
 
 // incomingKey reads the idempotency key from the request metadata and
@@ -144,7 +134,7 @@ func incomingKey(ctx context.Context, name string) (key string, present bool, er
 }
 
 // checkKey refuses a key that is empty, longer than MaxKeyLen bytes or not
-// printable ASCII.
+// printable ASCII. Its errors never quote the key.
 func checkKey(k string) error {
 	if k == "" {
 		return errors.New("empty key")
@@ -161,14 +151,14 @@ func checkKey(k string) error {
 }
 
 // fingerprint hashes the deterministic encoding of req with the method.
-func (s *server) fingerprint(fullMethod string, req any) (string, error) {
+func (s *Server) fingerprint(fullMethod string, req any) (string, error) {
 	m, ok := req.(proto.Message)
 	if !ok {
 		return "", status.Errorf(codes.Internal, "idemgrpc: request of %s is %T, not a proto.Message", fullMethod, req)
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
-		return "", status.Errorf(codes.Internal, "idemgrpc: marshal request: %v", err)
+		return "", status.Error(codes.Internal, "idemgrpc: cannot marshal the request")
 	}
 	return s.fp.SumRaw("", fullMethod, nil, b), nil
 }
@@ -182,9 +172,9 @@ type outcome struct {
 
 // do runs the handler through the engine and turns the result into a
 // response or a status.
-func (s *server) do(ctx context.Context, key, fp string, req any, handler grpc.UnaryHandler) (any, error) {
+func (s *Server) do(ctx context.Context, c call, fp string, req any, handler grpc.UnaryHandler) (any, error) {
 	var out outcome
-	res, err := s.e.Do(ctx, key, fp, func(ctx context.Context) ([]byte, error) {
+	res, err := s.e.Do(ctx, c.key, fp, func(ctx context.Context) ([]byte, error) {
 		out.ran = true
 		out.resp, out.err = handler(ctx, req)
 		if out.err != nil {
@@ -195,8 +185,10 @@ func (s *server) do(ctx context.Context, key, fp string, req any, handler grpc.U
 			return nil, fmt.Errorf("idemgrpc: response is %T, not a proto.Message", out.resp)
 		}
 		return encodeResponse(m)
-	}, s.callOpts...)
+	}, c.scope)
 	if out.ran {
+		// The handler's own outcome, even when it could not be recorded:
+		// work that was done is never hidden.
 		return out.resp, out.err
 	}
 	if err != nil && !res.Replayed {

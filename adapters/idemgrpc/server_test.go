@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idemkit"
@@ -30,9 +31,10 @@ func serveIdem(t *testing.T, e *idemkit.Engine, srv *orders, opts ...idemgrpc.Op
 		idemgrpc.WithMethods(methodCreate, methodWatch),
 		idemgrpc.WithPrincipal(userPrincipal),
 	}, opts...)
+	s := newServer(t, e, opts...)
 	return serve(t, srv, []grpc.ServerOption{
-		grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(e, opts...)),
-		grpc.StreamInterceptor(idemgrpc.StreamServerInterceptor(e, opts...)),
+		grpc.UnaryInterceptor(s.UnaryServerInterceptor()),
+		grpc.StreamInterceptor(s.StreamServerInterceptor()),
 	})
 }
 
@@ -142,8 +144,8 @@ func TestOptionalKeyPassesThrough(t *testing.T) {
 // Malformed keys are checked by calling the interceptor directly: grpc-go
 // itself refuses to send non-printable metadata values.
 func TestMalformedKeys(t *testing.T) {
-	intercept := idemgrpc.UnaryServerInterceptor(newEngine(t), idemgrpc.WithMethods(methodCreate),
-		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "p", nil }))
+	intercept := newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate),
+		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "p", nil })).UnaryServerInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: methodCreate}
 	ran := 0
 	handler := func(context.Context, any) (any, error) { ran++; return mustStruct(t, nil), nil }
@@ -173,7 +175,7 @@ func TestInFlightRepeatIsAbortedWithRetryInfo(t *testing.T) {
 		<-release
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithCallOptions(idemkit.WithRetryHint(250*time.Millisecond)))
+	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithRetryHint(250*time.Millisecond)))
 	in := mustStruct(t, map[string]any{"a": 1})
 
 	firstDone := make(chan reply, 1)
@@ -221,7 +223,7 @@ func TestStoreDownFailOpen(t *testing.T) {
 	e, err := idemkit.New(storetest.Unavailable(), idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	srv := &orders{}
-	conn := serveIdem(t, e, srv, idemgrpc.WithCallOptions(idemkit.WithFailureMode(idemkit.FailOpen)))
+	conn := serveIdem(t, e, srv, idemgrpc.WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen)))
 	for range 2 {
 		r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, map[string]any{"a": "b"}))
 		require.NoError(t, r.err)
@@ -250,6 +252,7 @@ func TestFinalErrorReplayedAsSameStatus(t *testing.T) {
 	assert.True(t, proto.Equal(status.Convert(first.err).Proto(), status.Convert(second.err).Proto()),
 		"replayed %v, original %v", second.err, first.err)
 	require.Len(t, status.Convert(second.err).Details(), 1)
+	assert.ErrorIs(t, second.err, first.err, "the replay is the same status to errors.Is")
 	assert.EqualValues(t, 1, srv.runs.Load())
 }
 
@@ -315,31 +318,6 @@ func TestPrincipalErrorIsUnauthenticated(t *testing.T) {
 	assert.Zero(t, srv.runs.Load())
 }
 
-func TestMisconfigurationFailsSelectedCalls(t *testing.T) {
-	cases := map[string]struct {
-		e    *idemkit.Engine
-		opts []idemgrpc.Option
-		want string
-	}{
-		"no principal": {newEngine(t), nil, "WithPrincipal"},
-		"nil engine":   {nil, []idemgrpc.Option{idemgrpc.WithPrincipal(userPrincipal)}, "nil engine"},
-		"bad header":   {newEngine(t), []idemgrpc.Option{idemgrpc.WithPrincipal(userPrincipal), idemgrpc.WithMetadataKey("x-key-bin")}, "metadata key"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			srv := &orders{}
-			opts := append([]idemgrpc.Option{idemgrpc.WithMethods(methodCreate)}, tc.opts...)
-			conn := serve(t, srv, []grpc.ServerOption{grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(tc.e, opts...))})
-			r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
-			assert.Equal(t, codes.Internal, code(r.err), r.err)
-			assert.Contains(t, status.Convert(r.err).Message(), tc.want)
-			assert.Zero(t, srv.runs.Load(), "nothing runs unprotected")
-			require.NoError(t, conn.Invoke(callCtx(t, "alice", ""), methodGet, mustStruct(t, nil), new(structpb.Struct)))
-			assert.EqualValues(t, 1, srv.runs.Load(), "unselected methods pass through")
-		})
-	}
-}
-
 func TestUnselectedMethodsPassThrough(t *testing.T) {
 	srv := &orders{}
 	conn := serveIdem(t, newEngine(t), srv)
@@ -354,10 +332,10 @@ func TestUnselectedMethodsPassThrough(t *testing.T) {
 
 func TestSelectorAndCustomMetadataKey(t *testing.T) {
 	srv := &orders{}
-	conn := serve(t, srv, []grpc.ServerOption{grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(newEngine(t),
+	conn := serve(t, srv, unaryOnly(newServer(t, newEngine(t),
 		idemgrpc.WithPrincipal(userPrincipal),
 		idemgrpc.WithMetadataKey("X-Request-Id"),
-		idemgrpc.WithSelector(func(_ context.Context, m string) bool { return strings.HasSuffix(m, "/Get") })))})
+		idemgrpc.WithSelector(func(_ context.Context, m string) bool { return strings.HasSuffix(m, "/Get") }))))
 	ctx := metadata.AppendToOutgoingContext(callCtx(t, "alice", ""), "x-request-id", "r1")
 	for range 2 {
 		require.NoError(t, conn.Invoke(ctx, methodGet, mustStruct(t, nil), new(structpb.Struct)))
@@ -373,7 +351,7 @@ func TestWaitingRepeatsGetTheReplay(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithCallOptions(idemkit.WithWait(time.Millisecond)))
+	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithWait(time.Millisecond)))
 	var wg sync.WaitGroup
 	replies := make([]reply, 10)
 	for i := range replies {
@@ -385,4 +363,70 @@ func TestWaitingRepeatsGetTheReplay(t *testing.T) {
 		assert.True(t, proto.Equal(replies[0].out, r.out))
 	}
 	assert.EqualValues(t, 1, srv.runs.Load())
+}
+
+// A stored response whose type the resolver no longer knows (a deploy
+// removed or renamed it) fails cleanly with Internal, and the failure is
+// not marked as a replay: the client did not get the stored outcome.
+func TestUnknownStoredTypeIsInternalWithoutReplayHeader(t *testing.T) {
+	srv := &orders{}
+	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithTypeResolver(new(protoregistry.Types)))
+	first := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
+	require.NoError(t, first.err)
+	for range 2 {
+		r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
+		assert.Equal(t, codes.Internal, code(r.err), r.err)
+		assert.Contains(t, status.Convert(r.err).Message(), "google.protobuf.Struct")
+		assert.False(t, r.replayed, "an undecodable record is not a replay")
+	}
+	assert.EqualValues(t, 1, srv.runs.Load(), "the handler never runs twice")
+}
+
+// The replay header appears exactly once on a replay (success or final
+// status) and never on a first execution.
+func TestReplayHeaderExactlyOnce(t *testing.T) {
+	srv := &orders{}
+	var fail atomic.Bool
+	srv.unary = func(ctx context.Context, m string, in *structpb.Struct) (*structpb.Struct, error) {
+		if fail.Load() {
+			srv.runs.Add(1)
+			return nil, status.Error(codes.NotFound, "gone")
+		}
+		return srv.echo(ctx, m, in)
+	}
+	conn := serveIdem(t, newEngine(t), srv)
+	for _, f := range []bool{false, true} {
+		fail.Store(f)
+		key := map[bool]string{false: "ok", true: "final"}[f]
+		for i := range 3 {
+			var hdr metadata.MD
+			err := conn.Invoke(callCtx(t, "alice", key), methodCreate, mustStruct(t, nil), new(structpb.Struct), grpc.Header(&hdr))
+			if f {
+				assert.Equal(t, codes.NotFound, code(err))
+			} else {
+				require.NoError(t, err)
+			}
+			if i == 0 {
+				assert.Empty(t, hdr.Get(idemgrpc.ReplayedHeader), "%s attempt %d", key, i)
+			} else {
+				assert.Equal(t, []string{"true"}, hdr.Get(idemgrpc.ReplayedHeader), "%s attempt %d", key, i)
+			}
+		}
+	}
+	assert.EqualValues(t, 2, srv.runs.Load())
+}
+
+// A principal function that returns a status of its own (PermissionDenied
+// for a suspended account) has it sent as is; any other error becomes
+// Unauthenticated with a fixed text.
+func TestPrincipalStatusIsKept(t *testing.T) {
+	srv := &orders{}
+	conn := serve(t, srv, unaryOnly(newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate),
+		idemgrpc.WithPrincipal(func(context.Context) (string, error) {
+			return "", status.Error(codes.PermissionDenied, "account suspended")
+		}))))
+	r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
+	assert.Equal(t, codes.PermissionDenied, code(r.err))
+	assert.Equal(t, "account suspended", status.Convert(r.err).Message())
+	assert.Zero(t, srv.runs.Load())
 }

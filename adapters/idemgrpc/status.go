@@ -21,7 +21,8 @@ import (
 const pushbackTrailer = "grpc-retry-pushback-ms"
 
 // engineStatus maps an error of the engine (the handler did not run) to a
-// status.
+// status. No text of err reaches the client: store errors name keys, and
+// the engine's observer has already reported err to the operator.
 func engineStatus(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return status.FromContextError(ctxErr).Err()
@@ -36,7 +37,7 @@ func engineStatus(ctx context.Context, err error) error {
 	}
 	// Anything else (a corrupt record, a store refusing an argument) is the
 	// server's problem, never the client's: the request itself was valid.
-	return status.Error(codes.Internal, "idemgrpc: "+err.Error())
+	return status.Error(codes.Internal, "idemgrpc: idempotency store error")
 }
 
 // inProgress builds the Aborted status of a repeat that arrives while the

@@ -102,8 +102,8 @@ func TestStreamKeysAndSelection(t *testing.T) {
 func TestUnselectedStreamPassesThrough(t *testing.T) {
 	srv := &orders{}
 	e := newEngine(t)
-	conn := serve(t, srv, []grpc.ServerOption{grpc.StreamInterceptor(idemgrpc.StreamServerInterceptor(e,
-		idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)))})
+	s := newServer(t, e, idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal))
+	conn := serve(t, srv, []grpc.ServerOption{grpc.StreamInterceptor(s.StreamServerInterceptor())})
 	for range 2 {
 		_, err := watch(callCtx(t, "alice", "k"), conn, methodWatch, mustStruct(t, nil))
 		require.NoError(t, err)
@@ -120,7 +120,7 @@ func TestStreamReleaseOnError(t *testing.T) {
 		}
 		return ss.SendMsg(in)
 	}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithCallOptions(idemkit.WithRelease(idemkit.ReleaseOnError)))
+	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithRelease(idemkit.ReleaseOnError)))
 	_, err := watch(callCtx(t, "alice", "k"), conn, methodWatch, mustStruct(t, nil))
 	assert.Equal(t, codes.Unavailable, code(err), err)
 	n, err := watch(callCtx(t, "alice", "k"), conn, methodWatch, mustStruct(t, nil))

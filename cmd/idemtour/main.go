@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,10 +23,34 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "idemtour:", err)
-		os.Exit(1)
+	os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli parses args (only -h is known) and runs the tour. It returns the
+// exit status: 0, 2 for a usage error (or -h asked for help: 0), 1 when
+// the tour failed.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("idemtour", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: idemtour\n\nWalks through idemkit's three modes on the in-process memory store\nand prints what happens at each step. It takes no flags or arguments.")
 	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idemtour: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := run(ctx, stdout); err != nil {
+		fmt.Fprintln(stderr, "idemtour:", err)
+		return 1
+	}
+	return 0
 }
 
 func run(ctx context.Context, w io.Writer) error {

@@ -20,3 +20,18 @@ func TestTour(t *testing.T) {
 	assert.Contains(t, got, `attempt 3: {"charge":"ch_1","amount":1200} (replayed=true)`)
 	assert.Contains(t, got, "the card was charged 1 time(s)")
 }
+
+func TestHelpDoesNotRunTheTour(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 0, cli(context.Background(), args, &out, &errOut), args)
+		assert.Empty(t, out.String(), "help must not run the tour")
+		assert.Contains(t, errOut.String(), "Usage: idemtour")
+	}
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 2, cli(context.Background(), []string{"-x"}, &out, &errOut))
+	assert.Equal(t, 2, cli(context.Background(), []string{"extra"}, &out, &errOut))
+	assert.Empty(t, out.String())
+	assert.Equal(t, 0, cli(context.Background(), nil, &out, &errOut))
+	assert.Contains(t, out.String(), "the card was charged 1 time(s)")
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -16,6 +17,9 @@ const (
 	benchTTL     = time.Minute
 	benchGetKeys = 1024 // keys read round-robin by the Get benchmark
 )
+
+// ctxb is the context of every benchmarked operation.
+var ctxb = context.Background()
 
 // benchValue is the 64-byte value every benchmark writes; the
 // CompareAndSwap benchmark flips between it and benchValueAlt.

@@ -2,10 +2,8 @@ package storetest
 
 import (
 	"context"
-	"testing"
+	"errors"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -16,96 +14,93 @@ import (
 // changed. For a passed deadline the error also wraps ErrUnavailable.
 func ctxCases() []testCase {
 	return []testCase{
-		{"Context/Cancelled", func(t *testing.T, s store.Store) { testDoneCtx(t, s, cancelledCtx()) }},
-		{"Context/DeadlineExceeded", func(t *testing.T, s store.Store) { testDoneCtx(t, s, expiredCtx(t)) }},
+		{name: "Context/Cancelled", f: func(c *checker, s store.Store) {
+			ctx, cancel := context.WithCancel(c.ctx)
+			cancel()
+			testDoneCtx(c, s, ctx)
+		}},
+		{name: "Context/DeadlineExceeded", f: func(c *checker, s store.Store) {
+			ctx, cancel := context.WithDeadline(c.ctx, time.Now().Add(-time.Second))
+			defer cancel()
+			testDoneCtx(c, s, ctx)
+		}},
 	}
 }
 
-// cancelledCtx returns a context that is already cancelled.
-func cancelledCtx() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}
-
-// expiredCtx returns a context whose deadline has passed.
-func expiredCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// requireCtxErr asserts that a failed operation under a done ctx reports
-// ctx.Err() (and ErrUnavailable for a deadline), and returns whether the
-// operation failed.
-func requireCtxErr(t *testing.T, ctx context.Context, err error, op string) (failed bool) {
-	t.Helper()
+// ctxErr checks that a failed operation under a done ctx reports ctx.Err()
+// (and ErrUnavailable for a deadline), and returns whether it failed.
+func (c *checker) ctxErr(ctx context.Context, err error, op string) (failed bool) {
 	if err == nil {
 		return false
 	}
-	require.ErrorIs(t, err, ctx.Err(), "%s under a done context failed with another error", op)
-	if ctx.Err() == context.DeadlineExceeded {
-		require.ErrorIs(t, err, store.ErrUnavailable, "%s past its deadline must wrap ErrUnavailable", op)
+	if c.isErr(err, ctx.Err(), ruleCtx, op+" under a done context") && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		c.isErr(err, store.ErrUnavailable, ruleCtx, op+" past its deadline")
 	}
 	return true
 }
 
-func testDoneCtx(t *testing.T, s store.Store, ctx context.Context) {
+func testDoneCtx(c *checker, s store.Store, ctx context.Context) {
 	for _, k := range []string{"get", "cas", "cad", "consume"} {
-		mustSet(t, s, k, []byte("v"), longTTL)
+		if !c.set(s, k, []byte("v"), longTTL) {
+			return
+		}
 	}
-	doneSetNX(t, s, ctx)
-	doneGet(t, s, ctx)
-	doneCAS(t, s, ctx)
-	doneCAD(t, s, ctx)
-	doneConsume(t, s, ctx)
+	doneSetNX(c, s, ctx)
+	doneGet(c, s, ctx)
+	doneCAS(c, s, ctx)
+	doneCAD(c, s, ctx)
+	doneConsume(c, s, ctx)
 }
 
-func doneSetNX(t *testing.T, s store.Store, ctx context.Context) {
+func doneSetNX(c *checker, s store.Store, ctx context.Context) {
 	set, _, err := s.SetNX(ctx, "nx", []byte("v"), longTTL)
-	if requireCtxErr(t, ctx, err, "SetNX") {
-		requireAbsent(t, s, "nx")
+	if c.ctxErr(ctx, err, "SetNX") {
+		c.absent(s, "nx", ruleCtx)
 		return
 	}
-	require.True(t, set)
-	requireValue(t, s, "nx", []byte("v"))
+	if c.expect(set, ruleSetNX, `SetNX("nx") of an absent key under a done context succeeded without setting`) {
+		c.holds(s, "nx", []byte("v"), ruleSetNX)
+	}
 }
 
-func doneGet(t *testing.T, s store.Store, ctx context.Context) {
+func doneGet(c *checker, s store.Store, ctx context.Context) {
 	e, err := s.Get(ctx, "get")
-	if !requireCtxErr(t, ctx, err, "Get") {
-		require.Equal(t, []byte("v"), e.Value)
-		requireValidTTL(t, e.TTL)
+	if !c.ctxErr(ctx, err, "Get") &&
+		c.expect(string(e.Value) == "v", ruleGet, `Get("get") under a done context = %q, want "v"`, e.Value) {
+		c.validTTL(e.TTL, `Get("get") under a done context`)
 	}
-	requireValue(t, s, "get", []byte("v"))
+	c.holds(s, "get", []byte("v"), ruleGet)
 }
 
-func doneCAS(t *testing.T, s store.Store, ctx context.Context) {
+func doneCAS(c *checker, s store.Store, ctx context.Context) {
 	ok, err := s.CompareAndSwap(ctx, "cas", []byte("v"), []byte("w"), longTTL)
-	if requireCtxErr(t, ctx, err, "CompareAndSwap") {
-		requireValue(t, s, "cas", []byte("v"))
+	if c.ctxErr(ctx, err, "CompareAndSwap") {
+		c.holds(s, "cas", []byte("v"), ruleCtx)
 		return
 	}
-	require.True(t, ok)
-	requireValue(t, s, "cas", []byte("w"))
+	if c.expect(ok, ruleCAS, `CompareAndSwap("cas") under a done context succeeded without swapping`) {
+		c.holds(s, "cas", []byte("w"), ruleCAS)
+	}
 }
 
-func doneCAD(t *testing.T, s store.Store, ctx context.Context) {
+func doneCAD(c *checker, s store.Store, ctx context.Context) {
 	ok, err := s.CompareAndDelete(ctx, "cad", []byte("v"))
-	if requireCtxErr(t, ctx, err, "CompareAndDelete") {
-		requireValue(t, s, "cad", []byte("v"))
+	if c.ctxErr(ctx, err, "CompareAndDelete") {
+		c.holds(s, "cad", []byte("v"), ruleCtx)
 		return
 	}
-	require.True(t, ok)
-	requireAbsent(t, s, "cad")
+	if c.expect(ok, ruleCAD, `CompareAndDelete("cad") under a done context succeeded without deleting`) {
+		c.absent(s, "cad", ruleCAD)
+	}
 }
 
-func doneConsume(t *testing.T, s store.Store, ctx context.Context) {
+func doneConsume(c *checker, s store.Store, ctx context.Context) {
 	v, err := s.Consume(ctx, "consume")
-	if requireCtxErr(t, ctx, err, "Consume") {
-		requireValue(t, s, "consume", []byte("v"))
+	if c.ctxErr(ctx, err, "Consume") {
+		c.holds(s, "consume", []byte("v"), ruleCtx)
 		return
 	}
-	require.Equal(t, []byte("v"), v)
-	requireAbsent(t, s, "consume")
+	if c.expect(string(v) == "v", ruleConsume, `Consume("consume") under a done context = %q, want "v"`, v) {
+		c.absent(s, "consume", ruleConsume)
+	}
 }

@@ -1,12 +1,9 @@
 package storetest
 
 import (
-	"strconv"
+	"fmt"
 	"strings"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -15,11 +12,11 @@ import (
 // forbids with ErrInvalid, and changes nothing.
 func invalidCases() []testCase {
 	return []testCase{
-		{"Invalid/SetNX", testInvalidSetNX},
-		{"Invalid/Get", testInvalidGet},
-		{"Invalid/CompareAndSwap", testInvalidCAS},
-		{"Invalid/CompareAndDelete", testInvalidCAD},
-		{"Invalid/Consume", testInvalidConsume},
+		{name: "Invalid/SetNX", f: testInvalidSetNX},
+		{name: "Invalid/Get", f: testInvalidGet},
+		{name: "Invalid/CompareAndSwap", f: testInvalidCAS},
+		{name: "Invalid/CompareAndDelete", f: testInvalidCAD},
+		{name: "Invalid/Consume", f: testInvalidConsume},
 	}
 }
 
@@ -35,23 +32,30 @@ const fixtureTTL = 10 * time.Second
 
 // setupInvalid stores the fixture key "k" and returns a check that the
 // store still holds exactly the fixture.
-func setupInvalid(t *testing.T, s store.Store) (check func()) {
-	mustSet(t, s, "k", presentValue, fixtureTTL)
-	return func() {
-		t.Helper()
-		e := requireValue(t, s, "k", presentValue)
-		requireTTLNear(t, e.TTL, fixtureTTL)
-		requireAbsent(t, s, "new")
+func setupInvalid(c *checker, s store.Store) (check func(), ok bool) {
+	if !c.set(s, "k", presentValue, fixtureTTL) {
+		return nil, false
 	}
+	return func() {
+		if e, ok := c.holds(s, "k", presentValue, ruleInvalid); ok {
+			c.ttlNear(e.TTL, fixtureTTL, ruleInvalid, `Get("k") after the invalid calls`)
+		}
+		c.absent(s, "new", ruleInvalid)
+	}, true
 }
 
-func requireInvalid(t *testing.T, err error, call string) {
-	t.Helper()
-	require.ErrorIs(t, err, store.ErrInvalid, "%s must fail with ErrInvalid", call)
+// invalid checks that a call failed with ErrInvalid and reported false
+// (or no value).
+func (c *checker) invalid(err error, reported bool, call string) {
+	c.isErr(err, store.ErrInvalid, ruleInvalid, call)
+	c.expect(!reported, ruleInvalid, "%s reported success", call)
 }
 
-func testInvalidSetNX(t *testing.T, s store.Store) {
-	check := setupInvalid(t, s)
+func testInvalidSetNX(c *checker, s store.Store) {
+	check, ok := setupInvalid(c, s)
+	if !ok {
+		return
+	}
 	oversized := make([]byte, store.MaxValueLen+1)
 	type args struct {
 		key   string
@@ -66,26 +70,37 @@ func testInvalidSetNX(t *testing.T, s store.Store) {
 		calls = append(calls, args{"new", []byte("x"), ttl}, args{"k", []byte("x"), ttl})
 	}
 	for _, a := range calls {
-		set, _, err := s.SetNX(ctxb, a.key, a.value, a.ttl)
-		call := "SetNX(key len " + strconv.Itoa(len(a.key)) + ", ttl " + a.ttl.String() + ")"
-		requireInvalid(t, err, call)
-		require.False(t, set, call)
+		set, _, err := s.SetNX(c.ctx, a.key, a.value, a.ttl)
+		c.invalid(err, set, fmt.Sprintf("SetNX(key of %d bytes, %s, ttl %v)", len(a.key), describe(a.value), a.ttl))
 	}
 	check()
 }
 
-func testInvalidGet(t *testing.T, s store.Store) {
-	check := setupInvalid(t, s)
+// describe names a value in a call without printing megabytes.
+func describe(v []byte) string {
+	if v == nil {
+		return "nil value"
+	}
+	return fmt.Sprintf("value of %d bytes", len(v))
+}
+
+func testInvalidGet(c *checker, s store.Store) {
+	check, ok := setupInvalid(c, s)
+	if !ok {
+		return
+	}
 	for _, k := range badKeys {
-		e, err := s.Get(ctxb, k)
-		requireInvalid(t, err, "Get(key len "+strconv.Itoa(len(k))+")")
-		require.Nil(t, e.Value)
+		e, err := s.Get(c.ctx, k)
+		c.invalid(err, e.Value != nil, fmt.Sprintf("Get(key of %d bytes)", len(k)))
 	}
 	check()
 }
 
-func testInvalidCAS(t *testing.T, s store.Store) {
-	check := setupInvalid(t, s)
+func testInvalidCAS(c *checker, s store.Store) {
+	check, ok := setupInvalid(c, s)
+	if !ok {
+		return
+	}
 	oversized := make([]byte, store.MaxValueLen+1)
 	type args struct {
 		key      string
@@ -104,34 +119,36 @@ func testInvalidCAS(t *testing.T, s store.Store) {
 	for _, ttl := range badTTLs {
 		calls = append(calls, args{"k", presentValue, []byte("x"), ttl})
 	}
-	for i, a := range calls {
-		ok, err := s.CompareAndSwap(ctxb, a.key, a.old, a.new, a.ttl)
-		call := "CompareAndSwap call " + strconv.Itoa(i)
-		requireInvalid(t, err, call)
-		require.False(t, ok, call)
+	for _, a := range calls {
+		ok, err := s.CompareAndSwap(c.ctx, a.key, a.old, a.new, a.ttl)
+		c.invalid(err, ok, fmt.Sprintf("CompareAndSwap(key of %d bytes, old %s, new %s, ttl %v)",
+			len(a.key), describe(a.old), describe(a.new), a.ttl))
 	}
 	check()
 }
 
-func testInvalidCAD(t *testing.T, s store.Store) {
-	check := setupInvalid(t, s)
-	ok, err := s.CompareAndDelete(ctxb, "k", nil)
-	requireInvalid(t, err, "CompareAndDelete(nil old)")
-	require.False(t, ok)
+func testInvalidCAD(c *checker, s store.Store) {
+	check, ok := setupInvalid(c, s)
+	if !ok {
+		return
+	}
+	ok, err := s.CompareAndDelete(c.ctx, "k", nil)
+	c.invalid(err, ok, `CompareAndDelete("k", nil)`)
 	for _, k := range badKeys {
-		ok, err := s.CompareAndDelete(ctxb, k, presentValue)
-		requireInvalid(t, err, "CompareAndDelete(key len "+strconv.Itoa(len(k))+")")
-		require.False(t, ok)
+		ok, err := s.CompareAndDelete(c.ctx, k, presentValue)
+		c.invalid(err, ok, fmt.Sprintf("CompareAndDelete(key of %d bytes)", len(k)))
 	}
 	check()
 }
 
-func testInvalidConsume(t *testing.T, s store.Store) {
-	check := setupInvalid(t, s)
+func testInvalidConsume(c *checker, s store.Store) {
+	check, ok := setupInvalid(c, s)
+	if !ok {
+		return
+	}
 	for _, k := range badKeys {
-		v, err := s.Consume(ctxb, k)
-		requireInvalid(t, err, "Consume(key len "+strconv.Itoa(len(k))+")")
-		require.Nil(t, v)
+		v, err := s.Consume(c.ctx, k)
+		c.invalid(err, v != nil, fmt.Sprintf("Consume(key of %d bytes)", len(k)))
 	}
 	check()
 }

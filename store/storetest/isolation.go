@@ -1,22 +1,15 @@
 package storetest
 
-import (
-	"strings"
-	"testing"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/idemkit/idemkit/store"
-)
+import "github.com/idemkit/idemkit/store"
 
 // isolationCases check that values are copied in and out.
 func isolationCases() []testCase {
 	return []testCase{
-		{"Isolation/SetNXInput", testIsolationSetNXIn},
-		{"Isolation/CompareAndSwapInput", testIsolationCASIn},
-		{"Isolation/GetOutput", testIsolationGetOut},
-		{"Isolation/SetNXExistingOutput", testIsolationSetNXOut},
-		{"Isolation/ConsumeOutput", testIsolationConsumeOut},
+		{name: "Isolation/SetNXInput", f: testIsolationSetNXIn},
+		{name: "Isolation/CompareAndSwapInput", f: testIsolationCASIn},
+		{name: "Isolation/GetOutput", f: testIsolationGetOut},
+		{name: "Isolation/SetNXExistingOutput", f: testIsolationSetNXOut},
+		{name: "Isolation/ConsumeOutput", f: testIsolationConsumeOut},
 	}
 }
 
@@ -27,52 +20,69 @@ func scribble(b []byte) {
 	}
 }
 
-func testIsolationSetNXIn(t *testing.T, s store.Store) {
+func testIsolationSetNXIn(c *checker, s store.Store) {
 	in := []byte("original")
-	mustSet(t, s, "k", in, longTTL)
-	scribble(in)
-	requireValue(t, s, "k", []byte("original"))
+	if c.set(s, "k", in, longTTL) {
+		scribble(in)
+		c.holds(s, "k", []byte("original"), ruleCopy)
+	}
 }
 
-func testIsolationCASIn(t *testing.T, s store.Store) {
-	mustSet(t, s, "k", []byte("v1"), longTTL)
+func testIsolationCASIn(c *checker, s store.Store) {
 	old, in := []byte("v1"), []byte("replaced")
-	swap(t, s, "k", old, in, longTTL)
-	scribble(in)
-	scribble(old)
-	requireValue(t, s, "k", []byte("replaced"))
+	if c.set(s, "k", []byte("v1"), longTTL) && c.swap(s, "k", old, in, longTTL) {
+		scribble(in)
+		scribble(old)
+		c.holds(s, "k", []byte("replaced"), ruleCopy)
+	}
 }
 
-func testIsolationGetOut(t *testing.T, s store.Store) {
-	mustSet(t, s, "k", []byte("original"), longTTL)
-	e := requireValue(t, s, "k", []byte("original"))
-	scribble(e.Value)
-	requireValue(t, s, "k", []byte("original"))
+func testIsolationGetOut(c *checker, s store.Store) {
+	if !c.set(s, "k", []byte("original"), longTTL) {
+		return
+	}
+	if e, ok := c.holds(s, "k", []byte("original"), ruleGet); ok {
+		scribble(e.Value)
+		c.holds(s, "k", []byte("original"), ruleCopy)
+	}
 }
 
-func testIsolationSetNXOut(t *testing.T, s store.Store) {
-	mustSet(t, s, "k", []byte("original"), longTTL)
-	set, existing, err := s.SetNX(ctxb, "k", []byte("other"), longTTL)
-	require.NoError(t, err)
-	require.False(t, set)
-	scribble(existing.Value)
-	requireValue(t, s, "k", []byte("original"))
+func testIsolationSetNXOut(c *checker, s store.Store) {
+	if !c.set(s, "k", []byte("original"), longTTL) {
+		return
+	}
+	set, existing, err := s.SetNX(c.ctx, "k", []byte("other"), longTTL)
+	const call = `SetNX("k") of a present key`
+	if c.noError(err, ruleSetNX, call) && c.expect(!set, ruleSetNX, "%s set it", call) {
+		scribble(existing.Value)
+		c.holds(s, "k", []byte("original"), ruleCopy)
+	}
 }
 
 // testIsolationConsumeOut reads a value from several keys and then
 // consumes one: scribbling on the consumed copy changes none of the others
 // nor a copy read earlier.
-func testIsolationConsumeOut(t *testing.T, s store.Store) {
-	want := []byte(strings.Repeat("shared", 4))
-	for _, k := range []string{"a", "b"} {
-		mustSet(t, s, k, want, longTTL)
+func testIsolationConsumeOut(c *checker, s store.Store) {
+	// want is rebuilt for every use, so that a store sharing one slice
+	// between calls cannot scribble on the expected value too.
+	const value = "sharedsharedsharedshared"
+	want := func() []byte { return []byte(value) }
+	if !c.set(s, "a", want(), longTTL) || !c.set(s, "b", want(), longTTL) {
+		return
 	}
-	before := requireValue(t, s, "a", want)
-	v, err := s.Consume(ctxb, "a")
-	require.NoError(t, err)
+	before, ok := c.holds(s, "a", want(), ruleGet)
+	if !ok {
+		return
+	}
+	v, err := s.Consume(c.ctx, "a")
+	if !c.noError(err, ruleConsume, `Consume("a")`) {
+		return
+	}
 	scribble(v)
-	require.Equal(t, want, before.Value)
-	requireValue(t, s, "b", want)
-	mustSet(t, s, "a", want, longTTL)
-	requireValue(t, s, "a", want)
+	c.expect(string(before.Value) == value, ruleCopy,
+		`scribbling on the value Consume("a") returned changed the value an earlier Get("a") returned`)
+	c.holds(s, "b", want(), ruleCopy)
+	if c.set(s, "a", want(), longTTL) {
+		c.holds(s, "a", want(), ruleCopy)
+	}
 }

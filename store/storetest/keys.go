@@ -3,9 +3,6 @@ package storetest
 import (
 	"strconv"
 	"strings"
-	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -13,7 +10,7 @@ import (
 // keyCases check that keys are opaque byte strings.
 func keyCases() []testCase {
 	return []testCase{
-		{"Keys/ArbitraryBytesStayDistinct", testArbitraryKeys},
+		{name: "Keys/ArbitraryBytesStayDistinct", f: testArbitraryKeys},
 	}
 }
 
@@ -32,20 +29,23 @@ func oddKeys() []string {
 	}
 }
 
-func testArbitraryKeys(t *testing.T, s store.Store) {
+func testArbitraryKeys(c *checker, s store.Store) {
 	keys := oddKeys()
 	for i, k := range keys {
-		mustSet(t, s, k, []byte(strconv.Itoa(i)), longTTL)
+		if !c.set(s, k, []byte(strconv.Itoa(i)), longTTL) {
+			return
+		}
 	}
 	for i, k := range keys {
-		requireValue(t, s, k, []byte(strconv.Itoa(i)))
+		c.holds(s, k, []byte(strconv.Itoa(i)), ruleKeys)
 	}
 	for i, k := range keys {
-		v, err := s.Consume(ctxb, k)
-		require.NoError(t, err, "Consume(%q)", k)
-		require.Equal(t, []byte(strconv.Itoa(i)), v, "Consume(%q)", k)
+		v, err := s.Consume(c.ctx, k)
+		call := "Consume(" + show(k) + ")"
+		c.noError(err, ruleKeys, call)
+		c.expect(string(v) == strconv.Itoa(i), ruleKeys, "%s = %s, want %q", call, show(v), strconv.Itoa(i))
 		if i+1 < len(keys) {
-			requireValue(t, s, keys[i+1], []byte(strconv.Itoa(i+1)))
+			c.holds(s, keys[i+1], []byte(strconv.Itoa(i+1)), ruleKeys)
 		}
 	}
 }

@@ -2,14 +2,12 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -34,10 +32,10 @@ const (
 // barrier together, thousands of times, which does.
 func lockstepCases() []testCase {
 	return []testCase{
-		{"Race/LockstepSetNX", testLockstepSetNX},
-		{"Race/LockstepConsume", testLockstepConsume},
-		{"Race/LockstepCompareAndSwap", testLockstepCAS},
-		{"Race/LockstepCompareAndDelete", testLockstepCAD},
+		{name: "Race/LockstepSetNX", f: testLockstepSetNX},
+		{name: "Race/LockstepConsume", f: testLockstepConsume},
+		{name: "Race/LockstepCompareAndSwap", f: testLockstepCAS},
+		{name: "Race/LockstepCompareAndDelete", f: testLockstepCAD},
 	}
 }
 
@@ -140,20 +138,10 @@ func (st *lockstepState) key(j int) string {
 // settle checks that key j had exactly one winner and no errors, and
 // settles the key.
 func (st *lockstepState) settle(j int) error {
-	key, winner := st.key(j), -1
-	for i, w := range st.won[j] {
-		if err := st.errs[j][i]; err != nil {
-			return fmt.Errorf("%s: racer %d: %w", key, i, err)
-		}
-		if w && winner >= 0 {
-			return fmt.Errorf("%s: racers %d and %d both won", key, winner, i)
-		}
-		if w {
-			winner = i
-		}
-	}
-	if winner < 0 {
-		return fmt.Errorf("%s: no racer won", key)
+	key := st.key(j)
+	winner, err := winners(st.won[j], st.errs[j])
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
 	}
 	return st.r.settle(key, winner)
 }
@@ -169,11 +157,11 @@ func waitFor(n *atomic.Int64, want int64) {
 }
 
 // presetV0 returns a prepare func storing "v0" under an absent key.
-func presetV0(s store.Store) func(key string) error {
+func presetV0(c *checker, s store.Store) func(key string) error {
 	return func(key string) error {
-		set, _, err := s.SetNX(ctxb, key, []byte("v0"), longTTL)
+		set, _, err := s.SetNX(c.ctx, key, []byte("v0"), longTTL)
 		if err == nil && !set {
-			err = errUnexpected("SetNX of fresh key " + strconv.Quote(key) + " did not set")
+			err = fmt.Errorf("SetNX of fresh key %q did not set", key)
 		}
 		return err
 	}
@@ -181,67 +169,62 @@ func presetV0(s store.Store) func(key string) error {
 
 // removeIfHolds returns a settle func that requires key to hold the
 // winner's value and then deletes it.
-func removeIfHolds(s store.Store) func(key string, winner int) error {
+func removeIfHolds(c *checker, s store.Store) func(key string, winner int) error {
 	return func(key string, winner int) error {
-		e, err := s.Get(ctxb, key)
+		e, err := s.Get(c.ctx, key)
 		if err != nil {
 			return fmt.Errorf("%s: Get after the race: %w", key, err)
 		}
 		if want := racerValue(winner); !bytes.Equal(e.Value, want) {
 			return fmt.Errorf("%s holds %q, want the winner's %q", key, e.Value, want)
 		}
-		ok, err := s.CompareAndDelete(ctxb, key, e.Value)
+		ok, err := s.CompareAndDelete(c.ctx, key, e.Value)
 		if err == nil && !ok {
-			err = errUnexpected("CompareAndDelete of the value just read failed")
+			err = fmt.Errorf("%s: CompareAndDelete of the value just read reported false", key)
 		}
 		return err
 	}
 }
 
 // requireGone returns a settle func that requires key to be absent.
-func requireGone(s store.Store) func(key string, winner int) error {
+func requireGone(c *checker, s store.Store) func(key string, winner int) error {
 	return func(key string, _ int) error {
-		if _, err := s.Get(ctxb, key); !isNotFound(err) {
+		if _, err := s.Get(c.ctx, key); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%s after the race: Get = %v, want ErrNotFound", key, err)
 		}
 		return nil
 	}
 }
 
-func testLockstepSetNX(t *testing.T, s store.Store) {
-	r := lockstepRace{prefix: "lsnx", settle: removeIfHolds(s), op: func(i int, key string) (bool, error) {
-		set, _, err := s.SetNX(ctxb, key, racerValue(i), longTTL)
+// lockstep runs r and reports its first failure as breaking rule.
+func (c *checker) lockstep(r lockstepRace, rule, what string) {
+	if err := r.run(); err != nil {
+		c.errorf(rule, "%s from %d goroutines in lockstep: %v", what, lockstepRacers(), err)
+	}
+}
+
+func testLockstepSetNX(c *checker, s store.Store) {
+	c.lockstep(lockstepRace{prefix: "lsnx", settle: removeIfHolds(c, s), op: func(i int, key string) (bool, error) {
+		set, _, err := s.SetNX(c.ctx, key, racerValue(i), longTTL)
 		return set, err
-	}}
-	require.NoError(t, r.run(), "SetNX")
+	}}, ruleAtomic, "SetNX")
 }
 
-func testLockstepConsume(t *testing.T, s store.Store) {
-	r := lockstepRace{prefix: "lsconsume", prepare: presetV0(s), settle: requireGone(s), op: func(_ int, key string) (bool, error) {
-		v, err := s.Consume(ctxb, key)
-		switch {
-		case err == nil && string(v) == "v0":
-			return true, nil
-		case err == nil:
-			return false, errUnexpected("Consume returned " + strconv.Quote(string(v)))
-		case isNotFound(err):
-			return false, nil
-		}
-		return false, err
-	}}
-	require.NoError(t, r.run(), "Consume")
+func testLockstepConsume(c *checker, s store.Store) {
+	c.lockstep(lockstepRace{prefix: "lsconsume", prepare: presetV0(c, s), settle: requireGone(c, s), op: func(_ int, key string) (bool, error) {
+		v, err := s.Consume(c.ctx, key)
+		return consumeWon(v, err, "v0")
+	}}, ruleConsume, "Consume")
 }
 
-func testLockstepCAS(t *testing.T, s store.Store) {
-	r := lockstepRace{prefix: "lscas", prepare: presetV0(s), settle: removeIfHolds(s), op: func(i int, key string) (bool, error) {
-		return s.CompareAndSwap(ctxb, key, []byte("v0"), racerValue(i), longTTL)
-	}}
-	require.NoError(t, r.run(), "CompareAndSwap")
+func testLockstepCAS(c *checker, s store.Store) {
+	c.lockstep(lockstepRace{prefix: "lscas", prepare: presetV0(c, s), settle: removeIfHolds(c, s), op: func(i int, key string) (bool, error) {
+		return s.CompareAndSwap(c.ctx, key, []byte("v0"), racerValue(i), longTTL)
+	}}, ruleAtomic, "CompareAndSwap")
 }
 
-func testLockstepCAD(t *testing.T, s store.Store) {
-	r := lockstepRace{prefix: "lscad", prepare: presetV0(s), settle: requireGone(s), op: func(_ int, key string) (bool, error) {
-		return s.CompareAndDelete(ctxb, key, []byte("v0"))
-	}}
-	require.NoError(t, r.run(), "CompareAndDelete")
+func testLockstepCAD(c *checker, s store.Store) {
+	c.lockstep(lockstepRace{prefix: "lscad", prepare: presetV0(c, s), settle: requireGone(c, s), op: func(_ int, key string) (bool, error) {
+		return s.CompareAndDelete(c.ctx, key, []byte("v0"))
+	}}, ruleAtomic, "CompareAndDelete")
 }

@@ -2,11 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
-	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -22,14 +20,14 @@ const (
 // winners.
 func raceCases() []testCase {
 	return []testCase{
-		{"Race/SetNXOneWinner", testRaceSetNX},
-		{"Race/ConsumeOneWinner", testRaceConsume},
-		{"Race/CompareAndSwapOneWinner", testRaceCAS},
-		{"Race/CompareAndDeleteOneWinner", testRaceCAD},
-		{"Race/ConsumeVersusCompareAndDelete", testRaceConsumeVsCAD},
-		{"Race/SwapVersusDelete", testRaceSwapVsDelete},
-		{"Race/StaleValueNeverWins", testStale},
-		{"Race/CompareAndSwapCounter", testRaceCounter},
+		{name: "Race/SetNXOneWinner", f: testRaceSetNX},
+		{name: "Race/ConsumeOneWinner", f: testRaceConsume},
+		{name: "Race/CompareAndSwapOneWinner", f: testRaceCAS},
+		{name: "Race/CompareAndDeleteOneWinner", f: testRaceCAD},
+		{name: "Race/ConsumeVersusCompareAndDelete", f: testRaceConsumeVsCAD},
+		{name: "Race/SwapVersusDelete", f: testRaceSwapVsDelete},
+		{name: "Race/StaleValueNeverWins", f: testStale},
+		{name: "Race/CompareAndSwapCounter", f: testRaceCounter},
 	}
 }
 
@@ -63,160 +61,205 @@ func racerValue(i int) []byte {
 	return []byte("racer-" + strconv.Itoa(i))
 }
 
-// onlyWinner returns the index of the single true in won, failing the test
-// unless exactly one is true.
-func onlyWinner(t *testing.T, won []bool, errs []error, what string) int {
-	t.Helper()
-	winner := -1
+// winners checks one race's outcome: no racer failed and exactly one won.
+// It returns the winner's index, or -1 after reporting what went wrong.
+func winners(won []bool, errs []error) (winner int, err error) {
+	winner, n := -1, 0
 	for i, w := range won {
-		require.NoError(t, errs[i], "%s racer %d", what, i)
+		if errs[i] != nil {
+			return -1, fmt.Errorf("racer %d failed: %w", i, errs[i])
+		}
 		if w {
-			require.Equal(t, -1, winner, "%s: racers %d and %d both won", what, winner, i)
-			winner = i
+			winner, n = i, n+1
 		}
 	}
-	require.NotEqual(t, -1, winner, "%s: no racer won", what)
-	return winner
+	switch {
+	case n == 0:
+		return -1, errors.New("no racer won")
+	case n > 1:
+		return -1, fmt.Errorf("%d of %d racers won", n, len(won))
+	}
+	return winner, nil
 }
 
-func testRaceSetNX(t *testing.T, s store.Store) {
+// oneWinner reports unless exactly one racer won and none failed, citing
+// rule for a wrong number of winners, and returns the winner (-1 if the
+// check failed).
+func (c *checker) oneWinner(won []bool, errs []error, rule, what string) int {
+	for i, err := range errs {
+		if err != nil {
+			c.errorf(ruleConcurrent, "%s: racer %d failed: %v", what, i, err)
+			return -1
+		}
+	}
+	w, err := winners(won, errs)
+	if err != nil {
+		c.errorf(rule, "%s: %v", what, err)
+	}
+	return w
+}
+
+func testRaceSetNX(c *checker, s store.Store) {
 	for r := range rounds {
 		key := roundKey("nx", r)
 		won, errs := make([]bool, racers), make([]error, racers)
 		seen := make([]store.Entry, racers)
 		race(racers, func(i int) {
-			won[i], seen[i], errs[i] = s.SetNX(ctxb, key, racerValue(i), longTTL)
+			won[i], seen[i], errs[i] = s.SetNX(c.ctx, key, racerValue(i), longTTL)
 		})
-		w := onlyWinner(t, won, errs, "SetNX")
-		for i := range racers {
-			if i != w {
-				require.Equal(t, racerValue(w), seen[i].Value, "loser %d saw another value than the winner's", i)
-				requireValidTTL(t, seen[i].TTL)
-			}
+		w := c.oneWinner(won, errs, ruleAtomic, "SetNX("+strconv.Quote(key)+") from "+strconv.Itoa(racers)+" goroutines")
+		if w < 0 || !c.loserSaw(seen, w) {
+			return
 		}
-		requireValue(t, s, key, racerValue(w))
+		if _, ok := c.holds(s, key, racerValue(w), ruleAtomic); !ok {
+			return
+		}
 	}
 }
 
-func testRaceConsume(t *testing.T, s store.Store) {
-	for r := range rounds {
-		key := roundKey("consume", r)
-		mustSet(t, s, key, []byte("token"), longTTL)
-		won, errs := make([]bool, racers), make([]error, racers)
-		race(racers, func(i int) {
-			v, err := s.Consume(ctxb, key)
-			switch {
-			case err == nil && string(v) == "token":
-				won[i] = true
-			case err == nil:
-				errs[i] = errUnexpected("Consume returned " + strconv.Quote(string(v)))
-			case !isNotFound(err):
-				errs[i] = err
-			}
-		})
-		onlyWinner(t, won, errs, "Consume")
-		requireAbsent(t, s, key)
+// loserSaw checks that every loser of a SetNX race was shown the winner's
+// value and a valid TTL.
+func (c *checker) loserSaw(seen []store.Entry, w int) bool {
+	for i, e := range seen {
+		if i == w {
+			continue
+		}
+		call := "losing SetNX of racer " + strconv.Itoa(i)
+		if !c.expect(string(e.Value) == string(racerValue(w)), ruleSetNX, "%s returned existing value %q, want the winner's %q",
+			call, e.Value, racerValue(w)) || !c.validTTL(e.TTL, call) {
+			return false
+		}
 	}
+	return true
+}
+
+// consumeWon reports whether a Consume of a key holding want won it.
+func consumeWon(v []byte, err error, want string) (bool, error) {
+	switch {
+	case err == nil && string(v) == want:
+		return true, nil
+	case err == nil:
+		return false, fmt.Errorf("Consume returned %q, want %q", v, want)
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+func testRaceConsume(c *checker, s store.Store) {
+	raceFromV0(c, s, "Consume", ruleConsume, func(_ int, key string) (bool, error) {
+		v, err := s.Consume(c.ctx, key)
+		return consumeWon(v, err, "v0")
+	}, func(key string, _ int) bool { return c.absent(s, key, ruleConsume) })
 }
 
 // raceFromV0 runs rounds of racers over fresh keys that each start as "v0":
-// op is racer i's attempt on key, which must have exactly one winner, and
-// check verifies the key's final state given that winner.
-func raceFromV0(t *testing.T, s store.Store, name string, op func(i int, key string) (bool, error), check func(key string, winner int)) {
-	t.Helper()
+// op is racer i's attempt on key, which must have exactly one winner (rule
+// is cited otherwise), and check verifies the key's final state given that
+// winner. It stops at the first round that fails.
+func raceFromV0(c *checker, s store.Store, name, rule string, op func(i int, key string) (bool, error), check func(key string, winner int) bool) {
 	for r := range rounds {
 		key := roundKey(name, r)
-		mustSet(t, s, key, []byte("v0"), longTTL)
+		if !c.set(s, key, []byte("v0"), longTTL) {
+			return
+		}
 		won, errs := make([]bool, racers), make([]error, racers)
 		race(racers, func(i int) { won[i], errs[i] = op(i, key) })
-		check(key, onlyWinner(t, won, errs, name))
+		w := c.oneWinner(won, errs, rule, name+"("+strconv.Quote(key)+") from "+strconv.Itoa(racers)+" goroutines")
+		if w < 0 || !check(key, w) {
+			return
+		}
 	}
 }
 
-func testRaceCAS(t *testing.T, s store.Store) {
-	raceFromV0(t, s, "CompareAndSwap", func(i int, key string) (bool, error) {
-		return s.CompareAndSwap(ctxb, key, []byte("v0"), racerValue(i), longTTL)
-	}, func(key string, w int) { requireValue(t, s, key, racerValue(w)) })
+func testRaceCAS(c *checker, s store.Store) {
+	raceFromV0(c, s, "CompareAndSwap", ruleAtomic, func(i int, key string) (bool, error) {
+		return s.CompareAndSwap(c.ctx, key, []byte("v0"), racerValue(i), longTTL)
+	}, func(key string, w int) bool {
+		_, ok := c.holds(s, key, racerValue(w), ruleAtomic)
+		return ok
+	})
 }
 
-func testRaceCAD(t *testing.T, s store.Store) {
-	raceFromV0(t, s, "CompareAndDelete", func(_ int, key string) (bool, error) {
-		return s.CompareAndDelete(ctxb, key, []byte("v0"))
-	}, func(key string, _ int) { requireAbsent(t, s, key) })
+func testRaceCAD(c *checker, s store.Store) {
+	raceFromV0(c, s, "CompareAndDelete", ruleAtomic, func(_ int, key string) (bool, error) {
+		return s.CompareAndDelete(c.ctx, key, []byte("v0"))
+	}, func(key string, _ int) bool { return c.absent(s, key, ruleAtomic) })
 }
 
 // testRaceConsumeVsCAD races Consume against CompareAndDelete: both
 // remove the key, so exactly one racer of either kind wins.
-func testRaceConsumeVsCAD(t *testing.T, s store.Store) {
-	raceFromV0(t, s, "Consume/CompareAndDelete", func(i int, key string) (bool, error) {
+func testRaceConsumeVsCAD(c *checker, s store.Store) {
+	raceFromV0(c, s, "Consume/CompareAndDelete", ruleConsume, func(i int, key string) (bool, error) {
 		if i%2 == 0 {
-			return s.CompareAndDelete(ctxb, key, []byte("v0"))
+			return s.CompareAndDelete(c.ctx, key, []byte("v0"))
 		}
-		v, err := s.Consume(ctxb, key)
-		if isNotFound(err) {
-			return false, nil
-		}
-		return err == nil && string(v) == "v0", err
-	}, func(key string, _ int) { requireAbsent(t, s, key) })
+		v, err := s.Consume(c.ctx, key)
+		return consumeWon(v, err, "v0")
+	}, func(key string, _ int) bool { return c.absent(s, key, ruleAtomic) })
 }
 
 // testRaceSwapVsDelete races CompareAndSwap against CompareAndDelete
 // from the same old value: once one has won, the others hold a stale
 // value, so exactly one racer of either kind wins.
-func testRaceSwapVsDelete(t *testing.T, s store.Store) {
-	raceFromV0(t, s, "CompareAndSwap/CompareAndDelete", func(i int, key string) (bool, error) {
+func testRaceSwapVsDelete(c *checker, s store.Store) {
+	raceFromV0(c, s, "CompareAndSwap/CompareAndDelete", ruleAtomic, func(i int, key string) (bool, error) {
 		if i%2 == 0 {
-			return s.CompareAndDelete(ctxb, key, []byte("v0"))
+			return s.CompareAndDelete(c.ctx, key, []byte("v0"))
 		}
-		return s.CompareAndSwap(ctxb, key, []byte("v0"), racerValue(i), longTTL)
-	}, func(key string, w int) {
+		return s.CompareAndSwap(c.ctx, key, []byte("v0"), racerValue(i), longTTL)
+	}, func(key string, w int) bool {
 		if w%2 == 0 {
-			requireAbsent(t, s, key)
-		} else {
-			requireValue(t, s, key, racerValue(w))
+			return c.absent(s, key, ruleAtomic)
 		}
+		_, ok := c.holds(s, key, racerValue(w), ruleAtomic)
+		return ok
 	})
 }
 
 // testStale checks sequentially that a value another writer replaced no
 // longer matches.
-func testStale(t *testing.T, s store.Store) {
-	mustSet(t, s, "k", []byte("A"), longTTL)
-	swap(t, s, "k", []byte("A"), []byte("B"), longTTL)
-	ok, err := s.CompareAndDelete(ctxb, "k", []byte("A"))
-	require.NoError(t, err)
-	require.False(t, ok, "CompareAndDelete with a replaced value")
-	ok, err = s.CompareAndSwap(ctxb, "k", []byte("A"), []byte("C"), longTTL)
-	require.NoError(t, err)
-	require.False(t, ok, "CompareAndSwap with a replaced value")
-	requireValue(t, s, "k", []byte("B"))
+func testStale(c *checker, s store.Store) {
+	if !c.set(s, "k", []byte("A"), longTTL) || !c.swap(s, "k", []byte("A"), []byte("B"), longTTL) {
+		return
+	}
+	ok, err := s.CompareAndDelete(c.ctx, "k", []byte("A"))
+	c.noError(err, ruleCAD, "CompareAndDelete")
+	c.expect(!ok, ruleCAD, `CompareAndDelete("k", "A") of a key holding "B" reported true`)
+	ok, err = s.CompareAndSwap(c.ctx, "k", []byte("A"), []byte("C"), longTTL)
+	c.noError(err, ruleCAS, "CompareAndSwap")
+	c.expect(!ok, ruleCAS, `CompareAndSwap("k", "A", "C") of a key holding "B" reported true`)
+	c.holds(s, "k", []byte("B"), ruleCAS)
 }
 
 // testRaceCounter increments a counter with read-then-CompareAndSwap loops
 // from many goroutines: a CompareAndSwap that accepted a stale value would
 // lose an increment.
-func testRaceCounter(t *testing.T, s store.Store) {
+func testRaceCounter(c *checker, s store.Store) {
 	const workers, increments = 8, 25
-	mustSet(t, s, "counter", []byte("0"), longTTL)
+	if !c.set(s, "counter", []byte("0"), longTTL) {
+		return
+	}
 	errs := make([]error, workers)
 	race(workers, func(i int) {
 		for range increments {
-			if errs[i] = increment(s, "counter"); errs[i] != nil {
+			if errs[i] = increment(c, s, "counter"); errs[i] != nil {
 				return
 			}
 		}
 	})
-	for i, err := range errs {
-		require.NoError(t, err, "worker %d", i)
+	if err := errors.Join(errs...); err != nil {
+		c.errorf(ruleConcurrent, "incrementing a counter with Get and CompareAndSwap from %d goroutines: %v", workers, err)
+		return
 	}
-	requireValue(t, s, "counter", []byte(strconv.Itoa(workers*increments)))
+	c.holds(s, "counter", []byte(strconv.Itoa(workers*increments)), ruleAtomic)
 }
 
 // increment adds one to the decimal counter under key, retrying until its
 // CompareAndSwap wins.
-func increment(s store.Store, key string) error {
+func increment(c *checker, s store.Store, key string) error {
 	for {
-		e, err := s.Get(ctxb, key)
+		e, err := s.Get(c.ctx, key)
 		if err != nil {
 			return err
 		}
@@ -224,19 +267,9 @@ func increment(s store.Store, key string) error {
 		if err != nil {
 			return err
 		}
-		ok, err := s.CompareAndSwap(ctxb, key, e.Value, []byte(strconv.Itoa(n+1)), longTTL)
+		ok, err := s.CompareAndSwap(c.ctx, key, e.Value, []byte(strconv.Itoa(n+1)), longTTL)
 		if err != nil || ok {
 			return err
 		}
 	}
-}
-
-// isNotFound reports whether err wraps store.ErrNotFound.
-func isNotFound(err error) bool {
-	return errors.Is(err, store.ErrNotFound)
-}
-
-// errUnexpected reports an outcome the contract rules out.
-func errUnexpected(msg string) error {
-	return errors.New("storetest: unexpected outcome: " + msg)
 }

@@ -1,10 +1,8 @@
 package storetest
 
 import (
-	"testing"
+	"fmt"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -19,99 +17,107 @@ const (
 // ttlCases check expiry and remaining-TTL reporting.
 func ttlCases() []testCase {
 	return []testCase{
-		{"TTL/ExpiredIsAbsentForEveryOp", testExpiry},
-		{"TTL/SubMillisecondRoundsUp", testSubMillisecond},
-		{"TTL/Reporting", testTTLReporting},
+		{name: "TTL/ExpiredIsAbsentForEveryOp", f: testExpiry},
+		{name: "TTL/SubMillisecondRoundsUp", f: testSubMillisecond},
+		{name: "TTL/Reporting", f: testTTLReporting},
 	}
 }
 
-func testExpiry(t *testing.T, s store.Store) {
+func testExpiry(c *checker, s store.Store) {
 	v := []byte("v")
 	// "extend" is extended right after it is set, so that a slow remote
 	// store has all of shortTTL to make the second call.
-	mustSet(t, s, "extend", v, shortTTL)
-	swap(t, s, "extend", v, v, longTTL)
+	ok := c.set(s, "extend", v, shortTTL) && c.swap(s, "extend", v, v, longTTL)
 	for _, k := range []string{"get", "consume", "cas", "cad", "nx"} {
-		mustSet(t, s, k, v, shortTTL)
+		ok = ok && c.set(s, k, v, shortTTL)
 	}
-	mustSet(t, s, "shorten", v, longTTL)
-	mustSet(t, s, "live", v, 10*time.Second)
-	swap(t, s, "shorten", v, v, shortTTL)
+	ok = ok && c.set(s, "shorten", v, longTTL) && c.set(s, "live", v, 10*time.Second) &&
+		c.swap(s, "shorten", v, v, shortTTL)
+	if !ok {
+		return
+	}
 
-	time.Sleep(expirySleep)
+	c.sleep(expirySleep)
 
-	requireAbsent(t, s, "get")
-	_, err := s.Consume(ctxb, "consume")
-	require.ErrorIs(t, err, store.ErrNotFound, "Consume of an expired key")
-	ok, err := s.CompareAndSwap(ctxb, "cas", v, []byte("w"), longTTL)
-	require.NoError(t, err)
-	require.False(t, ok, "CompareAndSwap must treat an expired key as absent")
-	requireAbsent(t, s, "cas")
-	ok, err = s.CompareAndDelete(ctxb, "cad", v)
-	require.NoError(t, err)
-	require.False(t, ok, "CompareAndDelete must treat an expired key as absent")
+	c.absent(s, "get", ruleExpired)
+	_, err := s.Consume(c.ctx, "consume")
+	c.isErr(err, store.ErrNotFound, ruleExpired, `Consume("consume") of an expired key`)
+	swapped, err := s.CompareAndSwap(c.ctx, "cas", v, []byte("w"), longTTL)
+	c.noError(err, ruleExpired, `CompareAndSwap("cas") of an expired key`)
+	c.expect(!swapped, ruleExpired, `CompareAndSwap("cas") of an expired key reported true`)
+	c.absent(s, "cas", ruleExpired)
+	deleted, err := s.CompareAndDelete(c.ctx, "cad", v)
+	c.noError(err, ruleExpired, `CompareAndDelete("cad") of an expired key`)
+	c.expect(!deleted, ruleExpired, `CompareAndDelete("cad") of an expired key reported true`)
 
-	set, _, err := s.SetNX(ctxb, "nx", []byte("fresh"), 10*time.Second)
-	require.NoError(t, err)
-	require.True(t, set, "SetNX must treat an expired key as absent")
-	e := requireValue(t, s, "nx", []byte("fresh"))
-	requireTTLNear(t, e.TTL, 10*time.Second)
-
-	requireAbsent(t, s, "shorten")
-	requireValue(t, s, "extend", v)
-	e = requireValue(t, s, "live", v)
-	require.LessOrEqual(t, e.TTL, 10*time.Second-expirySleep, "remaining TTL must count down")
-}
-
-// swap performs a CompareAndSwap that must succeed.
-func swap(t *testing.T, s store.Store, key string, old, new []byte, ttl time.Duration) {
-	t.Helper()
-	ok, err := s.CompareAndSwap(ctxb, key, old, new, ttl)
-	require.NoError(t, err, "CompareAndSwap(%q)", key)
-	require.True(t, ok, "CompareAndSwap(%q)", key)
-}
-
-func testSubMillisecond(t *testing.T, s store.Store) {
-	ttls := map[string]time.Duration{"ns": time.Nanosecond, "us": 999 * time.Microsecond, "frac": 1500 * time.Microsecond}
-	for k, ttl := range ttls {
-		set, _, err := s.SetNX(ctxb, k, []byte("v"), ttl)
-		require.NoError(t, err, "a sub-millisecond TTL is rounded up, not rejected")
-		require.True(t, set)
-		if e, err := s.Get(ctxb, k); err == nil {
-			requireValidTTL(t, e.TTL)
-			require.LessOrEqual(t, e.TTL, store.RoundTTL(ttl))
-		} else {
-			require.ErrorIs(t, err, store.ErrNotFound)
+	set, _, err := s.SetNX(c.ctx, "nx", []byte("fresh"), 10*time.Second)
+	c.noError(err, ruleExpired, `SetNX("nx") of an expired key`)
+	if c.expect(set, ruleExpired, `SetNX("nx") of an expired key did not set`) {
+		if e, ok := c.holds(s, "nx", []byte("fresh"), ruleExpired); ok {
+			c.ttlNear(e.TTL, 10*time.Second, ruleSetNX, `Get("nx")`)
 		}
 	}
-	mustSet(t, s, "cas", []byte("v"), longTTL)
-	ok, err := s.CompareAndSwap(ctxb, "cas", []byte("v"), []byte("w"), time.Nanosecond)
-	require.NoError(t, err, "a sub-millisecond TTL is rounded up, not rejected")
-	require.True(t, ok)
 
-	time.Sleep(20 * time.Millisecond)
-	for k := range ttls {
-		requireAbsent(t, s, k)
+	c.absent(s, "shorten", ruleCAS)
+	c.holds(s, "extend", v, ruleCAS)
+	if e, ok := c.holds(s, "live", v, ruleGet); ok {
+		c.expect(e.TTL <= 10*time.Second-expirySleep, ruleEntryTTL,
+			`Get("live") %v after setting a 10s TTL reported TTL %v: it must count down`, expirySleep, e.TTL)
 	}
-	requireAbsent(t, s, "cas")
 }
 
-func testTTLReporting(t *testing.T, s store.Store) {
-	ttls := map[string]time.Duration{
-		"whole":   10 * time.Second,
-		"frac":    10*time.Second + time.Nanosecond,
-		"century": 100 * 365 * 24 * time.Hour,
+func testSubMillisecond(c *checker, s store.Store) {
+	ttls := []time.Duration{time.Nanosecond, 999 * time.Microsecond, 1500 * time.Microsecond}
+	keys := []string{"ns", "us", "frac"}
+	for i, ttl := range ttls {
+		call := fmt.Sprintf("SetNX(%q, ttl %v)", keys[i], ttl)
+		set, _, err := s.SetNX(c.ctx, keys[i], []byte("v"), ttl)
+		if !c.noError(err, ruleTTLRound, call) || !c.expect(set, ruleSetNX, "%s of an absent key did not set", call) {
+			continue
+		}
+		e, err := s.Get(c.ctx, keys[i])
+		if err != nil {
+			c.isErr(err, store.ErrNotFound, ruleGet, "Get("+keys[i]+")")
+			continue
+		}
+		c.validTTL(e.TTL, "Get("+keys[i]+")")
+		c.expect(e.TTL <= store.RoundTTL(ttl), ruleTTLRound, "Get(%q) reported TTL %v after %s", keys[i], e.TTL, call)
 	}
-	for k, ttl := range ttls {
-		mustSet(t, s, k, []byte(k), ttl)
-		e := requireValue(t, s, k, []byte(k))
-		requireTTLNear(t, e.TTL, store.RoundTTL(ttl))
-		set, existing, err := s.SetNX(ctxb, k, []byte("other"), time.Second)
-		require.NoError(t, err)
-		require.False(t, set)
-		requireTTLNear(t, existing.TTL, store.RoundTTL(ttl))
+	if c.set(s, "cas", []byte("v"), longTTL) {
+		ok, err := s.CompareAndSwap(c.ctx, "cas", []byte("v"), []byte("w"), time.Nanosecond)
+		const call = `CompareAndSwap("cas", ttl 1ns)`
+		c.noError(err, ruleTTLRound, call)
+		c.expect(ok, ruleCAS, "%s of a key holding the old value reported false", call)
 	}
-	swap(t, s, "century", []byte("century"), []byte("c2"), 3*time.Second)
-	e := requireValue(t, s, "century", []byte("c2"))
-	requireTTLNear(t, e.TTL, 3*time.Second)
+
+	c.sleep(20 * time.Millisecond)
+	for _, k := range append(keys, "cas") {
+		c.absent(s, k, ruleTTLRound)
+	}
+}
+
+func testTTLReporting(c *checker, s store.Store) {
+	ttls := []struct {
+		key string
+		ttl time.Duration
+	}{{"whole", 10 * time.Second}, {"frac", 10*time.Second + time.Nanosecond}, {"century", 100 * 365 * 24 * time.Hour}}
+	for _, kt := range ttls {
+		want := store.RoundTTL(kt.ttl)
+		if !c.set(s, kt.key, []byte(kt.key), kt.ttl) {
+			continue
+		}
+		if e, ok := c.holds(s, kt.key, []byte(kt.key), ruleGet); ok {
+			c.ttlNear(e.TTL, want, ruleTTLRound, fmt.Sprintf("Get(%q) of a key set with TTL %v", kt.key, kt.ttl))
+		}
+		set, existing, err := s.SetNX(c.ctx, kt.key, []byte("other"), time.Second)
+		call := fmt.Sprintf("SetNX(%q) of a key set with TTL %v", kt.key, kt.ttl)
+		if c.noError(err, ruleSetNX, call) && c.expect(!set, ruleSetNX, "%s set it", call) {
+			c.ttlNear(existing.TTL, want, ruleTTLRound, call)
+		}
+	}
+	if c.swap(s, "century", []byte("century"), []byte("c2"), 3*time.Second) {
+		if e, ok := c.holds(s, "century", []byte("c2"), ruleCAS); ok {
+			c.ttlNear(e.TTL, 3*time.Second, ruleCAS, `Get("century") after CompareAndSwap to 3s`)
+		}
+	}
 }

@@ -1,0 +1,119 @@
+package idemkit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// BatchRequest is one execution of a batch: the key and fingerprint Begin
+// would take.
+type BatchRequest struct {
+	Key         string
+	Fingerprint string
+}
+
+// BatchOutcome is what Begin would have returned for one BatchRequest:
+// a claim to run and end, a replayed or unguarded Result, or an error
+// (ErrInProgress, ErrMismatch, ErrUnavailable, ...).
+type BatchOutcome struct {
+	Claim  *Claim
+	Result Result
+	Err    error
+}
+
+// BeginBatch begins many executions at once, for queue consumers that
+// fetch messages in batches: each request is admitted, replayed or
+// refused individually, exactly as Begin decides. When the store can claim
+// many keys in one call (store.Batcher) the batch costs one call;
+// otherwise the requests are claimed one by one. A key that appears twice
+// is admitted once; its later occurrences get ErrInProgress. WithWait does
+// not apply: a request whose key is in progress gets ErrInProgress. The
+// returned error is for invalid options only; outcomes carry the rest.
+func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Option) ([]BatchOutcome, error) {
+	cfg, err := e.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BatchOutcome, len(reqs))
+	claims := make([]*Claim, len(reqs))
+	items := make([]store.BatchItem, 0, len(reqs))
+	index := make([]int, 0, len(reqs)) // item -> request
+	for i, r := range reqs {
+		sk, err := e.storeKey(cfg, spaceDo, r.Key)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		claims[i] = e.newClaim(cfg, ModeDo, r.Key, sk, r.Fingerprint)
+		items = append(items, store.BatchItem{Key: sk, Value: claims[i].enc, TTL: cfg.lease})
+		index = append(index, i)
+	}
+	b, ok := e.store.(store.Batcher)
+	if !ok {
+		for _, i := range index {
+			out[i] = e.beginOne(ctx, cfg, claims[i], reqs[i])
+		}
+		return out, nil
+	}
+	results, err := b.SetNXBatch(ctx, items)
+	if err == nil && len(results) != len(items) {
+		err = store.Unavailable("setnx batch", errors.New("the store answered for a different number of items"))
+	}
+	for n, i := range index {
+		c := claims[i]
+		if err != nil {
+			out[i] = e.batchFailed(ctx, cfg, c, err)
+			continue
+		}
+		r := results[n]
+		if r.Set || bytes.Equal(r.Existing.Value, c.enc) {
+			out[i] = e.admitted(ctx, cfg, c)
+			continue
+		}
+		res, xerr, again := e.existing(ctx, cfg, ModeDo, c.key, reqs[i].Fingerprint, r.Existing)
+		if again { // in progress, under WithWait
+			xerr = e.inProgress(ctx, cfg, c.key, r.Existing, ModeDo)
+		}
+		out[i] = BatchOutcome{Result: res, Err: xerr}
+	}
+	return out, nil
+}
+
+// beginOne claims one request of a batch with SetNX.
+func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, r BatchRequest) BatchOutcome {
+	set, existing, err := e.claim(ctx, cfg, ModeDo, c.key, c.sk, c.enc, cfg.lease)
+	switch {
+	case err != nil:
+		run, err := e.storeFailed(ctx, cfg, ModeDo, c.key, "claim", err)
+		return BatchOutcome{Result: Result{Unguarded: run}, Err: err}
+	case set:
+		return e.admitted(ctx, cfg, c)
+	}
+	res, err, again := e.existing(ctx, cfg, ModeDo, c.key, r.Fingerprint, existing)
+	if again {
+		err = e.inProgress(ctx, cfg, c.key, existing, ModeDo)
+	}
+	return BatchOutcome{Result: res, Err: err}
+}
+
+// admitted starts the heartbeat of a claim a batch won.
+func (e *Engine) admitted(ctx context.Context, cfg *config, c *Claim) BatchOutcome {
+	e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeDo, Key: c.key})
+	c.hb = e.startHeartbeat(ctx, cfg, c.sk, c.enc)
+	return BatchOutcome{Claim: c}
+}
+
+// batchFailed handles a batch call that failed: any claim it may have
+// applied is undone, then the failure policy decides for the request.
+func (e *Engine) batchFailed(ctx context.Context, cfg *config, c *Claim, err error) BatchOutcome {
+	if !errors.Is(err, store.ErrInvalid) {
+		if undone, uerr := e.store.CompareAndDelete(detach(ctx), c.sk, c.enc); undone || uerr != nil {
+			e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: ModeDo, Key: c.key, Err: errors.Join(err, uerr)})
+		}
+	}
+	run, err := e.storeFailed(ctx, cfg, ModeDo, c.key, "claim batch", err)
+	return BatchOutcome{Result: Result{Unguarded: run}, Err: err}
+}

@@ -1,0 +1,244 @@
+package idemkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// Claim is an execution of Do that this caller was admitted to run and
+// has not finished yet: the key holds this caller's in-progress record,
+// whose lease a heartbeat extends until the claim ends. Begin hands one
+// out, for callers that run the work themselves instead of passing fn to
+// Do: a handler that completes the record inside its own database
+// transaction, a queue consumer that acks after completing.
+//
+// A claim ends with exactly one of Complete, CompleteIn, Fail or Release;
+// later calls of any of them change nothing (Release after CompleteIn is
+// the exception, see CompleteIn). Defer Release right after Begin: it is a
+// no-op once the claim has been completed. A Claim is safe for concurrent
+// use.
+type Claim struct {
+	e    *Engine
+	cfg  *config
+	mode Mode
+	key  string // the caller's key, for events
+	sk   string
+	rec  record
+	enc  []byte
+	hb   *heartbeat
+
+	started time.Time // when the claim was won
+
+	mu    sync.Mutex
+	ended bool
+	inTx  bool // CompleteIn ran: the outcome depends on the caller's commit
+}
+
+func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *Claim {
+	now := time.Now().UnixMilli()
+	c := &Claim{e: e, cfg: cfg, mode: mode, key: key, sk: sk}
+	c.rec = record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
+	c.started = time.Now()
+	c.enc = c.rec.encode()
+	return c
+}
+
+// Begin claims key the way Do does, but returns the claim instead of
+// running a function: the caller runs the work and ends the claim. Exactly
+// one of these holds:
+//
+//   - claim != nil: this caller was admitted and must end the claim;
+//   - res.Replayed: the key holds an earlier execution's result (Value, or
+//     the final error returned as err);
+//   - res.Unguarded: the store failed under FailOpen; run unguarded;
+//   - err != nil: ErrInProgress, ErrMismatch, ErrUnavailable and the
+//     others Do returns before running fn.
+func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Option) (claim *Claim, res Result, err error) {
+	cfg, err := e.callConfig(opts)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	ctx, end := trace(ctx, cfg, ModeDo, "Begin")
+	defer func() { end(err) }()
+	sk, err := e.storeKey(cfg, spaceDo, key)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	c, res, err := e.begin(ctx, cfg, key, sk, fingerprint)
+	if c != nil {
+		c.hb = e.startHeartbeat(ctx, cfg, sk, c.enc)
+	}
+	return c, res, err
+}
+
+// run runs fn under the claim and ends it with fn's outcome, also when fn
+// panics or calls runtime.Goexit.
+func (c *Claim) run(ctx context.Context, fn func(context.Context) ([]byte, error)) (Result, error) {
+	c.hb = c.e.startHeartbeat(ctx, c.cfg, c.sk, c.enc)
+	returned := false
+	defer func() {
+		if !returned {
+			c.Release(ctx)
+		}
+	}()
+	v, err := fn(ctx)
+	returned = true
+	if err != nil {
+		return Result{}, c.Fail(ctx, err)
+	}
+	return Result{Value: v}, c.Complete(ctx, v)
+}
+
+// end marks the claim ended and stops its heartbeat. It reports false when
+// the claim had ended already.
+func (c *Claim) end(inTx bool) bool {
+	c.mu.Lock()
+	ended := c.ended
+	c.ended, c.inTx = true, inTx
+	c.mu.Unlock()
+	if ended {
+		return false
+	}
+	c.hb.stop()
+	return true
+}
+
+// Complete records value as the result that every repeat of the key gets.
+// It returns an error wrapping ErrResultTooLarge (the key is released),
+// ErrLeaseLost (another caller took the key over; nothing was recorded) or
+// ErrUnavailable (the store failed; the key frees itself when the lease
+// ends).
+func (c *Claim) Complete(ctx context.Context, value []byte) error {
+	if !c.end(false) {
+		return nil
+	}
+	if err := c.checkSize(ctx, value); err != nil {
+		return err
+	}
+	return c.complete(ctx, c.e.store, stateDone, value)
+}
+
+// CompleteIn records value through s, a view of the engine's store bound
+// to the caller's transaction (such as a SQL store's transaction view), so
+// the record commits or rolls back with the caller's business write. An
+// error wrapping ErrLeaseLost means another caller owns the key now: roll
+// the transaction back. After a rollback, call Release so a retry can run
+// at once; after a commit, Release finds the completed record and changes
+// nothing.
+func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) error {
+	if s == nil {
+		return fmt.Errorf("idemkit: %w: nil transaction store", ErrInvalid)
+	}
+	if !c.end(true) {
+		return nil
+	}
+	if err := c.checkSize(ctx, value); err != nil {
+		return err
+	}
+	return c.complete(ctx, s, stateDone, value)
+}
+
+// Fail ends the claim after the work failed with err and returns err
+// (joined with any error recording it). When the ErrorCodec says err is
+// final, it is recorded and replayed like a result; otherwise the key is
+// released so a retry runs again (an unused token is spent instead).
+func (c *Claim) Fail(ctx context.Context, err error) error {
+	if !c.end(false) {
+		return err
+	}
+	if c.cfg.errorCodec != nil {
+		if data, final := c.cfg.errorCodec.EncodeError(err); final {
+			if rerr := c.complete(ctx, c.e.store, stateFailed, data); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return err
+		}
+	}
+	c.release(ctx, false)
+	return err
+}
+
+// Release ends the claim without a result, so a retry runs the work again
+// (a token is spent instead). It only ever removes this caller's own
+// in-progress record, so it is safe to defer: after Complete it changes
+// nothing, and after CompleteIn it undoes the claim only if the caller's
+// transaction did not commit.
+func (c *Claim) Release(ctx context.Context) {
+	c.mu.Lock()
+	ended, inTx := c.ended, c.inTx
+	c.ended, c.inTx = true, false
+	c.mu.Unlock()
+	if ended && !inTx {
+		return
+	}
+	if !ended {
+		c.hb.stop()
+	}
+	c.release(ctx, inTx)
+}
+
+func (c *Claim) checkSize(ctx context.Context, value []byte) error {
+	if len(value) <= c.cfg.maxResult && c.rec.encodedLen(len(value)) <= store.MaxValueLen {
+		return nil
+	}
+	c.release(ctx, false)
+	c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key})
+	return fmt.Errorf("%w: %d bytes, cap %d", ErrResultTooLarge, len(value), c.cfg.maxResult)
+}
+
+// complete swaps this caller's in-progress record for the final one,
+// through s.
+func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload []byte) error {
+	e, cfg := c.e, c.cfg
+	done := c.rec
+	done.state = state
+	done.updated = time.Now().UnixMilli()
+	done.payload = payload
+	ok, err := s.CompareAndSwap(detach(ctx), c.sk, c.enc, done.encode(), cfg.retention)
+	if err != nil {
+		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: err})
+		if !errors.Is(err, ErrUnavailable) {
+			c.release(ctx, false)
+			return fmt.Errorf("idemkit: record result: %w", err)
+		}
+		return unavailable("record result", err)
+	}
+	if !ok {
+		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
+		return ErrLeaseLost
+	}
+	e.observe(ctx, cfg, Event{Kind: EventCompleted, Mode: c.mode, Key: c.key, Duration: time.Since(c.started)})
+	return nil
+}
+
+// release undoes the claim after a failure that is not final: an
+// idempotency key is deleted so a retry runs again; a token is marked spent.
+// afterTx says the claim was completed in a transaction, where finding no
+// in-progress record of ours means the transaction committed.
+func (c *Claim) release(ctx context.Context, afterTx bool) {
+	e, cfg := c.e, c.cfg
+	bg := detach(ctx)
+	var ok bool
+	var err error
+	if c.mode == ModeToken {
+		spent := c.rec
+		spent.state = stateSpent
+		spent.updated = time.Now().UnixMilli()
+		ok, err = e.store.CompareAndSwap(bg, c.sk, c.enc, spent.encode(), cfg.tokenTTL)
+	} else {
+		ok, err = e.store.CompareAndDelete(bg, c.sk, c.enc)
+	}
+	switch {
+	case err != nil:
+		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: fmt.Errorf("release: %w", err)})
+	case ok:
+		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: c.mode, Key: c.key, Duration: time.Since(c.started)})
+	case !afterTx:
+		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
+	}
+}

@@ -1,0 +1,145 @@
+package idemkit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// Do runs fn once per key. The first caller claims the key with an
+// in-progress record (lease TTL, extended by a heartbeat while fn runs),
+// runs fn, and records its result for the retention TTL; every later call
+// with the key returns that result with Replayed set, without running fn.
+//
+// A call while the first still runs gets an error wrapping ErrInProgress (a
+// *ConflictError with a retry hint), or with WithWait waits for the result.
+// A call whose fingerprint differs from the first's gets ErrMismatch. When
+// fn fails, the key is released so a retry runs fn again, unless the
+// ErrorCodec (WithErrorCodec) says the error is final: then it is stored
+// and replayed like a result.
+//
+// When fn ran but its result could not be recorded, Do returns fn's value
+// in Result.Value together with an error wrapping ErrLeaseLost (another
+// caller took the key over) or ErrUnavailable (the store failed).
+func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
+	cfg, err := e.callConfig(opts)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, end := trace(ctx, cfg, ModeDo, "Do")
+	defer func() { end(err) }()
+	sk, err := e.storeKey(cfg, spaceDo, key)
+	if err != nil {
+		return Result{}, err
+	}
+	c, res, err := e.begin(ctx, cfg, key, sk, fingerprint)
+	if c == nil {
+		if err == nil && res.Unguarded {
+			v, err := fn(ctx)
+			return Result{Value: v, Unguarded: true}, err
+		}
+		return res, err
+	}
+	return c.run(ctx, fn)
+}
+
+// begin claims sk for Do, waiting with WithWait, and reports the outcome
+// for Begin: a claim, or no claim and what the caller gets instead.
+func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint string) (*Claim, Result, error) {
+	c := e.newClaim(cfg, ModeDo, key, sk, fingerprint)
+	delay := cfg.pollInterval
+	for {
+		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, c.enc, cfg.lease)
+		if err != nil {
+			run, err := e.storeFailed(ctx, cfg, ModeDo, key, "claim", err)
+			return nil, Result{Unguarded: run}, err
+		}
+		if set {
+			e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeDo, Key: key})
+			return c, Result{}, nil
+		}
+		res, err, again := e.existing(ctx, cfg, ModeDo, key, fingerprint, existing)
+		if !again {
+			return nil, res, err
+		}
+		if err := pause(ctx, &delay, cfg.pollInterval); err != nil {
+			return nil, Result{}, err
+		}
+	}
+}
+
+// unguarded handles a store failure before fn ran: under fail-open it runs
+// fn without protection.
+func (e *Engine) unguarded(ctx context.Context, cfg *config, mode Mode, key, op string, err error, fn func(context.Context) ([]byte, error)) (Result, error) {
+	run, err := e.storeFailed(ctx, cfg, mode, key, op, err)
+	if !run {
+		return Result{}, err
+	}
+	v, err := fn(ctx)
+	return Result{Value: v, Unguarded: true}, err
+}
+
+// existing decides what a caller gets when the key already holds a record.
+// again reports that the caller should wait and try once more.
+func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fingerprint string, ent store.Entry) (res Result, err error, again bool) {
+	rec, err := decodeRecord(ent.Value)
+	if err != nil {
+		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
+		return Result{}, fmt.Errorf("idemkit: record for key digest %s: %w", Event{Key: key}.KeyDigest(), err), false
+	}
+	if mode == ModeDo && string(rec.fp) != fingerprint {
+		e.observe(ctx, cfg, Event{Kind: EventMismatch, Mode: mode, Key: key})
+		return Result{}, ErrMismatch, false
+	}
+	switch rec.state {
+	case stateDone:
+		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key})
+		return Result{Value: rec.payload, Replayed: true}, nil, false
+	case stateFailed:
+		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key})
+		return Result{Replayed: true}, decodeFinal(cfg, rec.payload), false
+	case stateSpent:
+		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: mode, Key: key, Err: ErrTokenUsed})
+		return Result{}, ErrTokenUsed, false
+	case stateIssued:
+		if mode != ModeToken {
+			err := fmt.Errorf("%w: unused-token record under an idempotency key", store.ErrCorrupt)
+			e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
+			return Result{}, fmt.Errorf("idemkit: record for key digest %s: %w", Event{Key: key}.KeyDigest(), err), false
+		}
+		return Result{}, nil, true // a token restored meanwhile: claim again
+	}
+	if cfg.wait {
+		return Result{}, nil, true
+	}
+	return Result{}, e.inProgress(ctx, cfg, key, ent, mode), false
+}
+
+// inProgress reports a repeat that found the first execution running.
+func (e *Engine) inProgress(ctx context.Context, cfg *config, key string, ent store.Entry, mode Mode) error {
+	retry := min(max(ent.TTL, time.Millisecond), cfg.retryHint)
+	e.observe(ctx, cfg, Event{Kind: EventInProgress, Mode: mode, Key: key, RetryAfter: retry})
+	return &ConflictError{Err: ErrInProgress, RetryAfter: retry}
+}
+
+func decodeFinal(cfg *config, payload []byte) error {
+	if cfg.errorCodec == nil {
+		return &ReplayedError{Message: string(payload)}
+	}
+	return cfg.errorCodec.DecodeError(payload)
+}
+
+// pause waits *delay (bounded by ctx) and doubles it, up to ten times base.
+func pause(ctx context.Context, delay *time.Duration, base time.Duration) error {
+	t := time.NewTimer(*delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("idemkit: waiting for the first execution: %w", ctx.Err())
+	case <-t.C:
+	}
+	*delay = min(*delay*2, base*10)
+	return nil
+}

@@ -1,0 +1,143 @@
+package idemkit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// State is where a key stands, as Inspect reports it.
+type State string
+
+// States.
+const (
+	StateClaimed    State = "claimed"     // a Guard window is open
+	StateIssued     State = "issued"      // a token waits for its use
+	StateInProgress State = "in_progress" // the first execution runs (or crashed; see TTL)
+	StateCompleted  State = "completed"   // a result is stored and replayed
+	StateFailed     State = "failed"      // a final error is stored and replayed
+	StateSpent      State = "spent"       // a token whose use failed
+)
+
+// KeyInfo describes what the store holds under a key, for support staff
+// and operators. It never holds the key, the scope, the stored result or
+// the fingerprint itself.
+type KeyInfo struct {
+	Mode  Mode
+	State State
+	// TTL is the time the entry has left.
+	TTL time.Duration
+	// Created and Updated are when the record was claimed and last
+	// changed (zero for Guard claims and unused tokens, which keep no
+	// times).
+	Created, Updated time.Time
+	// FingerprintDigest is a short digest of the payload fingerprint the
+	// key was claimed with ("" when there is none).
+	FingerprintDigest string
+	// ResultSize is the size in bytes of the stored result or final error.
+	ResultSize int
+}
+
+// Inspect reports what the store holds under key in mode (pass the scope
+// with WithScope, and for a token the token as key and its principal as
+// scope). An absent or expired key gives an error wrapping
+// store.ErrNotFound.
+func (e *Engine) Inspect(ctx context.Context, mode Mode, key string, opts ...Option) (KeyInfo, error) {
+	sk, _, err := e.modeKey(mode, key, opts)
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	ent, err := e.store.Get(ctx, sk)
+	if err != nil {
+		return KeyInfo{}, fmt.Errorf("idemkit: inspect key digest %s: %w", Event{Key: key}.KeyDigest(), err)
+	}
+	return Describe(mode, ent)
+}
+
+// Forget deletes key in mode whoever holds it, so a customer stuck behind
+// an in-progress record left by a crash can retry at once. It reports
+// whether there was something to delete, and reports EventForgotten to the
+// observer. Forgetting a completed key lets its next request run again.
+func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Option) (bool, error) {
+	sk, cfg, err := e.modeKey(mode, key, opts)
+	if err != nil {
+		return false, err
+	}
+	_, err = e.store.Consume(ctx, sk)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("idemkit: forget key digest %s: %w", Event{Key: key}.KeyDigest(), err)
+	}
+	e.observe(ctx, cfg, Event{Kind: EventForgotten, Mode: mode, Key: key})
+	return true, nil
+}
+
+func (e *Engine) modeKey(mode Mode, key string, opts []Option) (string, *config, error) {
+	cfg, err := e.callConfig(opts)
+	if err != nil {
+		return "", nil, err
+	}
+	space, ok := map[Mode]int{ModeGuard: spaceGuard, ModeDo: spaceDo, ModeToken: spaceToken}[mode]
+	if !ok {
+		return "", nil, fmt.Errorf("idemkit: %w: unknown mode %q", ErrInvalid, mode)
+	}
+	sk, err := e.storeKey(cfg, space, key)
+	return sk, cfg, err
+}
+
+// Describe decodes an entry the engine stored in mode, for tools that list
+// a store's keys themselves. It returns an error wrapping store.ErrCorrupt
+// for a value the engine did not write.
+func Describe(mode Mode, ent store.Entry) (KeyInfo, error) {
+	info := KeyInfo{Mode: mode, TTL: ent.TTL}
+	if mode == ModeGuard {
+		if !isGuardClaim(ent.Value) {
+			return KeyInfo{}, fmt.Errorf("%w: not a guard claim", store.ErrCorrupt)
+		}
+		info.State = StateClaimed
+		return info, nil
+	}
+	r, err := decodeRecord(ent.Value)
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	info.State = map[byte]State{stateIssued: StateIssued, stateInProgress: StateInProgress,
+		stateDone: StateCompleted, stateFailed: StateFailed, stateSpent: StateSpent}[r.state]
+	if r.state == stateIssued {
+		return info, nil
+	}
+	info.Created = time.UnixMilli(r.created)
+	info.Updated = time.UnixMilli(r.updated)
+	if len(r.fp) > 0 {
+		sum := sha256.Sum256(r.fp)
+		info.FingerprintDigest = hex.EncodeToString(sum[:6])
+	}
+	info.ResultSize = len(r.payload)
+	return info, nil
+}
+
+// ModeOfStoreKey returns the mode of a store key the engine wrote, and
+// false for any other key, for tools that list a store's keys.
+func ModeOfStoreKey(storeKey string) (Mode, bool) {
+	if ScopeOf(storeKey) == "" {
+		return "", false
+	}
+	_, rest, _ := strings.Cut(storeKey, ":")
+	switch rest[0] {
+	case 'g':
+		return ModeGuard, true
+	case 'i':
+		return ModeDo, true
+	case 't':
+		return ModeToken, true
+	}
+	return "", false
+}

@@ -1,0 +1,99 @@
+package idemkit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
+)
+
+func TestInspectReportsEachState(t *testing.T) {
+	rec := &recorder{}
+	e := newEngine(t, idemkit.WithObserver(rec), idemkit.WithErrorCodec(idemkit.FinalErrors(errDeclined)))
+	ctx := context.Background()
+	alice := idemkit.WithScope("alice")
+
+	_, err := e.Inspect(ctx, idemkit.ModeDo, "k", alice)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	c, _, err := e.Begin(ctx, "k", "fingerprint", alice)
+	require.NoError(t, err)
+	info, err := e.Inspect(ctx, idemkit.ModeDo, "k", alice)
+	require.NoError(t, err)
+	assert.Equal(t, idemkit.StateInProgress, info.State)
+	assert.NotEmpty(t, info.FingerprintDigest)
+	assert.NotContains(t, info.FingerprintDigest, "fingerprint")
+	assert.WithinDuration(t, time.Now(), info.Created, time.Minute)
+	require.NoError(t, c.Complete(ctx, []byte("12345")))
+	info, err = e.Inspect(ctx, idemkit.ModeDo, "k", alice)
+	require.NoError(t, err)
+	assert.Equal(t, idemkit.StateCompleted, info.State)
+	assert.Equal(t, 5, info.ResultSize)
+	assert.Greater(t, info.TTL, time.Hour)
+
+	_, err = e.Do(ctx, "f", "", func(context.Context) ([]byte, error) { return nil, errDeclined })
+	require.Error(t, err)
+	info, err = e.Inspect(ctx, idemkit.ModeDo, "f")
+	require.NoError(t, err)
+	assert.Equal(t, idemkit.StateFailed, info.State)
+
+	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }))
+	info, err = e.Inspect(ctx, idemkit.ModeGuard, "g")
+	require.NoError(t, err)
+	assert.Equal(t, idemkit.StateClaimed, info.State)
+
+	tok, err := e.IssueToken(ctx, "bob")
+	require.NoError(t, err)
+	info, err = e.Inspect(ctx, idemkit.ModeToken, tok.Value, idemkit.WithScope("bob"))
+	require.NoError(t, err)
+	assert.Equal(t, idemkit.StateIssued, info.State)
+	_, err = e.UseToken(ctx, "bob", tok.Value, func(context.Context) ([]byte, error) { return nil, errors.New("transient") })
+	require.Error(t, err)
+	info, err = e.Inspect(ctx, idemkit.ModeToken, tok.Value, idemkit.WithScope("bob"))
+	require.NoError(t, err)
+	assert.Equal(t, idemkit.StateSpent, info.State)
+
+	_, err = e.Inspect(ctx, "nonsense", "k")
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+// A crash leaves an in-progress record; Forget lets the retry run at once.
+func TestForgetUnblocksAStuckKey(t *testing.T) {
+	rec := &recorder{}
+	e := newEngine(t, idemkit.WithObserver(rec), idemkit.WithoutHeartbeat())
+	ctx := context.Background()
+	stuck, _, err := e.Begin(ctx, "order-9", "")
+	require.NoError(t, err)
+	require.NotNil(t, stuck) // never ended: the process "crashed"
+	_, err = e.Do(ctx, "order-9", "", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+	require.ErrorIs(t, err, idemkit.ErrInProgress)
+
+	forgot, err := e.Forget(ctx, idemkit.ModeDo, "order-9")
+	require.NoError(t, err)
+	assert.True(t, forgot)
+	assert.Equal(t, 1, rec.count(idemkit.EventForgotten))
+	res, err := e.Do(ctx, "order-9", "", func(context.Context) ([]byte, error) { return []byte("ran"), nil })
+	require.NoError(t, err)
+	assert.Equal(t, "ran", string(res.Value))
+
+	forgot, err = e.Forget(ctx, idemkit.ModeDo, "never-seen")
+	require.NoError(t, err)
+	assert.False(t, forgot)
+}
+
+func TestModeOfStoreKey(t *testing.T) {
+	e := newEngine(t)
+	for _, mode := range []idemkit.Mode{idemkit.ModeGuard, idemkit.ModeDo, idemkit.ModeToken} {
+		got, ok := idemkit.ModeOfStoreKey(idemkit.StoreKey(e, mode, "s", "k"))
+		assert.True(t, ok)
+		assert.Equal(t, mode, got)
+	}
+	_, ok := idemkit.ModeOfStoreKey("other:x")
+	assert.False(t, ok)
+}

@@ -1,0 +1,97 @@
+package idemkit
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/idemkit/idemkit/keying"
+)
+
+const (
+	spaceGuard = iota
+	spaceDo
+	spaceToken
+)
+
+// Store key layout: <namespace>:<space>:<scope>:<key>. By default the scope
+// is the first 96 bits of a digest of the caller's scope ("-" without one)
+// and the key is a 256-bit digest of scope and key together, both unpadded
+// base64url: nothing a caller passes (principals, tokens, idempotency keys)
+// is readable in a store's key names. WithReadableKeys writes both with
+// keying.Key instead, for debugging.
+const (
+	noScope         = "-"
+	scopeDigestLen  = 12
+	keyDigestDomain = "idemkit/store-key\x00"
+)
+
+var scopeDigestText = base64.RawURLEncoding.EncodedLen(scopeDigestLen)
+
+// storeKey maps a caller's key in a scope into one of the engine's key
+// spaces.
+func (e *Engine) storeKey(cfg *config, space int, key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("idemkit: %w: empty key", ErrInvalid)
+	}
+	return e.composeKey(cfg, space, cfg.scope, key), nil
+}
+
+func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {
+	p := e.prefix[space]
+	if cfg.readable {
+		s := noScope
+		if scope != "" {
+			s = keying.Key(scope)
+		}
+		return p + s + ":" + keying.Key(key)
+	}
+	h := sha256.New()
+	h.Write([]byte(keyDigestDomain))
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(scope)))
+	h.Write(n[:]) // the scope's length keeps (scope, key) pairs apart
+	h.Write([]byte(scope))
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	var b strings.Builder
+	b.Grow(len(p) + scopeDigestText + 1 + base64.RawURLEncoding.EncodedLen(len(sum)))
+	b.WriteString(p)
+	if scope == "" {
+		b.WriteString(noScope)
+	} else {
+		s := sha256.Sum256([]byte(scope))
+		var buf [16]byte
+		base64.RawURLEncoding.Encode(buf[:], s[:scopeDigestLen])
+		b.Write(buf[:scopeDigestText])
+	}
+	b.WriteByte(':')
+	var kb [43]byte
+	base64.RawURLEncoding.Encode(kb[:], sum[:])
+	b.Write(kb[:])
+	return b.String()
+}
+
+// ScopeOf returns the scope segment of a store key the engine wrote: the
+// same text for every key of one scope (WithScope), in every mode, and "-"
+// for keys written without a scope. It returns "" for a key the engine did
+// not write. Stores that keep per-scope quotas take it as their scope
+// function, so one principal's flood cannot push out another's records.
+func ScopeOf(storeKey string) string {
+	_, rest, ok := strings.Cut(storeKey, ":")
+	if !ok {
+		return ""
+	}
+	space, rest, ok := strings.Cut(rest, ":")
+	if !ok || len(space) != 1 {
+		return ""
+	}
+	scope, _, ok := strings.Cut(rest, ":")
+	if !ok || scope == "" {
+		return ""
+	}
+	return scope
+}

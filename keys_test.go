@@ -1,0 +1,134 @@
+package idemkit_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/memstore"
+)
+
+// keyLog is a Store that remembers every key name it was given.
+type keyLog struct {
+	store.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyLog) note(key string) {
+	k.mu.Lock()
+	k.keys = append(k.keys, key)
+	k.mu.Unlock()
+}
+
+func (k *keyLog) SetNX(ctx context.Context, key string, v []byte, ttl time.Duration) (bool, store.Entry, error) {
+	k.note(key)
+	return k.Store.SetNX(ctx, key, v, ttl)
+}
+
+func (k *keyLog) Get(ctx context.Context, key string) (store.Entry, error) {
+	k.note(key)
+	return k.Store.Get(ctx, key)
+}
+
+func (k *keyLog) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
+	k.note(key)
+	return k.Store.CompareAndSwap(ctx, key, old, v, ttl)
+}
+
+// exercise runs every mode once with secret-looking parts and returns the
+// store key names used.
+func exercise(t *testing.T, opts ...idemkit.Option) (keys []string, token string) {
+	t.Helper()
+	mem := memstore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	log := &keyLog{Store: mem}
+	e, err := idemkit.New(log, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
+	require.NoError(t, err)
+	ctx := context.Background()
+	scope := idemkit.WithScope("alice@example.com")
+	ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+	_, err = e.Do(ctx, "pay-SECRETKEY", "fp", ok, scope)
+	require.NoError(t, err)
+	require.NoError(t, e.Guard(ctx, "fingerprint-SECRETKEY", func(context.Context) error { return nil }, scope))
+	tok, err := e.IssueToken(ctx, "alice@example.com")
+	require.NoError(t, err)
+	_, err = e.UseToken(ctx, "alice@example.com", tok.Value, ok)
+	require.NoError(t, err)
+	return log.keys, tok.Value
+}
+
+func TestStoreKeysHoldNoCallerText(t *testing.T) {
+	keys, token := exercise(t)
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		for _, secret := range []string{"SECRETKEY", "alice", token} {
+			assert.NotContains(t, k, secret, "store key %q", k)
+		}
+		assert.LessOrEqual(t, len(k), 80, "store key %q", k)
+	}
+}
+
+func TestReadableKeysKeepCallerText(t *testing.T) {
+	keys, token := exercise(t, idemkit.WithReadableKeys())
+	joined := strings.Join(keys, "\n")
+	for _, part := range []string{"pay-SECRETKEY", "alice@example.com", token} {
+		assert.Contains(t, joined, part)
+	}
+}
+
+func TestScopesNeverMeet(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	runs := 0
+	fn := func(context.Context) ([]byte, error) { runs++; return []byte("r"), nil }
+	for _, scope := range []string{"alice", "bob", "alice:x", "alice\x00"} {
+		res, err := e.Do(ctx, "order-1", "", fn, idemkit.WithScope(scope))
+		require.NoError(t, err)
+		assert.False(t, res.Replayed, scope)
+	}
+	res, err := e.Do(ctx, "order-1", "", fn) // no scope is a scope of its own
+	require.NoError(t, err)
+	assert.False(t, res.Replayed)
+	res, err = e.Do(ctx, "order-1", "", fn, idemkit.WithScope("bob"))
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+	assert.Equal(t, 5, runs)
+}
+
+func TestScopeOf(t *testing.T) {
+	for _, readable := range []bool{false, true} {
+		var opts []idemkit.Option
+		if readable {
+			opts = append(opts, idemkit.WithReadableKeys())
+		}
+		e := newEngine(t, opts...)
+		alice := idemkit.ScopeOf(idemkit.StoreKey(e, idemkit.ModeDo, "alice", "k1"))
+		require.NotEmpty(t, alice)
+		assert.NotContains(t, alice, ":")
+		for _, mode := range []idemkit.Mode{idemkit.ModeGuard, idemkit.ModeDo, idemkit.ModeToken} {
+			for _, key := range []string{"k2", "a:b:c", strings.Repeat("x", 600)} {
+				assert.Equal(t, alice, idemkit.ScopeOf(idemkit.StoreKey(e, mode, "alice", key)), "mode %s key %q", mode, key)
+			}
+		}
+		bob := idemkit.ScopeOf(idemkit.StoreKey(e, idemkit.ModeDo, "bob", "k1"))
+		assert.NotEqual(t, alice, bob)
+		assert.Equal(t, "-", idemkit.ScopeOf(idemkit.StoreKey(e, idemkit.ModeDo, "", "k1")))
+	}
+	for _, foreign := range []string{"", "plain", "a:b", "ns:long:x:y", "ns:i::y"} {
+		assert.Empty(t, idemkit.ScopeOf(foreign), foreign)
+	}
+}
+
+func TestWithScopeRejectsEmpty(t *testing.T) {
+	e := newEngine(t)
+	_, err := e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithScope(""))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+}

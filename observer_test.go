@@ -1,0 +1,112 @@
+package idemkit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store/memstore"
+)
+
+// A panicking observer must not leave a claim held or a call unanswered.
+func TestObserverPanicsAreRecovered(t *testing.T) {
+	panicky := idemkit.ObserverFunc(func(context.Context, idemkit.Event) { panic("observer bug") })
+	e := newEngine(t, idemkit.WithObserver(panicky))
+	ctx := context.Background()
+	runs := 0
+	fail := func(context.Context) ([]byte, error) { runs++; return nil, errors.New("transient") }
+	for range 2 {
+		_, err := e.Do(ctx, "k", "", fail) // admitted, then released: both report
+		require.EqualError(t, err, "transient")
+	}
+	assert.Equal(t, 2, runs, "the released key runs again")
+	res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("ok"), nil })
+	require.NoError(t, err)
+	res, err = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+
+	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }, idemkit.WithRelease(idemkit.ReleaseOnDone)))
+	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }), "released despite the observer")
+}
+
+func TestAmbiguousClaimIsUndoneAndReported(t *testing.T) {
+	mem := memstore.New()
+	defer mem.Close()
+	rec := &recorder{}
+	e, err := idemkit.New(&quirky{Store: mem, mode: "wrote-but-failed"}, idemkit.WithObserver(rec))
+	require.NoError(t, err)
+	ctx := context.Background()
+	err = e.Guard(ctx, "g", func(context.Context) error { return errors.New("must not run") })
+	require.ErrorIs(t, err, idemkit.ErrUnavailable)
+	assert.Equal(t, 1, rec.count(idemkit.EventAmbiguous))
+	_, err = mem.Get(ctx, idemkit.StoreKey(e, idemkit.ModeGuard, "", "g"))
+	require.Error(t, err, "the claim was undone before the caller was answered")
+}
+
+type ctxKey struct{}
+
+// tracer is an Observer and Tracer that records spans and which events
+// arrived inside them.
+type tracer struct {
+	mu     sync.Mutex
+	spans  []string
+	inSpan map[idemkit.EventKind]int
+	done   []idemkit.Event
+}
+
+func (tr *tracer) Start(ctx context.Context, mode idemkit.Mode, op string) (context.Context, func(error)) {
+	return context.WithValue(ctx, ctxKey{}, op), func(err error) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		tr.spans = append(tr.spans, fmt.Sprintf("%s/%s err=%v", mode, op, err != nil))
+	}
+}
+
+func (tr *tracer) Observe(ctx context.Context, ev idemkit.Event) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if ctx.Value(ctxKey{}) != nil {
+		tr.inSpan[ev.Kind]++
+	}
+	if ev.Kind == idemkit.EventCompleted {
+		tr.done = append(tr.done, ev)
+	}
+}
+
+func TestTracerSpansEveryCall(t *testing.T) {
+	tr := &tracer{inSpan: map[idemkit.EventKind]int{}}
+	e := newEngine(t, idemkit.WithObserver(tr))
+	ctx := context.Background()
+	work := func(ctx context.Context) ([]byte, error) {
+		assert.Equal(t, "Do", ctx.Value(ctxKey{}), "fn runs inside the call's span")
+		time.Sleep(2 * time.Millisecond)
+		return []byte("v"), nil
+	}
+	_, err := e.Do(ctx, "k", "", work)
+	require.NoError(t, err)
+	_, err = e.Do(ctx, "k", "other", work)
+	require.ErrorIs(t, err, idemkit.ErrMismatch)
+	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }))
+	tok, err := e.IssueToken(ctx, "p")
+	require.NoError(t, err)
+	_, err = e.UseToken(ctx, "p", tok.Value, func(context.Context) ([]byte, error) { return nil, nil })
+	require.NoError(t, err)
+	c, _, err := e.Begin(ctx, "b", "")
+	require.NoError(t, err)
+	c.Release(ctx)
+
+	assert.Equal(t, []string{"do/Do err=false", "do/Do err=true", "guard/Guard err=false",
+		"token/IssueToken err=false", "token/UseToken err=false", "do/Begin err=false"}, tr.spans)
+	assert.Equal(t, 4, tr.inSpan[idemkit.EventAdmitted], "admissions are observed inside their span")
+	assert.Equal(t, 1, tr.inSpan[idemkit.EventMismatch])
+	require.Len(t, tr.done, 2, "Do and UseToken completed")
+	assert.GreaterOrEqual(t, tr.done[0].Duration, 2*time.Millisecond, "the work's duration")
+}

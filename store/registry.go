@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Opener opens a store from a parsed URL of the scheme it was registered
+// for. It returns an error wrapping ErrInvalid for a URL it cannot use,
+// naming the offending part but never a secret (use Redact on any URL it
+// quotes). Query parameters it does not know must be refused, not ignored:
+// Params helps.
+type Opener func(ctx context.Context, u *url.URL) (Store, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Opener{}
+)
+
+// ErrUnknownScheme reports a store URL whose scheme no imported backend
+// registered. It wraps ErrInvalid.
+var ErrUnknownScheme = fmt.Errorf("%w: unknown store URL scheme", ErrInvalid)
+
+// Register makes a backend available to Open under a URL scheme, as
+// database/sql.Register does for drivers. Backends call it from an init
+// function, so a blank import of the backend's package brings the scheme
+// in. It panics if open is nil, the scheme is not a valid lower-case URL
+// scheme, or the scheme is already registered: all programming errors.
+func Register(scheme string, open Opener) {
+	if open == nil {
+		panic("store: Register of a nil Opener for scheme " + scheme)
+	}
+	if !validScheme(scheme) {
+		panic(fmt.Sprintf("store: Register of invalid scheme %q", scheme))
+	}
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[scheme]; dup {
+		panic("store: Register called twice for scheme " + scheme)
+	}
+	registry[scheme] = open
+}
+
+// validScheme reports whether s is a lower-case URL scheme (RFC 3986).
+func validScheme(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// Schemes returns the registered schemes, sorted.
+func Schemes() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for s := range registry {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open opens a store from a URL such as "mem://", "bolt:///var/lib/app/idem.db"
+// or "redis://:secret@localhost:6379/0", using the backend registered for
+// its scheme. Errors wrap ErrInvalid for a URL that cannot be used
+// (ErrUnknownScheme for an unregistered scheme) or ErrUnavailable for a
+// backend that cannot be reached; their texts never hold the URL's
+// password or other secret query parameters.
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error quotes the whole URL, password included: say only
+		// what is wrong.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("store: open %s: %w: %v", Redact(rawURL), ErrInvalid, err)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("store: open %s: %w: a store URL needs a scheme (%s)", Redact(rawURL), ErrInvalid, strings.Join(Schemes(), "://, ")+"://")
+	}
+	registryMu.RLock()
+	open := registry[u.Scheme]
+	registryMu.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("store: open %s: %w %q (registered: %s; a backend registers its scheme when its package is imported)",
+			Redact(rawURL), ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	return open(ctx, u)
+}
+
+// secretParams are query parameters whose values Redact hides.
+var secretParams = []string{"password", "sentinel_password", "sentinelpassword", "token", "secret", "key", "tls_key"}
+
+// Redact returns rawURL with its password and secret-looking query
+// parameters replaced by "xxxxx", for error texts, logs and String
+// methods. A URL that does not parse is reduced to its scheme.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		scheme, _, ok := strings.Cut(rawURL, "://")
+		if !ok || !validScheme(strings.ToLower(scheme)) {
+			return "<unparsable URL>"
+		}
+		return strings.ToLower(scheme) + "://<unparsable URL>"
+	}
+	if u.Opaque != "" { // "host:port" parses as scheme "host"
+		return u.Scheme + ":xxxxx"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	hidden := false
+	for name := range q {
+		if slices.Contains(secretParams, strings.ToLower(name)) {
+			q.Set(name, "xxxxx")
+			hidden = true
+		}
+	}
+	if hidden {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// Params reads a store URL's query parameters and makes sure every one of
+// them was read: a backend takes each parameter it knows with String, then
+// calls Done, which reports the ones it did not take.
+type Params struct {
+	q    url.Values
+	used map[string]bool
+}
+
+// NewParams returns the query parameters of u. A parameter given twice is
+// an error when read.
+func NewParams(u *url.URL) *Params {
+	return &Params{q: u.Query(), used: map[string]bool{}}
+}
+
+// String returns the value of parameter name and whether it was given. A
+// parameter given more than once is an error wrapping ErrInvalid.
+func (p *Params) String(name string) (string, bool, error) {
+	p.used[name] = true
+	vs, ok := p.q[name]
+	switch {
+	case !ok:
+		return "", false, nil
+	case len(vs) > 1:
+		return "", false, fmt.Errorf("%w: parameter %q given %d times", ErrInvalid, name, len(vs))
+	}
+	return vs[0], true, nil
+}
+
+// Done returns an error wrapping ErrInvalid that names every parameter
+// that was given but never read, or nil.
+func (p *Params) Done() error {
+	var unknown []string
+	for name := range p.q {
+		if !p.used[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return fmt.Errorf("%w: unknown parameter(s) %s", ErrInvalid, strings.Join(unknown, ", "))
+}

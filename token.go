@@ -1,0 +1,126 @@
+package idemkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/keying"
+	"github.com/idemkit/idemkit/store"
+)
+
+// Token is a one-time token issued by IssueToken.
+type Token struct {
+	// Value is the token text, URL-safe, to hand to the client.
+	Value string
+	// ExpiresIn is the token's lifetime.
+	ExpiresIn time.Duration
+}
+
+// ErrTokenUsed reports a token that was already used and whose first use
+// recorded no result (its work failed). It wraps ErrTokenInvalid.
+var ErrTokenUsed = fmt.Errorf("%w: already used", ErrTokenInvalid)
+
+// IssueToken stores a fresh one-time token for principal, valid for the
+// token TTL (WithTokenTTL). The token can be used once, by the same
+// principal, with UseToken. Issuing needs the store whatever the failure
+// mode: a store failure returns an error wrapping ErrUnavailable.
+func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Option) (_ Token, err error) {
+	cfg, err := e.callConfig(opts)
+	if err != nil {
+		return Token{}, err
+	}
+	ctx, end := trace(ctx, cfg, ModeToken, "IssueToken")
+	defer func() { end(err) }()
+	for range 3 {
+		tok, err := keying.NewToken()
+		if err != nil {
+			return Token{}, fmt.Errorf("idemkit: token: %w", err)
+		}
+		set, _, err := e.store.SetNX(ctx, e.tokenKey(cfg, principal, tok), issuedToken, cfg.tokenTTL)
+		if err != nil {
+			e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: ModeToken, Key: tok, Err: err})
+			return Token{}, unavailable("issue token", err)
+		}
+		if set {
+			e.observe(ctx, cfg, Event{Kind: EventTokenIssued, Mode: ModeToken, Key: tok})
+			return Token{Value: tok, ExpiresIn: cfg.tokenTTL}, nil
+		}
+	}
+	return Token{}, errors.New("idemkit: token collision three times in a row; the random source is broken")
+}
+
+// tokenKey is where a token issued to principal lives: the principal is
+// the token's scope, and neither is readable in the key (unless
+// WithReadableKeys).
+func (e *Engine) tokenKey(cfg *config, principal, token string) string {
+	return e.composeKey(cfg, spaceToken, principal, token)
+}
+
+// validTokenText reports whether s can be a token NewToken made: URL-safe
+// base64 of sensible length. Anything else is refused without a store call.
+func validTokenText(s string) bool {
+	if len(s) < 16 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// UseToken spends token, which must have been issued to principal, and runs
+// fn. The claim is atomic: of concurrent uses exactly one runs fn; the
+// others get ErrInProgress (or wait, with WithWait). Once fn succeeded,
+// every reuse gets its stored result with Replayed set. When fn fails with
+// a non-final error the token is spent and a reuse gets ErrTokenUsed.
+// Unknown, expired, forged or other principals' tokens get ErrTokenInvalid
+// and change nothing.
+func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
+	cfg, err := e.callConfig(opts)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, end := trace(ctx, cfg, ModeToken, "UseToken")
+	defer func() { end(err) }()
+	if !validTokenText(token) {
+		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token})
+		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)
+	}
+	sk := e.tokenKey(cfg, principal, token)
+	c := e.newClaim(cfg, ModeToken, token, sk, "")
+	enc := c.enc
+	delay := cfg.pollInterval
+	for {
+		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, cfg.lease)
+		if err != nil {
+			if ok { // applied but reported as failed: put the token back
+				_, _ = e.store.CompareAndSwap(detach(ctx), sk, enc, issuedToken, cfg.tokenTTL)
+			}
+			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
+		}
+		if ok {
+			e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeToken, Key: token})
+			return c.run(ctx, fn)
+		}
+		ent, err := e.store.Get(ctx, sk)
+		if errors.Is(err, store.ErrNotFound) {
+			e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token})
+			return Result{}, fmt.Errorf("%w: unknown or expired", ErrTokenInvalid)
+		}
+		if err != nil {
+			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
+		}
+		res, err, again := e.existing(ctx, cfg, ModeToken, token, "", ent)
+		if !again {
+			return res, err
+		}
+		if err := pause(ctx, &delay, cfg.pollInterval); err != nil {
+			return Result{}, err
+		}
+	}
+}

@@ -30,15 +30,19 @@
 //
 // # Principals and keys
 //
-// Every mode needs WithPrincipal: keys, fingerprints and tokens are scoped
-// by the caller, so one principal can never read another's stored
-// response, even with the same key. TrustedHeaderPrincipal reads the
-// principal from a header, which is only safe behind a gateway that sets
-// it and strips what clients send.
+// Every mode needs WithPrincipal. The principal is the engine scope
+// (idemkit.WithScope) of every key and token, so one principal can never
+// read another's stored response, even with the same key, and store keys
+// hold only digests of principals, keys and tokens. TrustedHeaderPrincipal
+// reads the principal from a header, which is only safe behind a gateway
+// that sets it and strips what clients send.
 //
-// Every key this package gives the engine starts with "http", so no other
-// adapter's keys can meet them. An idempotency key or token is read as an
-// RFC 8941 sf-string or a bare token of 1 to MaxKeyLen printable ASCII
+// Every key this package gives the engine starts with "http" (keying.Key),
+// so no other adapter's keys can meet them. Tokens need no such prefix:
+// the engine makes them, at random, and binds them to the principal, so a
+// token the application issues itself (engine.IssueToken, rendered into a
+// form) works with Token. An idempotency key or token is read as an RFC
+// 8941 sf-string or a bare token of 1 to MaxKeyLen printable ASCII
 // characters.
 //
 // # ServeMux and r.Pattern

@@ -57,7 +57,7 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := newRecorder(w, h.c)
-	res, err := h.e.Do(r.Context(), keying.Key(transport, principal, key), fp, rec.run(h.next, r), h.opts...)
+	res, err := h.e.Do(r.Context(), keying.Key(transport, key), fp, rec.run(h.next, r), scope(principal))
 	h.finish(w, r, rec, res, err, key, keyProblem)
 }
 
@@ -74,8 +74,8 @@ func keyProblem(err error) (answer, bool) {
 // whether the request may go on.
 func (h *keyHandler) firstKeyFor(w http.ResponseWriter, r *http.Request, principal, key, fp string) bool {
 	sum := sha256.Sum256([]byte(key)) // the record holds a digest of the key, never the key
-	_, err := h.e.Do(r.Context(), keying.Key(transport, "payload", principal, fp), hex.EncodeToString(sum[:]),
-		func(context.Context) ([]byte, error) { return []byte{}, nil }, h.payload...)
+	_, err := h.payload.Do(r.Context(), keying.Key(transport, "payload", fp), hex.EncodeToString(sum[:]),
+		func(context.Context) ([]byte, error) { return []byte{}, nil }, scope(principal))
 	if err == nil {
 		return true
 	}

@@ -115,14 +115,11 @@ func (c *config) guarded(method string) bool {
 	return slices.Contains(c.methods, method)
 }
 
-// WithPrincipal sets how the caller of a request is identified. It is
-// required: every constructor returns an error wrapping idemkit.ErrInvalid
-// without it. Keys, fingerprints and tokens are scoped by the principal,
-// so a replay is only ever served to the principal whose request was
-// stored. When fn returns an error the request is answered with 401 and
-// the handler does not run. Returning "" is allowed and puts every such
-// request into one shared anonymous scope. fn must be safe for concurrent
-// use.
+// WithPrincipal sets how the caller of a request is identified; it is
+// required. The principal is the engine scope (idemkit.WithScope) of every
+// key and token, so a replay is only served to the principal whose request
+// was stored. When fn returns an error or "" the request gets 401 and the
+// handler does not run. fn must be safe for concurrent use.
 func WithPrincipal(fn func(*http.Request) (string, error)) Option {
 	return func(c *config) {
 		if fn == nil {

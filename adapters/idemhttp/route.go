@@ -30,12 +30,11 @@ const (
 )
 
 // route is what every mode shares, built once per constructor call: the
-// engine with the route's options applied, the settings, the fingerprinter
-// and the problem writer.
+// engine view with the route's options applied, the settings, the
+// fingerprinter and the problem writer.
 type route struct {
 	e       *idemkit.Engine
-	opts    []idemkit.Option // engine options given to every call
-	payload []idemkit.Option // and to the payload guard's calls
+	payload *idemkit.Engine // the payload guard's view (WithPayloadWindow), or nil
 	c       *config
 	fp      *keying.Fingerprinter
 	p       problems
@@ -49,12 +48,15 @@ func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := idemkit.CheckOptions(c.engineOpts...); err != nil {
+	view, err := e.With(c.engineOpts...)
+	if err != nil {
 		return nil, fmt.Errorf("idemhttp: engine options: %w", err)
 	}
-	rt := &route{e: e, opts: c.engineOpts, c: c, fp: c.fp, p: newProblems(c)}
+	rt := &route{e: view, c: c, fp: c.fp, p: newProblems(c)}
 	if c.payloadWindow > 0 {
-		rt.payload = append(append([]idemkit.Option(nil), c.engineOpts...), idemkit.WithRetention(c.payloadWindow))
+		if rt.payload, err = view.With(idemkit.WithRetention(c.payloadWindow)); err != nil {
+			return nil, fmt.Errorf("idemhttp: payload window: %w", err)
+		}
 	}
 	if rt.fp == nil {
 		rt.fp = defaultFingerprinter(m, c.volatile)
@@ -86,7 +88,7 @@ func (rt *route) enter(w http.ResponseWriter, r *http.Request, next http.Handler
 // principal identifies the caller, or answers 401.
 func (rt *route) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
 	p, err := rt.c.principal(r)
-	if err != nil {
+	if err != nil || p == "" {
 		rt.p.write(w, r, answer{kind: kindUnauthenticated, detail: "the caller of this request could not be identified"})
 		return "", false
 	}
@@ -160,6 +162,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		}
 	}
 }
+
+// scope is the per-call engine option that makes the principal own the
+// key: the engine keeps it in store keys only as a digest.
+func scope(principal string) idemkit.Option { return idemkit.WithScope(principal) }
 
 // operation names what the request does: its method, the ServeMux pattern
 // that matched it (r.Pattern) and its path, so the same body sent to

@@ -40,7 +40,7 @@ func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := newRecorder(w, h.c)
-	res, err := h.e.UseToken(r.Context(), principal, token, rec.run(h.next, r), h.opts...)
+	res, err := h.e.UseToken(r.Context(), principal, token, rec.run(h.next, r))
 	h.finish(w, r, rec, res, err, "", tokenProblem)
 }
 
@@ -114,7 +114,7 @@ func (h *issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	tok, err := h.e.IssueToken(r.Context(), principal, h.opts...)
+	tok, err := h.e.IssueToken(r.Context(), principal)
 	if err != nil {
 		if a, ok := common(err); ok {
 			h.p.write(w, r, a)

@@ -48,7 +48,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return errNotStored
 		}
 		return nil
-	}, h.opts...)
+	}, scope(principal))
 	if ran {
 		return
 	}

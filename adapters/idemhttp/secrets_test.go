@@ -97,17 +97,28 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // Secrets never reach a log line or a client: every error path of every
-// mode runs with the engine's and the middleware's logs captured, over a
-// store whose errors name the store key, and neither the logs nor any
-// response (headers and body) may hold the raw key, token or principal.
-// The client's own key may come back to it only as the idempotency_key
-// member.
+// mode runs with the logs captured, over a store whose errors name the
+// store key, and neither the logs nor any response (headers and body) may
+// hold the raw key, token or principal. The client's own key may come back
+// to it only as the idempotency_key member. With the engine's default
+// hashed keys the engine's own log lines are checked too; with readable
+// keys (a debugging mode, where store errors spell out principal and key)
+// the middleware's lines and the responses still hold none.
 func TestSecretsNeverReachLogsOrClients(t *testing.T) {
+	t.Run("hashed keys", func(t *testing.T) { testSecrets(t, false) })
+	t.Run("readable keys", func(t *testing.T) { testSecrets(t, true) })
+}
+
+func testSecrets(t *testing.T, readable bool) {
 	const principal, key = "principal-Zq9w", "client-key-Xk7p"
 	var logs captured
 	fs := &faultStore{Store: memstore.New()}
 	t.Cleanup(func() { _ = fs.Store.(interface{ Close() error }).Close() })
-	e := engineOver(t, fs, idemkit.WithObserver(idemkit.SlogObserver(logs.logger())), idemkit.WithMaxResultSize(4096))
+	engineOpts := []idemkit.Option{idemkit.WithObserver(idemkit.SlogObserver(logs.logger())), idemkit.WithMaxResultSize(4096)}
+	if readable {
+		engineOpts = []idemkit.Option{idemkit.WithReadableKeys(), idemkit.WithMaxResultSize(4096)}
+	}
+	e := engineOver(t, fs, engineOpts...)
 	opts := []idemhttp.Option{byUser, idemhttp.WithLogger(logs.logger()), idemhttp.WithMaxStoredResponse(2048)}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusCreated
@@ -196,8 +207,8 @@ func TestSecretsNeverReachLogsOrClients(t *testing.T) {
 	forged := newToken()
 	run("forged token", nil, tokenMW, req{user: principal, token: forged[:len(forged)-2] + "zz"})
 	run("malformed key", nil, keyMW, req{user: principal, header: http.Header{idemhttp.DefaultKeyHeader: {key + " x"}}})
-	run("no store", nil, mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, storetest.Unavailable(),
-		idemkit.WithObserver(idemkit.SlogObserver(logs.logger()))), opts...))(handler), req{user: principal, key: key})
+	run("no store", nil, mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, storetest.Unavailable(), engineOpts...), opts...))(handler),
+		req{user: principal, key: key})
 
 	secrets := append([]string{principal, key}, tokens...)
 	echo := regexp.MustCompile(`"idempotency_key":"[^"]*"`)

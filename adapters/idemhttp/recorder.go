@@ -248,13 +248,18 @@ func (rec *recorder) complete() {
 func (rec *recorder) writeFresh() {
 	h := rec.w.Header()
 	delete(h, rec.c.replayHeader)
-	writeResponse(rec.w, h, rec.status, rec.body)
+	writeResponse(rec.w, h, rec.status, rec.body, nil)
 }
 
-// writeResponse sets Content-Length and sends status and body.
-func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte) {
+// writeResponse sets Content-Length and sends status and body. slot, when
+// not nil, is a one-value slice to hold the length.
+func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte, slot []string) {
 	if bodyAllowed(status) {
-		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+		if slot == nil {
+			slot = make([]string, 1)
+		}
+		slot[0] = strconv.Itoa(len(body))
+		h["Content-Length"] = slot
 	}
 	w.WriteHeader(status)
 	if len(body) > 0 {

@@ -93,6 +93,7 @@ type storedResponse struct {
 	status  int
 	headers []storedHeader
 	body    []byte
+	spare   []string // two free value slots for replay
 }
 
 type storedHeader struct {
@@ -128,7 +129,10 @@ func decodeResponse(b []byte, allow []string) (storedResponse, error) {
 	sr.body = b[d.off:]
 	text := string(b[headerStart:d.off]) // one allocation for all header strings
 	sr.headers = make([]storedHeader, n)
-	vals := make([]string, total)
+	// Two more slots hold the replay header's and Content-Length's
+	// values, so a replay allocates no slice of its own.
+	vals := make([]string, total+2)
+	sr.spare = vals[total : total+2 : total+2]
 	t := decoder{b: b[:d.off], off: headerStart}
 	for i := range sr.headers {
 		sh := &sr.headers[i]
@@ -203,6 +207,7 @@ func replay(w http.ResponseWriter, sr storedResponse, replayHeader string) {
 	for _, sh := range sr.headers {
 		h[sh.name] = sh.values
 	}
-	h[replayHeader] = []string{"true"}
-	writeResponse(w, h, sr.status, sr.body)
+	sr.spare[0] = "true"
+	h[replayHeader] = sr.spare[0:1:1]
+	writeResponse(w, h, sr.status, sr.body, sr.spare[1:2:2])
 }

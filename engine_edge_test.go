@@ -209,11 +209,11 @@ func TestEdgeHeartbeatMustBeShorterThanLease(t *testing.T) {
 	var dupErr error
 	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
 		runs.Add(1)
-		time.Sleep(200 * time.Millisecond) // several leases
+		time.Sleep(time.Second) // several leases
 		_, dupErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil },
-			idemkit.WithLease(60*time.Millisecond))
+			idemkit.WithLease(300*time.Millisecond))
 		return []byte("mine"), nil
-	}, idemkit.WithLease(60*time.Millisecond))
+	}, idemkit.WithLease(300*time.Millisecond))
 	if errors.Is(err, idemkit.ErrInvalid) {
 		require.Zero(t, runs.Load(), "rejecting the combination is an acceptable fix")
 		return

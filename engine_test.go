@@ -335,11 +335,12 @@ func TestDoLeaseLostDoesNotOverwrite(t *testing.T) {
 }
 
 func TestDoHeartbeatKeepsLongWorkClaimed(t *testing.T) {
-	e := newEngine(t, idemkit.WithLease(60*time.Millisecond), idemkit.WithHeartbeat(15*time.Millisecond))
+	// Generous times: a loaded 2-core machine can delay a beat by 100ms.
+	e := newEngine(t, idemkit.WithLease(400*time.Millisecond), idemkit.WithHeartbeat(100*time.Millisecond))
 	ctx := context.Background()
 	var duplicateErr error
 	res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
-		time.Sleep(200 * time.Millisecond) // more than three leases
+		time.Sleep(1300 * time.Millisecond) // more than three leases
 		_, duplicateErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("stolen"), nil })
 		return []byte("mine"), nil
 	})

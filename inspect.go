@@ -60,6 +60,34 @@ func (e *Engine) Inspect(ctx context.Context, mode Mode, key string, opts ...Opt
 	return Describe(mode, ent)
 }
 
+// StoredResult returns the result (or encoded final error) stored under a
+// completed key, for an operator who explicitly asked to see it. It
+// returns an error wrapping store.ErrNotFound when the key is absent or
+// holds no result.
+func (e *Engine) StoredResult(ctx context.Context, mode Mode, key string, opts ...Option) ([]byte, error) {
+	sk, _, err := e.modeKey(mode, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	ent, err := e.store.Get(ctx, sk)
+	if err != nil {
+		return nil, fmt.Errorf("idemkit: key digest %s: %w", Event{Key: key}.KeyDigest(), err)
+	}
+	r, err := decodeRecord(ent.Value)
+	if err != nil {
+		return nil, err
+	}
+	if r.state != stateDone && r.state != stateFailed {
+		return nil, fmt.Errorf("idemkit: key digest %s: %w: no result stored (%s)", Event{Key: key}.KeyDigest(), store.ErrNotFound, stateName(r.state))
+	}
+	return r.payload, nil
+}
+
+func stateName(s byte) State {
+	return map[byte]State{stateIssued: StateIssued, stateInProgress: StateInProgress,
+		stateDone: StateCompleted, stateFailed: StateFailed, stateSpent: StateSpent}[s]
+}
+
 // Forget deletes key in mode whoever holds it, so a customer stuck behind
 // an in-progress record left by a crash can retry at once. It reports
 // whether there was something to delete, and reports EventForgotten to the
@@ -109,8 +137,7 @@ func Describe(mode Mode, ent store.Entry) (KeyInfo, error) {
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	info.State = map[byte]State{stateIssued: StateIssued, stateInProgress: StateInProgress,
-		stateDone: StateCompleted, stateFailed: StateFailed, stateSpent: StateSpent}[r.state]
+	info.State = stateName(r.state)
 	if r.state == stateIssued {
 		return info, nil
 	}

@@ -35,6 +35,11 @@ func TestInspectReportsEachState(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, idemkit.StateCompleted, info.State)
 	assert.Equal(t, 5, info.ResultSize)
+	body, err := e.StoredResult(ctx, idemkit.ModeDo, "k", alice)
+	require.NoError(t, err)
+	assert.Equal(t, "12345", string(body))
+	_, err = e.StoredResult(ctx, idemkit.ModeDo, "k")
+	require.ErrorIs(t, err, store.ErrNotFound, "another scope")
 	assert.Greater(t, info.TTL, time.Hour)
 
 	_, err = e.Do(ctx, "f", "", func(context.Context) ([]byte, error) { return nil, errDeclined })

@@ -25,8 +25,9 @@ var (
 const maxDepth = 1000
 
 // Canonicalize returns the canonical form of the JSON document body, with
-// every object member whose name is in volatile dropped, at any depth
-// (inside arrays too). Names match case-sensitively after unescaping.
+// the members that volatile names dropped. Each entry of volatile is a path
+// written as described at WithVolatile (a bare name is a top-level member
+// only); nil drops nothing. Names match case-sensitively after unescaping.
 // Canonicalize is safe for concurrent use and does not modify body.
 //
 // The canonical form has no insignificant whitespace, and:
@@ -45,22 +46,30 @@ const maxDepth = 1000
 //     d.ddde±x (1e40, 1.5e-8).
 //   - Array elements keep their order.
 //
-// It returns an error wrapping ErrNotJSON when body is not a single valid
-// JSON value, and one wrapping ErrDuplicateName when an object repeats a
-// member name (volatile names included).
+// It returns an error wrapping ErrInvalidPath when a path is malformed,
+// ErrNotJSON when body is not a single valid JSON value, and
+// ErrDuplicateName when an object repeats a member name (dropped names
+// included).
 func Canonicalize(body []byte, volatile []string) ([]byte, error) {
-	return canonicalize(nil, body, volatile)
+	root, err := compilePaths(volatile)
+	if err != nil {
+		return nil, err
+	}
+	p := getParser()
+	defer putParser(p)
+	return p.canonicalize(nil, body, root)
 }
 
-// canonicalize appends the canonical form of body to dst.
-func canonicalize(dst, body []byte, volatile []string) ([]byte, error) {
+// canonicalize appends the canonical form of body, without the members
+// root drops, to dst.
+func (p *parser) canonicalize(dst, body []byte, root *pathNode) ([]byte, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("%w: invalid UTF-8", ErrNotJSON)
 	}
-	p := getParser(body, volatile)
-	defer putParser(p)
+	p.in, p.pos = body, 0
+	defer func() { p.in = nil }()
 	p.skipSpace()
-	out, err := p.value(dst, 0)
+	out, err := p.value(dst, 0, root)
 	if err != nil {
 		return nil, err
 	}
@@ -74,21 +83,24 @@ func canonicalize(dst, body []byte, volatile []string) ([]byte, error) {
 // parser is a recursive-descent JSON parser that writes canonical JSON.
 // Its buffers are reused across documents through parserPool.
 type parser struct {
-	in       []byte
-	pos      int
-	volatile []string
-	str      []byte   // decoded text of the last string read
-	scratch  []byte   // copy of an object's members while they are reordered
-	digits   []byte   // significant digits of the last number read
-	names    []byte   // decoded member names of the objects being parsed
-	members  []member // members of the objects being parsed, innermost last
+	in      []byte
+	pos     int
+	sum     []byte   // Sum's hash input
+	str     []byte   // decoded text of the last escaped string value read
+	scratch []byte   // copy of an object's members while they are reordered
+	digits  []byte   // significant digits of the last number read
+	names   []byte   // decoded member names of the objects being parsed
+	members []member // members of the objects being parsed, innermost last
 }
 
 // member is an object member: its decoded name is names[nameStart:nameEnd]
-// and its canonical value out[start:end].
+// and its canonical value out[start:end]. A name written without escapes
+// is already canonical: quoted, it is in[quoted:quoted+nameEnd-nameStart+2];
+// quoted is -1 for a name with escapes.
 type member struct {
 	nameStart, nameEnd int
 	start, end         int
+	quoted             int
 	dropped            bool
 }
 
@@ -98,19 +110,19 @@ var parserPool = sync.Pool{New: func() any { return new(parser) }}
 // maxPooledBuffer is the largest buffer a parser keeps when it is recycled.
 const maxPooledBuffer = 64 << 10
 
-// getParser returns a parser ready to read in.
-func getParser(in []byte, volatile []string) *parser {
-	p := parserPool.Get().(*parser)
-	p.in, p.pos, p.volatile = in, 0, volatile
-	return p
+// getParser returns a parser from the pool.
+func getParser() *parser {
+	return parserPool.Get().(*parser)
 }
 
 // putParser recycles p unless its buffers grew too large to keep.
 func putParser(p *parser) {
-	if cap(p.scratch) > maxPooledBuffer || cap(p.str) > maxPooledBuffer || cap(p.names) > maxPooledBuffer {
-		return
+	for _, b := range [...][]byte{p.sum, p.scratch, p.str, p.names} {
+		if cap(b) > maxPooledBuffer {
+			return
+		}
 	}
-	p.in, p.volatile = nil, nil
+	p.in = nil
 	p.names, p.members = p.names[:0], p.members[:0]
 	parserPool.Put(p)
 }
@@ -139,21 +151,18 @@ func (p *parser) next(c byte) bool {
 
 // value parses one JSON value at the current offset and appends its
 // canonical form to out.
-func (p *parser) value(out []byte, depth int) ([]byte, error) {
+// Members and elements that node drops are left out.
+func (p *parser) value(out []byte, depth int, node *pathNode) ([]byte, error) {
 	if p.pos >= len(p.in) {
 		return nil, p.fail("unexpected end of input")
 	}
 	switch c := p.in[p.pos]; {
 	case c == '{':
-		return p.object(out, depth+1)
+		return p.object(out, depth+1, node)
 	case c == '[':
-		return p.array(out, depth+1)
+		return p.array(out, depth+1, node)
 	case c == '"':
-		s, err := p.string()
-		if err != nil {
-			return nil, err
-		}
-		return appendString(out, s), nil
+		return p.stringValue(out)
 	case c == '-' || isDigit(c):
 		return p.number(out)
 	case c == 't':
@@ -176,7 +185,7 @@ func (p *parser) literal(out []byte, word string) ([]byte, error) {
 }
 
 // array parses an array and appends its canonical form to out.
-func (p *parser) array(out []byte, depth int) ([]byte, error) {
+func (p *parser) array(out []byte, depth int, node *pathNode) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, p.fail("nesting too deep")
 	}
@@ -187,9 +196,10 @@ func (p *parser) array(out []byte, depth int) ([]byte, error) {
 		p.pos++
 		return append(out, ']'), nil
 	}
+	elem := node.element()
 	for {
 		var err error
-		if out, err = p.value(out, depth); err != nil {
+		if out, err = p.value(out, depth, elem); err != nil {
 			return nil, err
 		}
 		p.skipSpace()
@@ -208,7 +218,7 @@ func (p *parser) array(out []byte, depth int) ([]byte, error) {
 }
 
 // object parses an object and appends its canonical form to out.
-func (p *parser) object(out []byte, depth int) ([]byte, error) {
+func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, p.fail("nesting too deep")
 	}
@@ -221,7 +231,7 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 	start, first, names := len(out), len(p.members), len(p.names)
 	defer func() { p.members, p.names = p.members[:first], p.names[:names] }()
 	for {
-		m, next, err := p.member(out, depth)
+		m, next, err := p.member(out, depth, node)
 		if err != nil {
 			return nil, err
 		}
@@ -240,31 +250,37 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 	}
 }
 
-// member parses one "name": value pair, appending the canonical value to
-// out unless the name is volatile.
-func (p *parser) member(out []byte, depth int) (member, []byte, error) {
+// member parses one "name": value pair of an object at node, appending the
+// canonical value to out unless node drops the member.
+func (p *parser) member(out []byte, depth int, node *pathNode) (member, []byte, error) {
 	if !p.next('"') {
 		return member{}, nil, p.fail("expected member name")
 	}
-	raw, err := p.string()
+	m := member{nameStart: len(p.names), start: len(out), quoted: p.pos}
+	names, err := p.appendDecoded(p.names)
 	if err != nil {
 		return member{}, nil, err
 	}
-	m := member{nameStart: len(p.names), start: len(out)}
-	p.names = append(p.names, raw...)
+	p.names = names
 	m.nameEnd = len(p.names)
+	if p.pos-m.quoted != m.nameEnd-m.nameStart+2 { // every escape is longer than its text
+		m.quoted = -1
+	}
 	p.skipSpace()
 	if !p.next(':') {
 		return member{}, nil, p.fail("expected ':' after member name")
 	}
 	p.pos++
 	p.skipSpace()
-	if out, err = p.value(out, depth); err != nil {
+	child := node.member(p.name(m))
+	if child != nil && child.drop {
+		child, m.dropped = nil, true
+	}
+	if out, err = p.value(out, depth, child); err != nil {
 		return member{}, nil, err
 	}
 	m.end = len(out)
-	if p.isVolatile(p.name(m)) {
-		m.dropped = true
+	if m.dropped {
 		out = out[:m.start]
 	}
 	return m, out, nil
@@ -275,20 +291,10 @@ func (p *parser) name(m member) []byte {
 	return p.names[m.nameStart:m.nameEnd]
 }
 
-// isVolatile reports whether name is one of the fields to drop.
-func (p *parser) isVolatile(name []byte) bool {
-	for _, v := range p.volatile {
-		if string(name) == v {
-			return true
-		}
-	}
-	return false
-}
-
 // emitObject rewrites out[start:], which holds the canonical values of
 // members in input order, as the canonical object.
 func (p *parser) emitObject(out []byte, start int, members []member) ([]byte, error) {
-	slices.SortFunc(members, func(a, b member) int { return bytes.Compare(p.name(a), p.name(b)) })
+	p.sortMembers(members)
 	for i := 1; i < len(members); i++ {
 		if bytes.Equal(p.name(members[i]), p.name(members[i-1])) {
 			return nil, fmt.Errorf("%w: %q", ErrDuplicateName, p.name(members[i]))
@@ -305,11 +311,33 @@ func (p *parser) emitObject(out []byte, start int, members []member) ([]byte, er
 			out = append(out, ',')
 		}
 		first = false
-		out = appendString(out, p.name(m))
+		if m.quoted >= 0 {
+			out = append(out, p.in[m.quoted:m.quoted+m.nameEnd-m.nameStart+2]...)
+		} else {
+			out = appendString(out, p.name(m))
+		}
 		out = append(out, ':')
 		out = append(out, p.scratch[m.start-start:m.end-start]...)
 	}
 	return append(out, '}'), nil
+}
+
+// sortMembers sorts members by name. Most objects are small, and an
+// insertion sort with the comparison inlined beats a generic sort there.
+func (p *parser) sortMembers(members []member) {
+	if len(members) > 12 {
+		slices.SortFunc(members, func(a, b member) int { return bytes.Compare(p.name(a), p.name(b)) })
+		return
+	}
+	for i := 1; i < len(members); i++ {
+		m := members[i]
+		name := p.name(m)
+		j := i
+		for ; j > 0 && bytes.Compare(p.name(members[j-1]), name) > 0; j-- {
+			members[j] = members[j-1]
+		}
+		members[j] = m
+	}
 }
 
 // isDigit reports whether c is an ASCII digit.

@@ -17,10 +17,14 @@
 // A [Fingerprinter] hashes what a request means rather than how it was
 // spelled: who sent it, which operation it names, the parameters that matter
 // and its body. JSON bodies are canonicalized first (see [Canonicalize]), so
-// key order, whitespace, number spelling, string escaping and volatile
-// fields such as traceId or timestamp do not change the fingerprint. Every
-// field is length-prefixed before hashing, so bytes cannot move from one
-// field to another without changing the result.
+// key order, whitespace, number spelling and string escaping do not change
+// the fingerprint. Every member counts unless [WithVolatile] names its path:
+// for an idempotency key the whole payload is the request, while a dedup
+// window can ignore what changes between two submits of one form
+// ([WindowVolatile]: top-level traceId, timestamp and the like). Every field
+// but the body, which comes last, is length-prefixed before hashing, so bytes
+// cannot move from one field to another without changing the result. A
+// fingerprint is 43 characters of base64url ([SumLen]).
 //
 // # Tokens
 //

@@ -1,6 +1,7 @@
 package keying_test
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -23,16 +24,33 @@ func ExampleKey() {
 }
 
 func ExampleFingerprinter_Sum() {
-	f := keying.NewFingerprinter(keying.WithExtraVolatile("requestTime"))
+	// Key mode: the whole payload counts, so only spelling is ignored.
+	f, err := keying.NewFingerprinter()
+	if err != nil {
+		panic(err)
+	}
 	params := url.Values{"dryRun": {"false"}}
-	a := f.Sum("user-42", "POST /v1/orders", params,
-		[]byte(`{"amount": 10.0, "sku": "A-1", "traceId": "t-1"}`))
-	b := f.Sum("user-42", "POST /v1/orders", params,
-		[]byte(`{"sku":"A-1","amount":1e1,"traceId":"t-2","requestTime":1700000000}`))
-	c := f.Sum("user-42", "POST /v1/orders", params,
-		[]byte(`{"sku":"A-1","amount":11}`))
+	a := f.Sum("user-42", "POST /v1/orders", params, []byte(`{"amount": 10.0, "sku": "A-1", "sign": "+"}`))
+	b := f.Sum("user-42", "POST /v1/orders", params, []byte(`{"sign":"+","sku":"A-1","amount":1e1}`))
+	c := f.Sum("user-42", "POST /v1/orders", params, []byte(`{"sign":"-","sku":"A-1","amount":10}`))
 	fmt.Println(len(a), a == b, a == c)
-	// Output: 64 true false
+	// Output: 43 true false
+}
+
+func ExampleWithVolatile() {
+	// Window mode: members that change between two submits of one form.
+	f, err := keying.NewFingerprinter(keying.WithVolatile(keying.WindowVolatile()...), keying.WithVolatile("items[].requestTime"))
+	if err != nil {
+		panic(err)
+	}
+	a := f.Sum("user-42", "POST /v1/orders", nil, []byte(`{"items":[{"sku":"A-1","requestTime":1}],"traceId":"t-1"}`))
+	b := f.Sum("user-42", "POST /v1/orders", nil, []byte(`{"items":[{"sku":"A-1","requestTime":2}],"traceId":"t-2"}`))
+	fmt.Println(a == b)
+	_, err = keying.NewFingerprinter(keying.WithVolatile("items[]"))
+	fmt.Println(errors.Is(err, keying.ErrInvalidPath))
+	// Output:
+	// true
+	// true
 }
 
 func ExampleNewToken() {
@@ -46,10 +64,18 @@ func ExampleNewToken() {
 
 func ExampleCanonicalize() {
 	body := []byte(`{ "b": [3, 1.50, 2e2], "a": "\u0041", "nonce": "x", "big": 12345678901234567890123 }`)
-	out, err := keying.Canonicalize(body, keying.DefaultVolatile())
+	out, err := keying.Canonicalize(body, []string{"nonce"})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(string(out))
 	// Output: {"a":"A","b":[3,1.5,200],"big":12345678901234567890123}
+}
+
+func ExampleCheckClientKey() {
+	fmt.Println(keying.CheckClientKey("3f1c0a9e-77aa-4b1e-9d2c-0c5e1e2f3a4b"))
+	fmt.Println(errors.Is(keying.CheckClientKey("two\nlines"), keying.ErrBadClientKey))
+	// Output:
+	// <nil>
+	// true
 }

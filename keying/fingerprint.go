@@ -2,17 +2,16 @@ package keying
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
-	"hash"
 	"net/url"
 	"slices"
-	"sync"
 )
 
 // fingerprintDomain starts every fingerprint's hash input, naming the
-// scheme and its version.
-const fingerprintDomain = "idemkit/keying/fingerprint/v1\x00"
+// scheme and its version. It is short so that a small request hashes in
+// two SHA-256 blocks.
+const fingerprintDomain = "idemkit/fp/v2\x00"
 
 // Body kinds, hashed before the body so that a canonical JSON body and the
 // same bytes hashed raw never collide.
@@ -21,19 +20,9 @@ const (
 	bodyRaw  byte = 'R'
 )
 
-// defaultVolatile lists the fields a Fingerprinter drops unless configured
-// otherwise.
-var defaultVolatile = []string{"traceId", "timestamp", "nonce", "sign", "random"}
-
-// sortedDefaultVolatile is defaultVolatile sorted, as the zero
-// Fingerprinter uses it.
-var sortedDefaultVolatile = sortedSet(defaultVolatile)
-
-// DefaultVolatile returns a new slice holding the JSON member names a
-// Fingerprinter drops by default: traceId, timestamp, nonce, sign and random.
-func DefaultVolatile() []string {
-	return slices.Clone(defaultVolatile)
-}
+// SumLen is the length of every fingerprint: the unpadded base64url text
+// (RFC 4648 §5) of a SHA-256 digest.
+const SumLen = 43
 
 // config holds the settings Options change.
 type config struct {
@@ -43,86 +32,82 @@ type config struct {
 // Option configures a Fingerprinter.
 type Option func(*config)
 
-// WithVolatile replaces the set of volatile JSON member names, those dropped
-// at any depth before hashing, with fields. WithVolatile() with no fields
-// drops nothing. Names match case-sensitively.
-func WithVolatile(fields ...string) Option {
-	fields = slices.Clone(fields)
-	return func(c *config) { c.volatile = slices.Clone(fields) }
-}
-
-// WithExtraVolatile adds fields to the set of volatile JSON member names,
-// which starts as DefaultVolatile.
-func WithExtraVolatile(fields ...string) Option {
-	fields = slices.Clone(fields)
-	return func(c *config) { c.volatile = append(slices.Clip(c.volatile), fields...) }
+// WithVolatile adds paths to the JSON members a Fingerprinter drops before
+// hashing; NewFingerprinter fails with ErrInvalidPath on a malformed one.
+// By default nothing is dropped. A path names members from the top of the
+// document, matched case-sensitively after unescaping:
+//
+//   - timestamp: the top-level member "timestamp" (not one nested deeper);
+//   - meta.nonce: member "nonce" of the top-level object "meta";
+//   - items[].ts: member "ts" of every element of the array "items";
+//   - [].ts: member "ts" of every element of a top-level array.
+//
+// A path ends with a member name. '\' makes the next '.', '[', ']' or '\'
+// part of a name (a\.b is the top-level member "a.b"). A path that does not
+// match the document (an array where it names a member, say) drops
+// nothing.
+func WithVolatile(paths ...string) Option {
+	paths = slices.Clone(paths)
+	return func(c *config) { c.volatile = append(slices.Clip(c.volatile), paths...) }
 }
 
 // Fingerprinter computes request fingerprints. It is immutable once built
-// and safe for concurrent use. The zero value behaves like
-// NewFingerprinter() with no options.
+// and safe for concurrent use. The zero value drops nothing, like
+// NewFingerprinter().
 type Fingerprinter struct {
-	volatile   []string // sorted, without duplicates
-	configured bool     // false for the zero value: use defaultVolatile
+	root  *pathNode
+	paths []string // sorted, without duplicates
 }
 
-// NewFingerprinter returns a Fingerprinter. By default it drops the
-// DefaultVolatile fields from JSON bodies; WithVolatile and
-// WithExtraVolatile change that, applied in order.
-func NewFingerprinter(opts ...Option) *Fingerprinter {
-	c := config{volatile: DefaultVolatile()}
+// NewFingerprinter returns a Fingerprinter that hashes whole payloads,
+// except the members named by WithVolatile options. It returns an error
+// wrapping ErrInvalidPath when a path is malformed.
+func NewFingerprinter(opts ...Option) (*Fingerprinter, error) {
+	var c config
 	for _, opt := range opts {
 		opt(&c)
 	}
-	return &Fingerprinter{volatile: sortedSet(c.volatile), configured: true}
-}
-
-// sortedSet returns a sorted copy of names without duplicates.
-func sortedSet(names []string) []string {
-	s := slices.Clone(names)
-	slices.Sort(s)
-	return slices.Compact(s)
-}
-
-// Volatile returns a new slice holding the JSON member names f drops,
-// sorted.
-func (f *Fingerprinter) Volatile() []string {
-	return slices.Clone(f.fields())
-}
-
-// fields returns the volatile names in effect.
-func (f *Fingerprinter) fields() []string {
-	if !f.configured {
-		return sortedDefaultVolatile
+	root, err := compilePaths(c.volatile)
+	if err != nil {
+		return nil, err
 	}
-	return f.volatile
+	paths := slices.Clone(c.volatile)
+	slices.Sort(paths)
+	return &Fingerprinter{root: root, paths: slices.Compact(paths)}, nil
 }
 
-// Sum returns the fingerprint, as 64 lower-case hex digits of a SHA-256
-// digest, of a request: its principal, its operation (a route pattern or
-// RPC method name), the parameters that select what it acts on (query
+// Volatile returns a new slice holding the paths f drops, sorted.
+func (f *Fingerprinter) Volatile() []string {
+	return slices.Clone(f.paths)
+}
+
+// Sum returns the fingerprint of a request, SumLen characters of base64url
+// text: a SHA-256 digest of its principal, its operation (a route pattern
+// or RPC method name), the parameters that select what it acts on (query
 // string or metadata; nil for none) and its body.
 //
 // A body that is a valid JSON value without duplicate member names is
-// hashed in its canonical form (see Canonicalize) with f's volatile fields
-// dropped, so bodies that differ only in member order, whitespace, number
-// or string spelling, or volatile fields share a fingerprint. Any other
-// body, including an empty one, is hashed as raw bytes, in a separate domain
-// so that it never collides with a JSON body.
+// hashed in its canonical form (see Canonicalize) without f's volatile
+// members, so bodies that differ only in member order, whitespace, number
+// or string spelling, or those members share a fingerprint. Any other
+// body, including an empty one, is hashed as raw bytes, in a separate
+// domain so that it never collides with a JSON body.
 //
 // Parameters are hashed with their names sorted and each name's values in
-// the order given; a name with no values counts as absent. Every field is
-// length-prefixed, so no bytes can move between fields without changing
-// the fingerprint.
+// the order given; a name with no values counts as absent. Every field but
+// the body, which comes last, is length-prefixed, so no bytes can move
+// between fields without changing the fingerprint.
 func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body []byte) string {
-	buf := canonPool.Get().(*[]byte)
-	defer putCanonBuffer(buf)
-	canon, err := canonicalize((*buf)[:0], body, f.fields())
+	p := getParser()
+	defer putParser(p)
+	head := appendHead(p.sum[:0], principal, operation, params)
+	p.sum = head
+	in, err := p.canonicalize(append(head, bodyJSON), body, f.root)
 	if err != nil {
-		return fingerprint(principal, operation, params, bodyRaw, body)
+		return p.sumRaw(head, body)
 	}
-	*buf = canon
-	return fingerprint(principal, operation, params, bodyJSON, canon)
+	p.sum = in
+	return sumText(sha256.Sum256(in))
 }
 
 // SumRaw is Sum without JSON detection: the body is always hashed as raw
@@ -130,74 +115,69 @@ func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body
 // marshaled with Deterministic set. For a body that is not JSON, SumRaw and
 // Sum agree.
 func (f *Fingerprinter) SumRaw(principal, operation string, params url.Values, body []byte) string {
-	return fingerprint(principal, operation, params, bodyRaw, body)
+	p := getParser()
+	defer putParser(p)
+	return p.sumRaw(appendHead(p.sum[:0], principal, operation, params), body)
 }
 
-// canonPool recycles the buffers Sum writes canonical bodies into.
-var canonPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// putCanonBuffer recycles buf unless it grew too large to keep.
-func putCanonBuffer(buf *[]byte) {
-	if cap(*buf) <= maxPooledBuffer {
-		canonPool.Put(buf)
+// sumRaw returns the fingerprint of head followed by the raw body. A body
+// that fits the pooled buffer is copied after head and hashed in one call;
+// a larger one is streamed rather than copied.
+func (p *parser) sumRaw(head, body []byte) string {
+	head = append(head, bodyRaw)
+	if len(head)+len(body) > maxPooledBuffer {
+		h := sha256.New()
+		h.Write(head)
+		h.Write(body)
+		var sum [sha256.Size]byte
+		h.Sum(sum[:0])
+		return sumText(sum)
 	}
+	p.sum = append(head, body...)
+	return sumText(sha256.Sum256(p.sum))
 }
 
-// fingerprint hashes the framed fields of a request.
-func fingerprint(principal, operation string, params url.Values, kind byte, body []byte) string {
-	w := framer{h: sha256.New()}
-	w.h.Write([]byte(fingerprintDomain))
-	w.str(principal)
-	w.str(operation)
-	w.params(params)
-	w.h.Write([]byte{kind})
-	w.bytes(body)
-	var sum [sha256.Size]byte
-	var text [2 * sha256.Size]byte
-	hex.Encode(text[:], w.h.Sum(sum[:0]))
+// sumText returns the text form of a fingerprint digest.
+func sumText(sum [sha256.Size]byte) string {
+	var text [SumLen]byte
+	base64.RawURLEncoding.Encode(text[:], sum[:])
 	return string(text[:])
 }
 
-// framer writes length-prefixed fields to a hash.
-type framer struct {
-	h   hash.Hash
-	buf [8]byte
+// appendHead appends the framed fields that precede the body to b: the
+// domain, then principal, operation and params, each self-delimiting.
+func appendHead(b []byte, principal, operation string, params url.Values) []byte {
+	b = append(b, fingerprintDomain...)
+	b = appendField(b, principal)
+	b = appendField(b, operation)
+	return appendParams(b, params)
 }
 
-// count writes n as 8 big-endian bytes.
-func (w *framer) count(n int) {
-	binary.BigEndian.PutUint64(w.buf[:], uint64(n))
-	w.h.Write(w.buf[:])
+// appendField appends the uvarint length of s, then s.
+func appendField(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
-// str writes the length of s, then s.
-func (w *framer) str(s string) {
-	w.count(len(s))
-	w.h.Write([]byte(s))
-}
-
-// bytes writes the length of b, then b.
-func (w *framer) bytes(b []byte) {
-	w.count(len(b))
-	w.h.Write(b)
-}
-
-// params writes the number of names that have values, then each such name
-// in sorted order followed by its count of values and the values in order.
-func (w *framer) params(params url.Values) {
-	names := make([]string, 0, len(params))
+// appendParams appends the number of names that have values, then each
+// such name in sorted order followed by its count of values and the values
+// in order.
+func appendParams(b []byte, params url.Values) []byte {
+	var stack [8]string // most requests carry a few parameters at most
+	names := stack[:0]
 	for name, values := range params {
 		if len(values) > 0 {
 			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
-	w.count(len(names))
+	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, name := range names {
-		w.str(name)
-		w.count(len(params[name]))
+		b = appendField(b, name)
+		b = binary.AppendUvarint(b, uint64(len(params[name])))
 		for _, v := range params[name] {
-			w.str(v)
+			b = appendField(b, v)
 		}
 	}
+	return b
 }

@@ -1,7 +1,8 @@
 package keying
 
 import (
-	"encoding/hex"
+	"crypto/sha256"
+	"encoding/base64"
 	"net/url"
 	"sync"
 	"testing"
@@ -10,18 +11,47 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestSumFormat(t *testing.T) {
-	f := NewFingerprinter()
-	sum := f.Sum("alice", "POST /orders", nil, []byte(`{"a":1}`))
-	require.Len(t, sum, 64)
-	_, err := hex.DecodeString(sum)
+// newFingerprinter returns NewFingerprinter(opts...), failing t on an error.
+func newFingerprinter(t testing.TB, opts ...Option) *Fingerprinter {
+	t.Helper()
+	f, err := NewFingerprinter(opts...)
 	require.NoError(t, err)
-	assert.Regexp(t, `^[0-9a-f]{64}$`, sum)
+	return f
+}
+
+func TestSumFormat(t *testing.T) {
+	f := newFingerprinter(t)
+	for _, sum := range []string{
+		f.Sum("alice", "POST /orders", nil, []byte(`{"a":1}`)),
+		f.SumRaw("alice", "POST /orders", url.Values{"q": {"1"}}, []byte("raw")),
+		f.SumRaw("alice", "POST /orders", nil, make([]byte, maxPooledBuffer+1)),
+	} {
+		require.Len(t, sum, SumLen)
+		raw, err := base64.RawURLEncoding.DecodeString(sum)
+		require.NoError(t, err)
+		assert.Len(t, raw, 32)
+		assert.Equal(t, literalLen(sum), SumLen, "a fingerprint is a literal part of a Key, not digested again")
+	}
+	sum := f.Sum("alice", "POST /orders", nil, []byte(`{"a":1}`))
 	assert.Equal(t, sum, f.Sum("alice", "POST /orders", nil, []byte(`{"a":1}`)), "deterministic")
 }
 
+// The digest of a body too large to copy into the pooled buffer is
+// streamed; it must equal the one-shot digest of the same input.
+func TestSumRawLargeBodyStreams(t *testing.T) {
+	f := newFingerprinter(t)
+	body := make([]byte, maxPooledBuffer+100)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	in := appendHead(nil, "p", "o", url.Values{"a": {"b"}})
+	in = append(append(in, bodyRaw), body...)
+	assert.Equal(t, sumText(sha256.Sum256(in)), f.SumRaw("p", "o", url.Values{"a": {"b"}}, body))
+	assert.Equal(t, f.SumRaw("p", "o", nil, body), f.Sum("p", "o", nil, body), "not JSON: Sum hashes raw too")
+}
+
 func TestSumIgnoresSpelling(t *testing.T) {
-	f := NewFingerprinter()
+	f := newFingerprinter(t, WithVolatile("traceId", "timestamp", "nonce", "items[].random", "items[].sign"))
 	base := f.Sum("u", "op", nil, []byte(`{"amount":10,"items":[{"sku":"A","qty":1}],"traceId":"t-1","timestamp":1700000000}`))
 	same := []string{
 		`{"items":[{"qty":1,"sku":"A"}],"amount":10}`,
@@ -38,6 +68,8 @@ func TestSumIgnoresSpelling(t *testing.T) {
 		`{"amount":10,"items":[{"sku":"A","qty":1}],"extra":null}`,
 		`{"amount":10,"items":[{"sku":"A","qty":1},{"sku":"A","qty":1}]}`,
 		`{"amount":10,"items":[{"sku":"A","qty":1}],"TraceId":"t-1"}`,
+		`{"amount":10,"items":[{"sku":"A","qty":1,"nonce":1}]}`,
+		`{"amount":10,"items":[{"sku":"A","qty":1}],"random":1}`,
 		`{"amount":10,"items":[]}`,
 		`{"Amount":10,"items":[{"sku":"A","qty":1}]}`,
 	}
@@ -51,12 +83,12 @@ func TestSumIgnoresSpelling(t *testing.T) {
 }
 
 func TestSumOrderOfArraysMatters(t *testing.T) {
-	f := NewFingerprinter()
+	f := newFingerprinter(t)
 	assert.NotEqual(t, f.Sum("", "", nil, []byte(`[1,2]`)), f.Sum("", "", nil, []byte(`[2,1]`)))
 }
 
 func TestSumFramesFields(t *testing.T) {
-	f := NewFingerprinter()
+	f := newFingerprinter(t)
 	type req struct {
 		principal, op string
 		params        url.Values
@@ -95,7 +127,7 @@ func TestSumFramesFields(t *testing.T) {
 }
 
 func TestSumParamsCanonical(t *testing.T) {
-	f := NewFingerprinter()
+	f := newFingerprinter(t)
 	a := url.Values{"b": {"2"}, "a": {"1", "3"}}
 	b := url.Values{"a": {"1", "3"}, "b": {"2"}}
 	assert.Equal(t, f.Sum("p", "o", a, nil), f.Sum("p", "o", b, nil))
@@ -108,7 +140,7 @@ func TestSumParamsCanonical(t *testing.T) {
 }
 
 func TestSumSeparatesJSONFromRaw(t *testing.T) {
-	f := NewFingerprinter()
+	f := newFingerprinter(t)
 	for _, body := range []string{`{"a":1}`, `1`, `"x"`, `[]`, `null`} {
 		assert.NotEqual(t, f.Sum("p", "o", nil, []byte(body)), f.SumRaw("p", "o", nil, []byte(body)), "body %s", body)
 	}
@@ -122,64 +154,116 @@ func TestSumSeparatesJSONFromRaw(t *testing.T) {
 
 func TestFingerprinterOptions(t *testing.T) {
 	body := []byte(`{"a":1,"traceId":"x","requestTime":5}`)
-	without := []byte(`{"a":1}`)
-	def := NewFingerprinter()
-	assert.NotEqual(t, def.Sum("", "", nil, body), def.Sum("", "", nil, without))
-	assert.Equal(t, def.Volatile(), []string{"nonce", "random", "sign", "timestamp", "traceId"})
+	def := newFingerprinter(t)
+	assert.Empty(t, def.Volatile())
+	assert.NotEqual(t, def.Sum("", "", nil, body), def.Sum("", "", nil, []byte(`{"a":1,"requestTime":5}`)), "nothing dropped by default")
 
-	extra := NewFingerprinter(WithExtraVolatile("requestTime"))
-	assert.Equal(t, extra.Sum("", "", nil, body), extra.Sum("", "", nil, without))
+	window := newFingerprinter(t, WithVolatile(WindowVolatile()...), WithVolatile("requestTime"))
+	assert.Equal(t, []string{"nonce", "random", "requestTime", "sign", "timestamp", "traceId"}, window.Volatile())
+	assert.Equal(t, window.Sum("", "", nil, body), window.Sum("", "", nil, []byte(`{"a":1}`)))
+	assert.NotEqual(t, window.Sum("", "", nil, []byte(`{"x":{"traceId":1}}`)), window.Sum("", "", nil, []byte(`{"x":{}}`)),
+		"window paths are top-level only")
 
-	replaced := NewFingerprinter(WithVolatile("requestTime"))
-	assert.NotEqual(t, replaced.Sum("", "", nil, body), replaced.Sum("", "", nil, without))
-	assert.Equal(t, replaced.Sum("", "", nil, body), replaced.Sum("", "", nil, []byte(`{"a":1,"traceId":"x"}`)))
-
-	none := NewFingerprinter(WithVolatile())
-	assert.Empty(t, none.Volatile())
-	assert.NotEqual(t, none.Sum("", "", nil, []byte(`{"nonce":1}`)), none.Sum("", "", nil, []byte(`{}`)))
-
-	both := NewFingerprinter(WithVolatile("x"), WithExtraVolatile("y", "x"))
-	assert.Equal(t, []string{"x", "y"}, both.Volatile())
+	both := newFingerprinter(t, WithVolatile("x", "y"), WithVolatile("x"), WithVolatile())
+	assert.Equal(t, []string{"x", "y"}, both.Volatile(), "options add up, duplicates once")
 
 	var zero Fingerprinter
-	assert.Equal(t, def.Sum("p", "o", nil, body), zero.Sum("p", "o", nil, body), "zero value uses the defaults")
-	assert.Equal(t, def.Volatile(), zero.Volatile())
+	assert.Equal(t, def.Sum("p", "o", nil, body), zero.Sum("p", "o", nil, body), "zero value drops nothing")
+	assert.Empty(t, zero.Volatile())
+}
+
+func TestWithVolatilePaths(t *testing.T) {
+	cases := []struct {
+		path, in, want string
+	}{
+		{"ts", `{"ts":1,"a":{"ts":2}}`, `{"a":{"ts":2}}`},
+		{"meta.nonce", `{"meta":{"nonce":1,"k":2},"nonce":3}`, `{"meta":{"k":2},"nonce":3}`},
+		{"items[].ts", `{"items":[{"ts":1,"q":1},{"q":2},3,{"ts":4}],"ts":5}`, `{"items":[{"q":1},{"q":2},3,{}],"ts":5}`},
+		{"[].ts", `[{"ts":1,"a":2},{"b":{"ts":3}}]`, `[{"a":2},{"b":{"ts":3}}]`},
+		{"m[][].x", `{"m":[[{"x":1,"y":2}],[{"x":3}]]}`, `{"m":[[{"y":2}],[{}]]}`},
+		{`a\.b`, `{"a.b":1,"a":{"b":2}}`, `{"a":{"b":2}}`},
+		{`a\[\]\\`, `{"a[]\\":1,"b":2}`, `{"b":2}`},
+		{"é", `{"é":1,"e":2}`, `{"e":2}`},
+		{"items[].ts", `{"items":{"ts":1}}`, `{"items":{"ts":1}}`},
+		{"items.ts", `{"items":[{"ts":1}]}`, `{"items":[{"ts":1}]}`},
+		{"meta", `{"meta":{"nonce":[1,{"x":2}]},"a":1}`, `{"a":1}`},
+		{"a.b.c", `{"a":{"b":{"c":1,"d":2},"c":3}}`, `{"a":{"b":{"d":2},"c":3}}`},
+	}
+	for _, tc := range cases {
+		out, err := Canonicalize([]byte(tc.in), []string{tc.path})
+		require.NoError(t, err, "path %q", tc.path)
+		assert.Equal(t, tc.want, string(out), "path %q on %s", tc.path, tc.in)
+		f := newFingerprinter(t, WithVolatile(tc.path))
+		assert.Equal(t, newFingerprinter(t).Sum("", "", nil, []byte(tc.want)), f.Sum("", "", nil, []byte(tc.in)), "path %q", tc.path)
+	}
+	out, err := Canonicalize([]byte(`{"a":{"b":1,"c":2},"d":3}`), []string{"a.b", "a", "a.c.x", "d"})
+	require.NoError(t, err)
+	assert.Equal(t, `{}`, string(out), "a dropped member takes the paths below it along")
+}
+
+func TestWithVolatileRejectsMalformedPaths(t *testing.T) {
+	for _, path := range []string{
+		"", ".", "a.", ".a", "a..b", "[]", "a[]", "a[].", "a[]b", "a[", "a]", "a[x]", "a[]]",
+		`a\`, `a\b`, `a\n`, "[][]", "a.[]", "\xff", "a.\xc3",
+	} {
+		_, err := NewFingerprinter(WithVolatile("ok", path))
+		require.ErrorIs(t, err, ErrInvalidPath, "path %q", path)
+		_, err = Canonicalize([]byte(`{}`), []string{path})
+		assert.ErrorIs(t, err, ErrInvalidPath, "path %q", path)
+		assert.NotErrorIs(t, err, ErrNotJSON, "path %q", path)
+	}
 }
 
 func TestFingerprinterOptionsDoNotAlias(t *testing.T) {
-	fields := []string{"a"}
-	opt := WithVolatile(fields...)
-	fields[0] = "b"
-	f := NewFingerprinter(opt)
+	paths := []string{"a"}
+	opt := WithVolatile(paths...)
+	paths[0] = "b"
+	f := newFingerprinter(t, opt)
 	assert.Equal(t, []string{"a"}, f.Volatile())
 	f.Volatile()[0] = "z"
 	assert.Equal(t, []string{"a"}, f.Volatile())
-	DefaultVolatile()[0] = "z"
-	assert.Contains(t, DefaultVolatile(), "traceId")
-	g := NewFingerprinter(opt, WithExtraVolatile("c"))
-	h := NewFingerprinter(opt, WithExtraVolatile("d"))
+	WindowVolatile()[0] = "z"
+	assert.Contains(t, WindowVolatile(), "nonce")
+	g := newFingerprinter(t, opt, WithVolatile("c"))
+	h := newFingerprinter(t, opt, WithVolatile("d"))
 	assert.Equal(t, []string{"a", "c"}, g.Volatile())
 	assert.Equal(t, []string{"a", "d"}, h.Volatile())
 }
 
+// Sum, SumRaw and Canonicalize share pooled buffers: many goroutines
+// mixing them over different bodies must each get their own answer.
 func TestSumConcurrent(t *testing.T) {
-	f := NewFingerprinter()
-	body := []byte(`{"b":[1,2,{"nonce":3,"c":"d"}],"a":"x"}`)
-	want := f.Sum("p", "o", url.Values{"q": {"1"}}, body)
+	f := newFingerprinter(t, WithVolatile("b[].nonce"))
+	bodies := [][]byte{
+		[]byte(`{"b":[1,2,{"nonce":3,"c":"d"}],"a":"x"}`),
+		[]byte(`{"a":"\u0079","b":[{"c":"e"}]}`),
+		[]byte(`not json`),
+		benchBody(),
+		make([]byte, maxPooledBuffer+1),
+	}
+	params := url.Values{"q": {"1"}}
+	type answer struct{ sum, raw, canon string }
+	want := make([]answer, len(bodies))
+	for i, b := range bodies {
+		c, _ := Canonicalize(b, f.Volatile())
+		want[i] = answer{f.Sum("p", "o", params, b), f.SumRaw("p", "o", params, b), string(c)}
+	}
 	const goroutines = 16
 	var wg sync.WaitGroup
-	results := make([][]string, goroutines)
+	results := make([][]answer, goroutines)
 	for g := range goroutines {
 		wg.Go(func() {
-			for range 200 {
-				results[g] = append(results[g], f.Sum("p", "o", url.Values{"q": {"1"}}, body))
+			for n := range 200 {
+				i := (g + n) % len(bodies)
+				c, _ := Canonicalize(bodies[i], f.Volatile())
+				results[g] = append(results[g], answer{f.Sum("p", "o", params, bodies[i]), f.SumRaw("p", "o", params, bodies[i]), string(c)})
 			}
 		})
 	}
 	wg.Wait()
-	for _, rs := range results {
-		for _, r := range rs {
-			require.Equal(t, want, r)
+	for g, rs := range results {
+		for n, r := range rs {
+			require.Equal(t, want[(g+n)%len(bodies)], r)
 		}
 	}
 }

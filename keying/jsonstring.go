@@ -5,11 +5,10 @@ import (
 	"unicode/utf8"
 )
 
-// string parses a JSON string at the current offset and returns its decoded
-// text, which stays valid until the next call.
-func (p *parser) string() ([]byte, error) {
+// appendDecoded parses a JSON string at the current offset and appends its
+// decoded text to buf.
+func (p *parser) appendDecoded(buf []byte) ([]byte, error) {
 	p.pos++ // opening quote
-	buf := p.str[:0]
 	for {
 		run := p.pos
 		for p.pos < len(p.in) && plainStringByte(p.in[p.pos]) {
@@ -22,7 +21,6 @@ func (p *parser) string() ([]byte, error) {
 		switch c := p.in[p.pos]; {
 		case c == '"':
 			p.pos++
-			p.str = buf
 			return buf, nil
 		case c == '\\':
 			var err error
@@ -33,6 +31,27 @@ func (p *parser) string() ([]byte, error) {
 			return nil, p.fail("control character in string")
 		}
 	}
+}
+
+// stringValue parses a JSON string value at the current offset and appends
+// its canonical form to out. A string without escapes is already canonical
+// (the input is valid UTF-8), so it is copied as is.
+func (p *parser) stringValue(out []byte) ([]byte, error) {
+	start := p.pos
+	end := start + 1
+	for end < len(p.in) && plainStringByte(p.in[end]) {
+		end++
+	}
+	if end < len(p.in) && p.in[end] == '"' {
+		p.pos = end + 1
+		return append(out, p.in[start:p.pos]...), nil
+	}
+	s, err := p.appendDecoded(p.str[:0])
+	if err != nil {
+		return nil, err
+	}
+	p.str = s
+	return appendString(out, s), nil
 }
 
 // plainStringByte reports whether c stands for itself inside a string.

@@ -162,11 +162,8 @@ func writeLiteral(b *strings.Builder, p string) {
 
 // writeDigest writes the digest form of p.
 func writeDigest(b *strings.Builder, p string) {
-	h := sha256.New()
-	h.Write([]byte(partDomain))
-	h.Write([]byte(p))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	var stack [256]byte // most parts fit: hash them without a heap copy
+	sum := sha256.Sum256(append(append(stack[:0], partDomain...), p...))
 	var text [64]byte
 	enc := text[:base64.RawURLEncoding.EncodedLen(digestBytes)]
 	base64.RawURLEncoding.Encode(enc, sum[:digestBytes])

@@ -205,3 +205,13 @@ func RoundTTL(ttl time.Duration) time.Duration {
 func Unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
+
+// Scanner is implemented by stores that can list their live keys, for
+// operator tools (idemctl scan); the engine never relies on it. Scan calls
+// fn with each live key that starts with prefix and its entry, in no
+// particular order, until fn returns false or every key was seen. It is not
+// a snapshot: keys written or expiring during the scan may or may not be
+// seen.
+type Scanner interface {
+	Scan(ctx context.Context, prefix string, fn func(key string, ent Entry) bool) error
+}

@@ -47,7 +47,7 @@ func NewServer(e *idemkit.Engine, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idemgrpc: engine options: %w", err)
 	}
-	return &Server{e: view, cfg: cfg, fp: keying.NewFingerprinter()}, nil
+	return &Server{e: view, cfg: cfg, fp: new(keying.Fingerprinter)}, nil
 }
 
 // UnaryServerInterceptor returns the interceptor that runs each selected

@@ -59,11 +59,12 @@
 // are fingerprinted in canonical form (package keying), so member order,
 // whitespace and number spelling do not matter. Idempotency mode compares
 // the whole payload: a retry that differs in any member is another
-// request (422). Window mode drops keying.DefaultVolatile (traceId,
-// timestamp, nonce, sign, random), which change between two clicks of one
-// form. WithVolatile names more fields to drop, WithFingerprinter replaces
-// the fingerprinter, and WithQueryParams selects the query parameters that
-// count (Idempotency: all by default; Window: none).
+// request (422). Window mode drops the top-level keying.WindowVolatile
+// members (traceId, timestamp and the like), which change between two
+// clicks of one form. WithVolatile names more members to drop, by JSON
+// path; WithFingerprinter replaces the fingerprinter; WithQueryParams
+// selects the query parameters that count (Idempotency: all by default;
+// Window: none).
 //
 // WithPayloadWindow adds, in Idempotency mode, a guard for clients that
 // mint a new key per click: the same payload under another key within the

@@ -51,7 +51,8 @@ func post(h http.Handler, target, user string, header map[string]string, body st
 // made once and the retry gets the stored response. Reusing the key for
 // another payment is refused.
 func ExampleIdempotency() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	// X-User is set by the authenticating gateway in front of this service.
 	guard, err := idemhttp.Idempotency(engine, idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")))
 	if err != nil {
@@ -85,7 +86,8 @@ func ExampleIdempotency() {
 // A form submitted twice within the window (a double click) creates one
 // comment; the second submission gets 409 with the time left.
 func ExampleWindow() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	guard, err := idemhttp.Window(engine,
 		idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")),
 		idemhttp.WithEngineOptions(idemkit.WithWindow(10*time.Second)))
@@ -113,7 +115,8 @@ func ExampleWindow() {
 // rendered: submitting it again replays the order, and a forged token is
 // refused.
 func ExampleToken() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	principal := idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User"))
 	issuer, err := idemhttp.TokenIssuer(engine, principal)
 	if err != nil {
@@ -152,7 +155,8 @@ func ExampleToken() {
 // The client Transport adds an Idempotency-Key to every POST and keeps it
 // across its retries, so a retried payment is never made twice.
 func ExampleTransport() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	guard, _ := idemhttp.Idempotency(engine, idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")))
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -203,7 +207,8 @@ func ExampleWithEngineOptions_failOpen() {
 // With WithWait a retry that arrives while the first request still runs
 // waits for its outcome and replays it, instead of getting 409.
 func ExampleWithWait() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	guard, _ := idemhttp.Idempotency(engine,
 		idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")),
 		idemhttp.WithWait(5*time.Millisecond))
@@ -250,7 +255,8 @@ func ExampleProblemTypes() {
 // An HTML form carries its one-time token in a hidden field, as forms
 // cannot set headers; the handler still reads the whole form.
 func ExampleWithTokenField() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	principal := idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User"))
 	tok, _ := engine.IssueToken(context.Background(), "alice") // rendered into the form
 	guard, _ := idemhttp.Token(engine, principal, idemhttp.WithTokenField("idem_token"))

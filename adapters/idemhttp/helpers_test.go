@@ -23,9 +23,15 @@ const userHeader = "X-User"
 var byUser = idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal(userHeader))
 
 func newEngine(t testing.TB, opts ...idemkit.Option) *idemkit.Engine {
-	s := memstore.New()
+	return engineOver(t, newMemstore(t), opts...)
+}
+
+// newMemstore returns a memstore closed when the test ends.
+func newMemstore(t testing.TB, opts ...memstore.Option) *memstore.Store {
+	s, err := memstore.New(opts...)
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	return engineOver(t, s, opts...)
+	return s
 }
 
 func engineOver(t testing.TB, s store.Store, opts ...idemkit.Option) *idemkit.Engine {

@@ -576,6 +576,7 @@ func TestConstructorsValidate(t *testing.T) {
 		"problem base":    {byUser, idemhttp.WithProblemBase("problems/")},
 		"problem members": {byUser, idemhttp.WithProblemMembers(idemhttp.DefaultProblemMembers + 1)},
 		"nil instance":    {byUser, idemhttp.WithProblemInstance(nil)},
+		"volatile path":   {byUser, idemhttp.WithVolatile("items[]")},
 	}
 	for name, ctor := range ctors {
 		require.NoError(t, ctor(byUser), name)

@@ -12,17 +12,18 @@ import (
 	"github.com/idemkit/idemkit/keying"
 )
 
-// Header names and limits used when no option overrides them.
+// Header names and limits used when no option overrides them. The names
+// and MaxKeyLen are keying's, which every transport shares.
 const (
 	// DefaultKeyHeader is the request header that carries the client's
 	// idempotency key (draft-ietf-httpapi-idempotency-key-header).
-	DefaultKeyHeader = "Idempotency-Key"
+	DefaultKeyHeader = keying.KeyHeader
 	// DefaultTokenHeader is the request header that carries a one-time
 	// token in Token mode.
-	DefaultTokenHeader = "Idempotency-Token"
+	DefaultTokenHeader = keying.TokenHeader
 	// ReplayedHeader is the default replay header (WithReplayHeader):
 	// "true" on every replayed response, never on a fresh one.
-	ReplayedHeader = "Idempotent-Replayed"
+	ReplayedHeader = keying.ReplayedHeader
 	// DefaultMaxBody is the largest request body, in bytes, read for a
 	// fingerprint; larger bodies get 413.
 	DefaultMaxBody = 1 << 20
@@ -31,7 +32,7 @@ const (
 	DefaultMaxStoredResponse = 1 << 20
 	// MaxKeyLen is the longest idempotency key or token accepted, in
 	// characters.
-	MaxKeyLen = 255
+	MaxKeyLen = keying.MaxKeyLen
 )
 
 // ErrNoPrincipal is returned by principal functions such as
@@ -315,14 +316,14 @@ func WithQueryParams(names ...string) Option {
 	}
 }
 
-// WithVolatile names JSON members dropped from a request body before it
-// is fingerprinted. Idempotency mode drops nothing by default, so two
-// payloads that differ in any member are different requests; fields are
-// the only ones it drops. Window mode adds fields to its default set (see
-// # Fingerprints in the package doc).
-func WithVolatile(fields ...string) Option {
-	fields = slices.Clone(fields)
-	return func(c *config) { c.volatile = append(c.volatile, fields...) }
+// WithVolatile adds paths of JSON members dropped before a request body
+// is fingerprinted, written as for keying.WithVolatile ("timestamp" is a
+// top-level member; "meta.nonce" and "items[].ts" reach deeper). By default
+// Idempotency mode compares the whole body and Window mode drops
+// keying.WindowVolatile. A malformed path makes the constructor fail.
+func WithVolatile(paths ...string) Option {
+	paths = slices.Clone(paths)
+	return func(c *config) { c.volatile = append(c.volatile, paths...) }
 }
 
 // WithFingerprinter sets the fingerprinter used for request bodies,

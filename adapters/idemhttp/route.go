@@ -59,19 +59,22 @@ func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
 		}
 	}
 	if rt.fp == nil {
-		rt.fp = defaultFingerprinter(m, c.volatile)
+		if rt.fp, err = defaultFingerprinter(m, c.volatile); err != nil {
+			return nil, fmt.Errorf("idemhttp: %w: WithVolatile: %w", idemkit.ErrInvalid, err)
+		}
 	}
 	return rt, nil
 }
 
-// defaultFingerprinter is the mode's fingerprinter: Idempotency mode
-// compares whole payloads, dropping only the fields named; Window mode
-// drops keying's defaults as well.
-func defaultFingerprinter(m mode, volatile []string) *keying.Fingerprinter {
+// defaultFingerprinter is the mode's fingerprinter: Idempotency and Token
+// modes compare whole payloads but the paths named; Window mode drops
+// keying.WindowVolatile as well.
+func defaultFingerprinter(m mode, volatile []string) (*keying.Fingerprinter, error) {
+	opts := []keying.Option{keying.WithVolatile(volatile...)}
 	if m == modeWindow {
-		return keying.NewFingerprinter(keying.WithExtraVolatile(volatile...))
+		opts = append(opts, keying.WithVolatile(keying.WindowVolatile()...))
 	}
-	return keying.NewFingerprinter(keying.WithVolatile(volatile...))
+	return keying.NewFingerprinter(opts...)
 }
 
 // enter passes requests of methods the route does not guard straight to

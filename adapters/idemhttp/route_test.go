@@ -19,7 +19,6 @@ import (
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/keying"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // chunkedBody hides its length, as a chunked request body does.
@@ -120,7 +119,7 @@ func (s *keyRecorder) taken() []string {
 // keys share one scope (idemkit.ScopeOf), which another principal's never
 // do.
 func TestPrincipalIsTheEngineScope(t *testing.T) {
-	rec := &keyRecorder{Store: memstore.New()}
+	rec := &keyRecorder{Store: newMemstore(t)}
 	e := engineOver(t, rec)
 	key := mustMiddleware(t)(idemhttp.Idempotency(e, byUser, idemhttp.WithPayloadWindow(time.Minute)))(&api{})
 	window := mustMiddleware(t)(idemhttp.Window(e, byUser))(&api{})
@@ -191,11 +190,13 @@ func TestKeysAreNamespacedByTransport(t *testing.T) {
 	assert.Equal(t, 201, serve(mux, req{user: "alice", key: "order-1", body: "x"}).Code)
 	assert.EqualValues(t, 1, a.runs.Load())
 
-	window := windowMux(t, e, &api{})
+	windowed := windowMux(t, e, &api{})
 	body := `{"sku":"x"}`
-	require.Equal(t, 201, serve(window, req{user: "alice", body: body}).Code)
-	fp := keying.NewFingerprinter().Sum("alice", "POST /orders /orders", nil, []byte(body))
+	require.Equal(t, 201, serve(windowed, req{user: "alice", body: body}).Code)
+	window, err := keying.NewFingerprinter(keying.WithVolatile(keying.WindowVolatile()...))
+	require.NoError(t, err)
+	fp := window.Sum("alice", "POST /orders /orders", nil, []byte(body))
 	assert.NoError(t, e.Guard(ctx, fp, func(context.Context) error { return nil }, idemkit.WithScope("alice")),
 		"a direct guard on the same fingerprint is not the HTTP request")
-	requireProblem(t, serve(window, req{user: "alice", body: body}), 409, idemhttp.ProblemDuplicate)
+	requireProblem(t, serve(windowed, req{user: "alice", body: body}), 409, idemhttp.ProblemDuplicate)
 }

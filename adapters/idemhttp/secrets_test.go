@@ -21,7 +21,6 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -112,8 +111,7 @@ func TestSecretsNeverReachLogsOrClients(t *testing.T) {
 func testSecrets(t *testing.T, readable bool) {
 	const principal, key = "principal-Zq9w", "client-key-Xk7p"
 	var logs captured
-	fs := &faultStore{Store: memstore.New()}
-	t.Cleanup(func() { _ = fs.Store.(interface{ Close() error }).Close() })
+	fs := &faultStore{Store: newMemstore(t)}
 	engineOpts := []idemkit.Option{idemkit.WithObserver(idemkit.SlogObserver(logs.logger())), idemkit.WithMaxResultSize(4096)}
 	if readable {
 		engineOpts = []idemkit.Option{idemkit.WithReadableKeys(), idemkit.WithMaxResultSize(4096)}

@@ -73,7 +73,7 @@ func run(ctx context.Context, w io.Writer) error {
 // gateway) inside a 3 s window; one runs.
 func guardTour(ctx context.Context, w io.Writer, e *idemkit.Engine) error {
 	fmt.Fprintln(w, "1. Dedup window (Guard): 10 identical submits at once")
-	fp := keying.NewFingerprinter().Sum("user-1", "POST /orders", nil,
+	fp := new(keying.Fingerprinter).Sum("user-1", "POST /orders", nil,
 		[]byte(`{"sku":"A1","qty":1,"timestamp":1732900000}`))
 	var admitted, rejected atomic.Int32
 	var retry atomic.Int64

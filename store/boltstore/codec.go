@@ -46,11 +46,11 @@ func stamp(stored []byte, expiresMs int64) []byte {
 // decode parses a stored value read under key.
 func decode(key []byte, raw []byte) (record, error) {
 	if len(raw) < headerLen {
-		return record{}, fmt.Errorf("boltstore: %w: key %q: stored value of %d bytes is shorter than the %d-byte header",
-			store.ErrCorrupt, key, len(raw), headerLen)
+		return record{}, fmt.Errorf("boltstore: %w: %s: stored value of %d bytes is shorter than the %d-byte header",
+			store.ErrCorrupt, keyRef(key), len(raw), headerLen)
 	}
 	if raw[0] != formatV1 {
-		return record{}, fmt.Errorf("boltstore: %w: key %q: unknown format byte %d", store.ErrCorrupt, key, raw[0])
+		return record{}, fmt.Errorf("boltstore: %w: %s: unknown format byte %d", store.ErrCorrupt, keyRef(key), raw[0])
 	}
 	return record{
 		expiresMs: int64(binary.BigEndian.Uint64(raw[1:headerLen])),

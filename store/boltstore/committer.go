@@ -17,7 +17,7 @@ import (
 // It reports whether it changed the bucket, and returns the operation's
 // own error; that error never aborts the transaction, so an applyFunc
 // must check everything before it writes and leave no change behind when
-// it fails.
+// it fails, or else wrap errRollback in its error.
 type applyFunc func(b *bolt.Bucket, now time.Time) (wrote bool, err error)
 
 // States of an op.
@@ -275,20 +275,31 @@ func (o *op) run(b *bolt.Bucket, now time.Time) (wrote, panicked bool) {
 		}
 	}()
 	wrote, o.err = o.apply(b, now)
+	if errors.Is(o.err, errRollback) {
+		o.panicked = true
+		return false, true
+	}
 	return wrote, false
 }
 
-// errPanicked makes bbolt roll back a transaction in which an op panicked.
-var errPanicked = errors.New("an operation in the transaction panicked")
+// errPanicked makes bbolt roll back a transaction in which an op panicked
+// or could not undo its own changes.
+var errPanicked = errors.New("an operation in the transaction panicked or failed to undo its changes")
+
+// errRollback, in the error of an applyFunc, says that it failed and left
+// changes behind: the committer rolls the whole transaction back, as for
+// a panic.
+var errRollback = errors.New("boltstore: the transaction must roll back")
 
 // panicError describes a recovered panic of bbolt, which it raises on
-// damaged pages, as an error wrapping store.ErrCorrupt that names key
-// when there is one.
+// damaged pages, as an error wrapping store.ErrCorrupt that identifies
+// key by its digest when there is one. The panic's text is scrubbed of
+// hex runs, which may be key bytes.
 func panicError(name, key string, p any) error {
 	if key == "" {
-		return fmt.Errorf("%s: %w: bbolt panicked (is the file damaged?): %v", name, store.ErrCorrupt, p)
+		return fmt.Errorf("%s: %w: bbolt panicked (is the file damaged?): %s", name, store.ErrCorrupt, scrub(p))
 	}
-	return fmt.Errorf("%s: %w: key %q: bbolt panicked (is the file damaged?): %v", name, store.ErrCorrupt, key, p)
+	return fmt.Errorf("%s: %w: %s: bbolt panicked (is the file damaged?): %s", name, store.ErrCorrupt, keyRef(key), scrub(p))
 }
 
 // failQueued answers every operation still queued with ErrClosed. It runs

@@ -1,6 +1,8 @@
 package boltstore_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"path/filepath"
 	"testing"
 
@@ -73,4 +75,11 @@ func rawCount(t *testing.T, db *bolt.DB) int {
 		return nil
 	}))
 	return n
+}
+
+// keyDigest is how errors identify key: the first 12 hex digits of its
+// SHA-256.
+func keyDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:])[:12]
 }

@@ -49,7 +49,7 @@ func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Du
 			return false, nil
 		}
 		if err := b.Put(k, stamp(stored, expiryMs(now, ttl))); err != nil {
-			return false, fmt.Errorf("boltstore: setnx: key %q: %w", key, err)
+			return false, fmt.Errorf("boltstore: setnx: %s: %w", keyRef(key), err)
 		}
 		set = true
 		return true, nil
@@ -74,7 +74,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("boltstore: get %q: %w", key, store.ErrNotFound)
+			return fmt.Errorf("boltstore: get: %s: %w", keyRef(key), store.ErrNotFound)
 		}
 		e = r.entry(now)
 		return nil
@@ -102,7 +102,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 			return false, err
 		}
 		if err := b.Put(k, stamp(stored, expiryMs(now, ttl))); err != nil {
-			return false, fmt.Errorf("boltstore: cas: key %q: %w", key, err)
+			return false, fmt.Errorf("boltstore: cas: %s: %w", keyRef(key), err)
 		}
 		swapped = true
 		return true, nil
@@ -128,7 +128,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old []byte) (b
 			return false, err
 		}
 		if err := b.Delete(k); err != nil {
-			return false, fmt.Errorf("boltstore: cad: key %q: %w", key, err)
+			return false, fmt.Errorf("boltstore: cad: %s: %w", keyRef(key), err)
 		}
 		deleted = true
 		return true, nil
@@ -154,11 +154,11 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 			return false, err
 		}
 		if !ok {
-			return false, fmt.Errorf("boltstore: consume %q: %w", key, store.ErrNotFound)
+			return false, fmt.Errorf("boltstore: consume: %s: %w", keyRef(key), store.ErrNotFound)
 		}
 		got := clone(r.value)
 		if err := b.Delete(k); err != nil {
-			return false, fmt.Errorf("boltstore: consume: key %q: %w", key, err)
+			return false, fmt.Errorf("boltstore: consume: %s: %w", keyRef(key), err)
 		}
 		value = got
 		return true, nil

@@ -28,15 +28,14 @@ var (
 
 // Compile-time checks of the interfaces Store implements.
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Closer = (*Store)(nil)
-	_ store.Pinger = (*Store)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.Closer  = (*Store)(nil)
+	_ store.Pinger  = (*Store)(nil)
+	_ store.Batcher = (*Store)(nil)
 )
 
-// Store is a store.Store kept in a bbolt bucket. It is safe for concurrent
-// use. Writes go through one committer goroutine that groups concurrent
-// callers into one transaction and one flush; see the package
-// documentation. Close it to stop its goroutines.
+// Store is a store.Store kept in a bbolt bucket, safe for concurrent use.
+// Close it to stop its goroutines.
 type Store struct {
 	db     *bolt.DB
 	bucket []byte
@@ -64,18 +63,16 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// Open opens (creating it with mode 0600 if missing) the bbolt file at
-// path, creates the bucket (WithBucket, default DefaultBucket) and starts
-// the committer and the background sweeper. bbolt locks the file
-// exclusively while it is open: when another holder keeps the lock for
-// longer than the open timeout (WithOpenTimeout, default 1s), Open
-// returns an error wrapping ErrLocked. A file bbolt finds damaged while
-// opening makes Open fail with an error wrapping store.ErrCorrupt (the
-// file then stays locked by this process; move it aside to start afresh).
-// Commits are flushed to disk unless WithNoSync is given. Close closes
-// the file.
+// Open opens the bbolt file at path, creating it (mode 0600) and its
+// bucket if missing, and starts the Store; Close closes the file. It fails
+// with ErrLocked when another holder keeps the file locked past the open
+// timeout, with store.ErrCorrupt when the file is damaged (see "Damaged
+// files"), and with store.ErrInvalid for an invalid option.
 func Open(path string, opts ...Option) (*Store, error) {
-	cfg := buildConfig(opts)
+	cfg, err := buildConfig(opts, false)
+	if err != nil {
+		return nil, err
+	}
 	db, err := openDB(path, cfg)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: no lock after %v: %w", ErrLocked, path, cfg.openTimeout, err)
@@ -118,29 +115,24 @@ func openDB(path string, cfg config) (db *bolt.DB, err error) {
 }
 
 // New returns a Store over db, an open, writable bbolt DB the caller owns,
-// keeping entries in bucket (created if missing). It starts the committer
-// and the background sweeper. Close stops them but does NOT close db: the
-// caller closes db after closing the Store. The open timeout, WithNoSync
-// and WithBucket do not apply: db's own settings stay in force.
+// keeping entries in bucket (created if missing). Close leaves db open.
+// db's own settings stay in force, so the options only Open applies
+// (WithOpenTimeout, WithNoSync, WithBucket) are invalid here.
 func New(db *bolt.DB, bucket string, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("boltstore: %w: nil DB", store.ErrInvalid)
 	}
-	if bucket == "" {
-		return nil, fmt.Errorf("boltstore: %w: empty bucket name", store.ErrInvalid)
+	if err := checkBucket("New", bucket); err != nil {
+		return nil, err
 	}
 	if db.IsReadOnly() {
 		return nil, fmt.Errorf("boltstore: %w: DB is read-only", store.ErrInvalid)
 	}
-	return start(db, bucket, false, buildConfig(opts))
-}
-
-func buildConfig(opts []Option) config {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := buildConfig(opts, true)
+	if err != nil {
+		return nil, err
 	}
-	return cfg
+	return start(db, bucket, false, cfg)
 }
 
 // start creates the bucket and starts the Store's goroutines.
@@ -168,13 +160,10 @@ func start(db *bolt.DB, bucket string, ownsDB bool, cfg config) (*Store, error) 
 	return s, nil
 }
 
-// Close stops the sweeper and the committer and, when Open opened the
-// file, closes it. Operations the committer had not taken yet fail with
-// an error wrapping ErrClosed; the transaction in progress, if any,
-// commits and answers its callers first. After Close returns every
-// goroutine the Store started has stopped, and every call returns an
-// error wrapping ErrClosed. Close is idempotent: later calls return the
-// first call's result.
+// Close stops the Store's goroutines and, when Open opened the file,
+// closes it. The transaction in progress commits first; operations not
+// yet taken, and every later call, fail with ErrClosed. Later calls of
+// Close return the first one's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()

@@ -14,14 +14,9 @@ import (
 // cannot grow its memory map while one is open).
 const scanFactor = 4
 
-// Sweep deletes every entry that has expired, and reports how many it
-// deleted. It alternates a read-only scan for expired keys with a write,
-// through the committer, that deletes at most the sweep batch
-// (WithSweepBatch) of them after checking each is still expired, so it
-// never holds the write lock for long and other writers run in between.
-// Entries that do not decode are left alone. The background sweeper calls
-// it every sweep interval; tests and tools may call it directly. It is
-// safe for concurrent use.
+// Sweep deletes every expired entry and reports how many it deleted, in
+// write transactions of at most the sweep batch each (see "Expiry and
+// the clock"). Entries that do not decode are left alone.
 func (s *Store) Sweep(ctx context.Context) (removed int, err error) {
 	var after []byte
 	for {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ func newHeld(t *testing.T) (*Store, *bolt.DB) {
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	s, err := New(db, "b", WithSweepInterval(0))
+	s, err := New(db, "b", WithoutSweeper())
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	s.txMu.Lock()
@@ -186,11 +185,13 @@ func TestCancelAfterTakenReportsUnknownOutcome(t *testing.T) {
 	require.NotNil(t, rawGet(t, db, "k"), "a taken op runs to the end")
 }
 
+// rawPut writes value under key in bucket "b", bypassing the Store.
 func rawPut(t *testing.T, db *bolt.DB, key string, value []byte) {
 	t.Helper()
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("b")).Put([]byte(key), value) }))
 }
 
+// rawGet reads the stored bytes under key in bucket "b".
 func rawGet(t *testing.T, db *bolt.DB, key string) []byte {
 	t.Helper()
 	var out []byte
@@ -203,40 +204,6 @@ func rawGet(t *testing.T, db *bolt.DB, key string) []byte {
 	return out
 }
 
-// TestConcurrentSweepAndWrites runs manual sweeps alongside writers that
-// keep replacing expired entries: a sweep deletes only entries that are
-// still expired inside its own transaction.
-func TestConcurrentSweepAndWrites(t *testing.T) {
-	var mu sync.Mutex
-	now := time.UnixMilli(1_700_000_000_000)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s, err := Open(filepath.Join(t.TempDir(), "t.db"), WithClock(clock), WithSweepInterval(0), WithSweepBatch(3))
-	require.NoError(t, err)
-	defer s.Close()
-	ctx := context.Background()
-	for i := range 50 {
-		_, _, err := s.SetNX(ctx, fmt.Sprint("k", i), []byte("old"), time.Second)
-		require.NoError(t, err)
-	}
-	mu.Lock()
-	now = now.Add(2 * time.Second)
-	mu.Unlock()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, err := s.Sweep(ctx)
-		require.NoError(t, err)
-	})
-	for i := range 50 {
-		set, _, err := s.SetNX(ctx, fmt.Sprint("k", i), []byte("new"), time.Hour)
-		require.NoError(t, err)
-		require.True(t, set)
-	}
-	wg.Wait()
-	n, err := s.Len(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 50, n, "the sweep must not delete the fresh entries")
-}
-
 // TestNoCommitWhenNothingChanged checks that operations that change
 // nothing (a losing SetNX, failed compares, a Consume of an absent key)
 // roll their transaction back instead of committing and flushing.
@@ -244,7 +211,7 @@ func TestNoCommitWhenNothingChanged(t *testing.T) {
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), 0o600, nil)
 	require.NoError(t, err)
 	defer db.Close()
-	s, err := New(db, "b", WithSweepInterval(0))
+	s, err := New(db, "b", WithoutSweeper())
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()
@@ -272,4 +239,94 @@ func TestNoCommitWhenNothingChanged(t *testing.T) {
 	_, err = s.Consume(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, before+1, writeTxID(t, db))
+}
+
+// panicOp returns an op whose apply panics, as bbolt does when it meets a
+// damaged page.
+func panicOp() *op {
+	return &op{name: "test", key: "boom", done: make(chan struct{}), apply: func(*bolt.Bucket, time.Time) (bool, error) {
+		panic("assertion failed: page 69: has unexpected type/flags: ffff")
+	}}
+}
+
+// TestPanicInBatchFailsItNotTheProcess queues a panicking op between
+// two SetNX calls in one committer transaction. Before the fix the panic
+// escaped the committer goroutine and killed the whole process.
+func TestPanicInBatchFailsItNotTheProcess(t *testing.T) {
+	s, db := newHeld(t)
+	block(t, s)
+	first := goSetNX(context.Background(), s, "first", "v")
+	waitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
+	p := panicOp()
+	require.NoError(t, s.enqueue(context.Background(), p))
+	last := goSetNX(context.Background(), s, "last", "v")
+	waitFor(t, "the ops to queue", func() bool { return len(s.ops) == 3 })
+	s.txMu.Unlock()
+
+	<-p.done
+	require.ErrorIs(t, p.err, store.ErrCorrupt, "the panicking op fails with ErrCorrupt")
+	require.Contains(t, p.err.Error(), wantRef("boom"), "identifying its key by its digest")
+	for _, ch := range []<-chan setResult{first, last} {
+		r := <-ch
+		require.ErrorIs(t, r.err, store.ErrUnavailable, "the others in its rolled-back transaction fail too")
+		require.False(t, r.set)
+	}
+	require.Nil(t, rawGet(t, db, "first"), "nothing of the panicked transaction was committed")
+	require.Nil(t, rawGet(t, db, "last"))
+
+	set, _, err := s.SetNX(context.Background(), "after", []byte("v"), time.Hour)
+	require.NoError(t, err, "the committer goes on")
+	require.True(t, set)
+	requireQueued(t, s)
+}
+
+// requireQueued checks that an op going through the queue (not the direct
+// path) still gets an answer, i.e. the committer goroutine is alive.
+func requireQueued(t *testing.T, s *Store) {
+	t.Helper()
+	o := &op{name: "test", done: make(chan struct{}), apply: func(*bolt.Bucket, time.Time) (bool, error) { return false, nil }}
+	require.NoError(t, s.enqueue(context.Background(), o))
+	require.NoError(t, s.await(context.Background(), "test", o))
+}
+
+// TestPanicOnDirectPathIsAnError runs a panicking op on the direct
+// path: the caller gets an error, and txMu and the transaction are released.
+func TestPanicOnDirectPathIsAnError(t *testing.T) {
+	s, _ := newHeld(t)
+	s.txMu.Unlock()
+	var err error
+	require.NotPanics(t, func() { err = s.submit(context.Background(), "test", "boom", panicOp().apply) })
+	require.ErrorIs(t, err, store.ErrCorrupt)
+	set, _, err := s.SetNX(context.Background(), "k", []byte("v"), time.Hour)
+	require.NoError(t, err)
+	require.True(t, set)
+}
+
+// TestRollbackErrorAbortsTheTransaction: an op that fails with changes
+// left behind (errRollback) makes the committer roll the whole
+// transaction back, so that none of its changes is committed.
+func TestRollbackErrorAbortsTheTransaction(t *testing.T) {
+	s, db := newHeld(t)
+	block(t, s)
+	first := goSetNX(context.Background(), s, "first", "v")
+	waitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
+	o := &op{name: "test", done: make(chan struct{}), apply: func(b *bolt.Bucket, _ time.Time) (bool, error) {
+		if err := b.Put([]byte("half"), encode([]byte("v"), 1<<62)); err != nil {
+			return false, err
+		}
+		return false, fmt.Errorf("undo failed: %w", errRollback)
+	}}
+	require.NoError(t, s.enqueue(context.Background(), o))
+	waitFor(t, "the op to queue", func() bool { return len(s.ops) == 2 })
+	before := writeTxID(t, db)
+	s.txMu.Unlock()
+
+	<-o.done
+	require.ErrorIs(t, o.err, errRollback)
+	r := <-first
+	require.ErrorIs(t, r.err, store.ErrUnavailable, "the others in the rolled-back transaction fail")
+	require.Nil(t, rawGet(t, db, "half"))
+	require.Nil(t, rawGet(t, db, "first"))
+	require.Equal(t, before, writeTxID(t, db), "nothing was committed")
+	requireQueued(t, s)
 }

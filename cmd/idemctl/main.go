@@ -1,0 +1,167 @@
+// Command idemctl looks up, lists and forgets idemkit keys in any store, for
+// support staff and operators: "what happened to this customer's request,
+// and can I let them retry?".
+//
+//	idemctl -store URL get    [-mode do|guard|token] [-scope S] [-result] KEY
+//	idemctl -store URL forget [-mode do|guard|token] [-scope S] KEY
+//	idemctl -store URL scan   [-mode do|guard|token] [-limit N]
+//
+// The store URL is the one the service uses (IDEMKIT_STORE when -store is
+// not given). Keys are given as the service's caller gave them, with the
+// principal as -scope (for tokens, the token as KEY and its principal as
+// -scope); idemctl prints them only as digests, and prints a stored result
+// only with -result. Output is a table, or JSON with -json.
+//
+// Exit status: 0 found (or forgotten), 3 not found, 2 usage error, 1 any
+// other error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
+	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
+	_ "github.com/idemkit/idemkit/store/memstore"   // mem://
+	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
+)
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
+)
+
+var (
+	errUsage    = errors.New("usage error")
+	errNotFound = errors.New("not found")
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// globals are the flags before the command.
+type globals struct {
+	storeURL  string
+	namespace string
+	readable  bool
+	json      bool
+}
+
+// run runs one command line and returns the exit status.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	g, rest, err := parseGlobals(args, getenv, stderr)
+	if err != nil {
+		return status(err, stderr)
+	}
+	s, err := store.Open(ctx, g.storeURL)
+	if err != nil {
+		return status(err, stderr)
+	}
+	defer closeStore(s, stderr)
+	opts := []idemkit.Option{idemkit.WithObserver(nil), idemkit.WithNamespace(g.namespace)}
+	if g.readable {
+		opts = append(opts, idemkit.WithReadableKeys())
+	}
+	e, err := idemkit.New(s, opts...)
+	if err != nil {
+		return status(err, stderr)
+	}
+	out := &printer{w: stdout, json: g.json}
+	switch rest[0] {
+	case "get":
+		err = get(ctx, e, rest[1:], out, stderr)
+	case "forget":
+		err = forget(ctx, e, rest[1:], out, stderr)
+	case "scan":
+		err = scan(ctx, e, g.namespace, rest[1:], out, stderr)
+	default:
+		fmt.Fprintf(stderr, "idemctl: unknown command %q\n", rest[0])
+		usage(stderr)
+		err = errUsage
+	}
+	return status(err, stderr)
+}
+
+func closeStore(s store.Store, stderr io.Writer) {
+	if c, ok := s.(store.Closer); ok {
+		if err := c.Close(); err != nil {
+			fmt.Fprintln(stderr, "idemctl: close store:", err)
+		}
+	}
+}
+
+// status reports err and maps it to an exit status.
+func status(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errUsage):
+		return exitUsage
+	case errors.Is(err, errNotFound):
+		return exitNotFound
+	}
+	fmt.Fprintln(stderr, "idemctl:", err)
+	return exitError
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+  idemctl [-store URL] [-namespace NS] [-json] get    [-mode M] [-scope S] [-result] KEY
+  idemctl [-store URL] [-namespace NS] [-json] forget [-mode M] [-scope S] KEY
+  idemctl [-store URL] [-namespace NS] [-json] scan   [-mode M] [-limit N]
+
+  -store URL     the service's store (default $IDEMKIT_STORE)
+  -namespace NS  the engine's namespace (default idem)
+  -readable-keys the service runs with idemkit.WithReadableKeys
+  -json          print JSON instead of a table
+  -mode M        do (idempotency keys, default), guard (windows) or token
+  -scope S       the principal the key belongs to (a token's owner)
+  -result        get: also print the stored result
+  -limit N       scan: stop after N keys (default 100)
+
+Exit status: 0 found, 3 not found, 2 usage error, 1 other error.
+`)
+}
+
+func parseGlobals(args []string, getenv func(string) string, stderr io.Writer) (globals, []string, error) {
+	g := globals{storeURL: getenv("IDEMKIT_STORE"), namespace: idemkit.DefaultNamespace}
+	fs := flag.NewFlagSet("idemctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(stderr) }
+	fs.StringVar(&g.storeURL, "store", g.storeURL, "store URL")
+	fs.StringVar(&g.namespace, "namespace", g.namespace, "engine namespace")
+	fs.BoolVar(&g.readable, "readable-keys", false, "readable store keys")
+	fs.BoolVar(&g.json, "json", false, "JSON output")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return g, nil, err
+		}
+		return g, nil, errUsage
+	}
+	switch {
+	case g.storeURL == "":
+		fmt.Fprintln(stderr, "idemctl: no store: give -store URL or set IDEMKIT_STORE")
+	case fs.NArg() == 0:
+		fmt.Fprintln(stderr, "idemctl: no command")
+	default:
+		return g, fs.Args(), nil
+	}
+	usage(stderr)
+	return g, nil, errUsage
+}

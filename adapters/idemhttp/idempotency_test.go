@@ -588,17 +588,26 @@ func TestConstructorsValidate(t *testing.T) {
 	assert.ErrorIs(t, err, idemkit.ErrInvalid)
 }
 
+// Engine options are checked once, when the route's view is built: an
+// invalid one, one set per engine (namespace) or one set per request by
+// the middleware itself (scope) fails the constructor.
 func TestInvalidEngineOptionIsRejectedAtConstruction(t *testing.T) {
 	e := newEngine(t)
-	bad := idemhttp.WithEngineOptions(idemkit.WithLease(-1))
-	_, err := idemhttp.Idempotency(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
-	_, err = idemhttp.Window(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
-	_, err = idemhttp.Token(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
-	_, err = idemhttp.TokenIssuer(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+	ctors := map[string]func(...idemhttp.Option) error{
+		"Idempotency": func(o ...idemhttp.Option) error { _, err := idemhttp.Idempotency(e, o...); return err },
+		"Window":      func(o ...idemhttp.Option) error { _, err := idemhttp.Window(e, o...); return err },
+		"Token":       func(o ...idemhttp.Option) error { _, err := idemhttp.Token(e, o...); return err },
+		"TokenIssuer": func(o ...idemhttp.Option) error { _, err := idemhttp.TokenIssuer(e, o...); return err },
+	}
+	for name, ctor := range ctors {
+		for why, opt := range map[string]idemkit.Option{
+			"negative lease": idemkit.WithLease(-1),
+			"namespace":      idemkit.WithNamespace("other"),
+			"scope":          idemkit.WithScope("alice"),
+		} {
+			assert.ErrorIs(t, ctor(byUser, idemhttp.WithEngineOptions(opt)), idemkit.ErrInvalid, "%s: %s", name, why)
+		}
+	}
 }
 
 func TestTrustedHeaderPrincipal(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
 )
 
 // Window returns middleware that rejects a repeat of the same request
@@ -40,7 +41,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fp := h.fp.Sum(principal, operation(r), h.params(r, false), body)
 	ran := false
-	err := h.e.Guard(r.Context(), transport+":"+fp, func(context.Context) error {
+	err := h.e.Guard(r.Context(), keying.Key(transport, fp), func(context.Context) error {
 		ran = true
 		sw := &statusWriter{ResponseWriter: w}
 		h.next.ServeHTTP(sw, r)

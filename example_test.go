@@ -16,7 +16,8 @@ import (
 // Guard rejects a repeat of the same request fingerprint inside a window.
 func ExampleEngine_Guard() {
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil), idemkit.WithWindow(3*time.Second))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil), idemkit.WithWindow(3*time.Second))
 	fp := new(keying.Fingerprinter).Sum("user-1", "POST /orders", nil, []byte(`{"sku":"A1","qty":1}`))
 	submit := func(context.Context) error { fmt.Println("order submitted"); return nil }
 
@@ -32,7 +33,8 @@ func ExampleEngine_Guard() {
 // Do runs an operation once per idempotency key and replays its result.
 func ExampleEngine_Do() {
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	charge := func(context.Context) ([]byte, error) {
 		fmt.Println("charging the card")
 		return []byte(`{"charge":"ch_1"}`), nil
@@ -55,7 +57,8 @@ func ExampleDo() {
 		Total int    `json:"total"`
 	}
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	place := func(context.Context) (receipt, error) { return receipt{Order: "o-1", Total: 1200}, nil }
 	r1, _, _ := idemkit.Do(ctx, e, "k", "", place)
 	r2, res, _ := idemkit.Do(ctx, e, "k", "", place)
@@ -66,7 +69,8 @@ func ExampleDo() {
 // One-time tokens: issue one per form, accept it once.
 func ExampleEngine_UseToken() {
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	tok, _ := e.IssueToken(ctx, "user-1")
 	pay := func(context.Context) ([]byte, error) { fmt.Println("paid"); return []byte("receipt-1"), nil }
 
@@ -109,7 +113,8 @@ func ExampleWithFailureMode() {
 func ExampleFinalErrors() {
 	errDeclined := errors.New("card declined")
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil),
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil),
 		idemkit.WithErrorCodec(idemkit.FinalErrors(errDeclined)))
 	charge := func(context.Context) ([]byte, error) {
 		fmt.Println("asking the bank")
@@ -129,7 +134,8 @@ func ExampleFinalErrors() {
 // gets its result, instead of ErrInProgress.
 func ExampleWithWait() {
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	started, finish := make(chan struct{}), make(chan struct{})
 	go func() {
 		_, _ = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
@@ -159,7 +165,8 @@ func ExampleObserverFunc() {
 		mu.Unlock()
 	})
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(obs))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(obs))
 	for range 3 {
 		_, _ = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("v"), nil })
 	}
@@ -171,7 +178,8 @@ func ExampleObserverFunc() {
 // records its result before acknowledging a message.
 func ExampleEngine_Begin() {
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	for range 2 { // the broker redelivers
 		claim, res, err := e.Begin(ctx, "msg-17", "")
 		switch {
@@ -193,7 +201,8 @@ func ExampleEngine_Begin() {
 
 // With builds a per-route view once; its options are checked then.
 func ExampleEngine_With() {
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	checkout, err := e.With(idemkit.WithWindow(10*time.Second), idemkit.WithFailureMode(idemkit.FailOpen))
 	fmt.Println(checkout != nil, err)
 	_, err = e.With(idemkit.WithWindow(-time.Second))
@@ -207,7 +216,8 @@ func ExampleEngine_With() {
 // the store can, each message on its own.
 func ExampleEngine_BeginBatch() {
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	_, _ = e.Do(ctx, "m2", "", func(context.Context) ([]byte, error) { return []byte("done before"), nil })
 	out, _ := e.BeginBatch(ctx, []idemkit.BatchRequest{{Key: "m1"}, {Key: "m2"}, {Key: "m1"}})
 	for i, o := range out {
@@ -230,7 +240,8 @@ func ExampleEngine_BeginBatch() {
 // Inspect and Forget let support staff see a stuck key and free it.
 func ExampleEngine_Forget() {
 	ctx := context.Background()
-	e, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
 	_, _, _ = e.Begin(ctx, "order-9", "", idemkit.WithScope("alice"), idemkit.WithoutHeartbeat()) // then the process crashed
 	info, _ := e.Inspect(ctx, idemkit.ModeDo, "order-9", idemkit.WithScope("alice"))
 	fmt.Println(info.State)

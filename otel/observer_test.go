@@ -16,7 +16,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	idemotel "github.com/idemkit/idemkit/otel"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 type harness struct {
@@ -35,7 +34,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := memstore.New()
+	mem := mustMem()
 	t.Cleanup(func() { _ = mem.Close() })
 	st, err := idemotel.WrapStore(mem, idemotel.WithMeterProvider(mp), idemotel.WithTracerProvider(tp))
 	if err != nil {

@@ -26,6 +26,9 @@
 //	                    replays the first response, a forged token gets 400.
 //	GET  /orders        the caller's orders, as a JSON array, oldest first.
 //	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
+//	GET  /metrics       idemkit's OpenTelemetry metrics in Prometheus format
+//	                    (idemkit_outcomes_total by mode and outcome, ...); log
+//	                    lines of an engine call carry its trace_id.
 //
 // The order routes take {"sku": "<non-empty string>", "qty": <integer > 0>}
 // (unknown fields and wrong types get 400, a body over 16 KiB gets 413) and

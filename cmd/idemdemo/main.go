@@ -162,9 +162,10 @@ func flagFunc[T any](dst *T, parse func(string) (T, error)) func(string) error {
 	}
 }
 
-// newLogger returns a text logger on w at level.
+// newLogger returns a text logger on w at level; lines logged inside an
+// engine call carry its trace_id and span_id.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(traceLog{slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})})
 }
 
 // serve runs the service until ctx is done, then shuts it down gracefully.
@@ -217,17 +218,26 @@ func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
 	return listen(cfg.addr, handler, be, log)
 }
 
-// newApp builds the engine over the backend's store and the routes over
-// the engine and the backend's orders.
+// newApp builds the engine over the backend's store, observed by
+// OpenTelemetry (metrics on GET /metrics, a span per engine call) and the
+// logger, and the routes over the engine and the backend's orders.
 func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
+	tel, err := newTelemetry(idemkit.SlogObserver(log))
+	if err != nil {
+		return nil, err
+	}
 	opts := append(append([]idemkit.Option(nil), be.engineOpts...),
 		idemkit.WithLease(cfg.lease),
-		idemkit.WithObserver(idemkit.SlogObserver(log)))
+		idemkit.WithObserver(tel.observer))
 	engine, err := idemkit.New(be.store, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return newHandler(engine, be.orders, cfg.window, log)
+	app, err := newHandler(engine, be.orders, cfg.window, log)
+	if err != nil {
+		return nil, err
+	}
+	return tel.withMetrics(app), nil
 }
 
 // listen starts serving handler on addr.
@@ -363,6 +373,7 @@ func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
   POST /tokens        issue a one-time token for POST /orders/form (Idempotency-Token header)
   GET  /orders        your orders
   GET  /healthz       200 when the store answers
+  GET  /metrics       idemkit's metrics (Prometheus format)
   test hooks: X-Demo-Delay: 2s (before creating), X-Demo-Stall: 2s (after), X-Demo-Fail: 500
 
 Try each line twice (the token line submits its form twice):

@@ -31,7 +31,7 @@ fi
 # The library is the root module; the programs (cmd) and integrations with
 # large dependency trees (otel) are nested modules tied together by go.work,
 # so the library's users never get their dependencies.
-packages=(./... ./cmd/... ./otel/...)
+packages=(./... ./cmd/... ./otel/... ./adapters/idemfiber/...)
 
 echo "== go vet"
 go vet "${packages[@]}"

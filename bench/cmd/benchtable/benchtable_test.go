@@ -80,3 +80,21 @@ func TestParseLineRejectsNonResults(t *testing.T) {
 	_, _, _, err := parseLine("BenchmarkX-2 10 abc ns/op")
 	assert.Error(t, err)
 }
+
+func TestPairedTable(t *testing.T) {
+	in := `BenchmarkPaired/Replay-2  100  1 ns/op  150 p50us:fiber  160 p50us:floor-fiber  220 p50us:floor-nethttp  180 p50us:idemkit  80 p50us:idemkit-near
+BenchmarkPaired/Replay-2  100  1 ns/op  160 p50us:fiber  150 p50us:floor-fiber  200 p50us:floor-nethttp  200 p50us:idemkit  88 p50us:idemkit-near
+`
+	res, err := parse(strings.NewReader(in))
+	require.NoError(t, err)
+	var out strings.Builder
+	renderPaired(&out, res)
+	want := `
+| scenario (paired) | stack | p50 | vs fiber | floor p50 | over floor | vs floor |
+| --- | --- | ---: | ---: | ---: | ---: | ---: |
+| Replay | fiber | 155 µs | 1.00x | fiber 155 µs | +0.00 ns | 1.00x |
+| Replay | idemkit | 190 µs | 1.23x | nethttp 210 µs | −20.0 µs | 0.91x |
+| Replay | idemkit-near | 84.0 µs | 0.54x | nethttp 210 µs | −126 µs | 0.40x |
+`
+	assert.Equal(t, want, out.String())
+}

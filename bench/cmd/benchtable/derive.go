@@ -67,7 +67,7 @@ func renderDerived(w io.Writer, res *results) {
 		} else {
 			fns := floor.values["ns/op"]
 			cells = append(cells, platform(rw.stack)+" "+cell("ns/op", fns),
-				"+"+cell("ns/op", []float64{paired(ns, fns, diff)}),
+				signedUS(paired(ns, fns, diff)/1e3),
 				num(paired(ns, fns, ratio))+"x",
 				signed(paired(rw.values["allocs/op"], floor.values["allocs/op"], diff)))
 		}

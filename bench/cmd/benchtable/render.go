@@ -25,7 +25,7 @@ var unitTitles = map[string]string{
 func render(w io.Writer, res *results) {
 	var rows []*row
 	for _, rw := range res.rows {
-		if !strings.HasPrefix(rw.scenario, parallelPre) { // those are in the scaling table
+		if !strings.HasPrefix(rw.scenario, parallelPre) && rw.scenario != pairedScenario { // in their own tables
 			rows = append(rows, rw)
 		}
 	}
@@ -48,6 +48,7 @@ func render(w io.Writer, res *results) {
 		}
 		writeRow(w, cells)
 	}
+	renderPaired(w, res)
 	renderDerived(w, res)
 	renderScaling(w, res)
 	if len(res.env) > 0 {

@@ -39,7 +39,9 @@ func newEngine(tb testing.TB, near bool) *idemkit.Engine {
 	}
 	var st store.Store = rs
 	if near {
-		st = policy.NewNearCache(rs, policy.WithSettled(idemkit.Settled))
+		if st, err = policy.NewNearCache(rs, idemkit.Settled); err != nil {
+			tb.Fatalf("policy.NewNearCache: %v", err)
+		}
 	}
 	eng, err := idemkit.New(st, idemkit.WithObserver(nil), idemkit.WithRetention(recordTTL))
 	if err != nil {

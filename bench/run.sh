@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Benchmarks idemkit's net/http Idempotency-Key middleware against Fiber v3's
-# middleware/idempotency, both over Redis, and prints a markdown table.
+# Benchmarks idemkit's Idempotency-Key middlewares (adapters/idemhttp on
+# net/http, adapters/idemfiber on Fiber) against Fiber v3's
+# middleware/idempotency, all over Redis, and prints markdown tables.
 #
 #   ./bench/run.sh                      # from the repository root (or anywhere)
 #   COUNT=3 BENCHTIME=500ms ./bench/run.sh
@@ -39,10 +40,13 @@ echo
 go run ./cmd/benchtable <"$raw"
 cat <<'EOF'
 
-An op is one request in the NoMiddleware, FirstExecution and Replay rows
-(sent one after another over a keep-alive connection), and one storm of 50
-concurrent requests with the same key, spread over two service instances
-sharing one Redis, in the Duplicates rows (the handler takes 10 ms there).
+An op is one request in the NoMiddleware, OneGET, FirstExecution and Replay
+rows (sent one after another over a keep-alive connection), one request to
+every stack and floor in turn in the paired table (p50 of each), and one storm
+of 50 concurrent requests with the same key, spread over two service
+instances sharing one Redis, in the Duplicates rows (the handler takes 10 ms
+there). Ratios are paired within a pass, then the median of the passes.
 Client, servers and Redis share the machine; B/op and allocs/op count client
-and server together. Redis calls are round trips made by the middleware.
+and server together. Redis calls are round trips made by the middleware;
+Redis µs/op is the server main thread's CPU time per op (I/O included).
 EOF

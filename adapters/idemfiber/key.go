@@ -66,13 +66,13 @@ func unquote(v []byte) ([]byte, error) {
 	return out, nil
 }
 
-// bare accepts token characters, ':' and '/'.
+// bare accepts token characters, ':' and '/' (all printable).
 func bare(v []byte) ([]byte, error) {
-	if err := printable(v); err != nil {
-		return nil, err
-	}
 	for _, c := range v {
 		if !isTchar(c) && c != ':' && c != '/' {
+			if err := printable(v); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: %q is not allowed outside a quoted string", errBadKey, c)
 		}
 	}

@@ -208,10 +208,14 @@ func validToken(s string) bool {
 	return true
 }
 
-func isTchar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
+func isTchar(c byte) bool { return tchar[c] }
+
+// tchar marks the RFC 9110 token characters; a table, since every key
+// byte is checked on every request.
+var tchar = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()

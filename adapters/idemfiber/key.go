@@ -43,7 +43,7 @@ func unquote(v []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: unterminated string", errBadKey)
 	}
 	in := v[1 : len(v)-1]
-	if bytes.IndexAny(in, `"\`) < 0 {
+	if !bytes.ContainsAny(in, `"\`) {
 		return in, printable(in)
 	}
 	out := make([]byte, 0, len(in))

@@ -11,11 +11,15 @@
 # Subtract a stack's OneGET row from a middleware row for the middleware's
 # increment over its floor. Needs valgrind; the binary is built with
 # CGO_ENABLED=0 and run with GODEBUG=asyncpreemptoff=1 (signals confuse the
-# count otherwise).
+# count otherwise) and GOMAXPROCS=1 (by default; idle Ps spinning to steal
+# work add instructions that vary from run to run). ROUNDS=3 repeats each
+# measurement and prints every result, to show the spread.
 set -euo pipefail
 
 N1="${N1:-200}"
 N2="${N2:-1200}"
+ROUNDS="${ROUNDS:-1}"
+export GOMAXPROCS="${GOMAXPROCS:-1}"
 benches=("$@")
 if [[ ${#benches[@]} -eq 0 ]]; then
 	benches=('OneGET$/^nethttp$' 'OneGET$/^fiber$' 'Replay$/^idemkit$' 'Replay$/^idemkit-fiber$' 'Replay$/^fiber$'
@@ -37,8 +41,12 @@ instructions() {
 echo "| benchmark | instructions/op |"
 echo "| --- | ---: |"
 for b in "${benches[@]}"; do
-	i1="$(instructions "$b" "$N1")"
-	i2="$(instructions "$b" "$N2")"
+	per=()
+	for _ in $(seq "$ROUNDS"); do
+		i1="$(instructions "$b" "$N1")"
+		i2="$(instructions "$b" "$N2")"
+		per+=("$(( (i2 - i1) / (N2 - N1) ))")
+	done
 	name="${b//[\^\$]/}"
-	echo "| $name | $(( (i2 - i1) / (N2 - N1) )) |"
+	echo "| $name | ${per[*]} |"
 done

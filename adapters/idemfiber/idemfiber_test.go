@@ -267,4 +267,24 @@ func TestOneRunPerKey(t *testing.T) {
 	}
 }
 
-var _ = fiber.New
+
+// TestProblemKeepsEarlierHeaders checks that an error answer keeps what
+// middleware before the guard set, such as CORS headers a browser needs to
+// read the error.
+func TestProblemKeepsEarlierHeaders(t *testing.T) {
+	guard, err := idemfiber.New(newEngine(t), idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := fiber.New()
+	app.Use(func(c fiber.Ctx) error {
+		c.Set("Access-Control-Allow-Origin", "*")
+		return c.Next()
+	})
+	app.Post("/orders", guard, (&orders{}).handle)
+	a := send(t, "POST", listen(t, app)+"/orders", body, userHeader, "alice")
+	checkProblem(t, a, http.StatusBadRequest, idemfiber.ProblemKeyMissing)
+	if a.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("the problem answer dropped an earlier middleware's header: %v", a.header)
+	}
+}

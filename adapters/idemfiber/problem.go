@@ -50,15 +50,16 @@ var titles = map[string]string{
 // unavailableRetry is the Retry-After sent with 503.
 const unavailableRetry = time.Second
 
-// writeProblem answers with a problem+json body, replacing whatever the
-// response held. retry > 0 adds Retry-After in whole seconds, rounded up.
+// writeProblem answers with a problem+json body. Headers that earlier
+// middleware set (CORS, request ids) stay. retry > 0 adds Retry-After in
+// whole seconds, rounded up.
 func writeProblem(c fiber.Ctx, status int, typ, detail string, retry time.Duration) error {
 	body, err := json.Marshal(Problem{Type: typ, Title: titles[typ], Status: status, Detail: detail})
 	if err != nil { // cannot happen for these field types
 		body = []byte(`{"type":"` + ProblemInternal + `"}`)
 	}
 	resp := c.Response()
-	resp.Reset()
+	resp.Header.Del(ReplayedHeader)
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType(ProblemContentType)
 	resp.Header.Set("Cache-Control", "no-store")

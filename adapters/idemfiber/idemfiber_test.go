@@ -267,7 +267,6 @@ func TestOneRunPerKey(t *testing.T) {
 	}
 }
 
-
 // TestProblemKeepsEarlierHeaders checks that an error answer keeps what
 // middleware before the guard set, such as CORS headers a browser needs to
 // read the error.

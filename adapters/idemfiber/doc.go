@@ -35,6 +35,10 @@
 //     WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen)) the
 //     handler runs unguarded.
 //
+// The body is fingerprinted as Fiber read it (c.BodyRaw); its size is
+// bounded by Fiber's own Config.BodyLimit, which answers 413 before any
+// middleware runs, so there is no separate body cap here.
+//
 // Errors are RFC 9457 application/problem+json bodies with the type URIs
 // idemhttp uses (ProblemBase + "in-progress", ...), Cache-Control:
 // no-store, and never quote the key or the principal.

@@ -105,10 +105,10 @@ if [ -n "$unformatted" ]; then
 fi
 
 # The library is the root module; the programs (cmd) and integrations with
-# large dependency trees (otel, the queue adapters and their broker clients)
-# are nested modules tied together by go.work, so the library's users never
-# get their dependencies.
-packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/...)
+# large dependency trees (otel, the queue adapters and their broker clients,
+# the Fiber adapter) are nested modules tied together by go.work, so the
+# library's users never get their dependencies.
+packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/...)
 
 echo "== go vet"
 go vet "${packages[@]}"

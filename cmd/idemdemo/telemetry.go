@@ -69,7 +69,9 @@ func (h traceLog) Handle(ctx context.Context, r slog.Record) error {
 }
 
 // WithAttrs keeps the wrapper around the derived handler.
-func (h traceLog) WithAttrs(attrs []slog.Attr) slog.Handler { return traceLog{h.Handler.WithAttrs(attrs)} }
+func (h traceLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceLog{h.Handler.WithAttrs(attrs)}
+}
 
 // WithGroup keeps the wrapper around the derived handler.
 func (h traceLog) WithGroup(name string) slog.Handler { return traceLog{h.Handler.WithGroup(name)} }

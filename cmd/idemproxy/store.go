@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/memstore"
+	"github.com/idemkit/idemkit/store/redisstore"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// stores are the stores the routes use: the primary under a time budget,
+// and, when a route asks for it, the primary tiered over an in-process
+// memory fallback.
+type stores struct {
+	primary  store.Store
+	tiered   store.Store // nil when no route falls back
+	closers  []func() error
+	pingable store.Pinger // nil when the backend cannot ping
+}
+
+// openStores opens the store URL, puts each call under budget, and builds
+// the fallback tier when withFallback is set.
+func openStores(ctx context.Context, rawURL string, budget time.Duration, withFallback bool, log *slog.Logger) (*stores, error) {
+	raw, closeRaw, err := openStore(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	s := &stores{closers: []func() error{closeRaw}}
+	s.pingable, _ = raw.(store.Pinger)
+	s.primary = policy.Budget(raw, budget, policy.WithInline())
+	if withFallback {
+		mem := memstore.New(memstore.WithSweepInterval(time.Minute))
+		t := policy.NewTiered(s.primary, mem, policy.WithTierObserver(logTierEvent(log)))
+		s.tiered = t
+		s.closers = append([]func() error{t.Close}, append(s.closers, mem.Close)...)
+	}
+	return s, nil
+}
+
+// Close closes the stores, the fallback tier first.
+func (s *stores) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// ping checks the primary store, when it can be checked.
+func (s *stores) ping(ctx context.Context) error {
+	if s.pingable == nil {
+		return nil
+	}
+	return s.pingable.Ping(ctx)
+}
+
+// openStore opens a store URL: mem:// or redis://[:password@]host:port[/db].
+// It returns the store and what closes it. The error never holds the
+// URL's password.
+func openStore(ctx context.Context, rawURL string) (store.Store, func() error, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: store %s: not a URL", errConfig, store.Redact(rawURL))
+	}
+	switch u.Scheme {
+	case "mem":
+		m := memstore.New(memstore.WithSweepInterval(time.Minute))
+		return m, m.Close, nil
+	case "redis", "rediss":
+		opts, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: store %s: %v", errConfig, store.Redact(rawURL), redactErr(err, rawURL))
+		}
+		// A failed command is not retried (a write may have been applied);
+		// the caller's deadline bounds every command.
+		opts.MaxRetries = -1
+		opts.ContextTimeoutEnabled = true
+		opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		client := redis.NewClient(opts)
+		rs, err := redisstore.New(client)
+		if err != nil {
+			return nil, nil, errors.Join(err, client.Close())
+		}
+		return rs, client.Close, nil
+	}
+	return nil, nil, fmt.Errorf("%w: store %s: scheme %q is not mem or redis", errConfig, store.Redact(rawURL), u.Scheme)
+}
+
+// redactErr drops rawURL's password from err's text.
+func redactErr(err error, rawURL string) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil {
+		return errors.New("invalid URL")
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	}
+	return err
+}
+
+// logTierEvent logs the fallback tier's breaker changes and copy problems.
+func logTierEvent(log *slog.Logger) func(policy.TierEvent) {
+	return func(ev policy.TierEvent) {
+		switch ev.Kind {
+		case policy.TierOpen:
+			log.Warn("store failing: fallback routes answer from the in-process memory store")
+		case policy.TierClosed:
+			log.Info("store answers again: fallback claims are copied back")
+		case policy.TierConflict, policy.TierCopyFailed, policy.TierJournalFull:
+			log.Warn("fallback copy-forward", "event", string(ev.Kind), "error", ev.Err)
+		}
+	}
+}

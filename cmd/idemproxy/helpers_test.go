@@ -138,3 +138,10 @@ func wantStatus(t testing.TB, res *http.Response, body []byte, want int) {
 		t.Fatalf("status %d, want %d; body %s", res.StatusCode, want, bytes.TrimSpace(body))
 	}
 }
+
+// httptestServer serves h on a test server and returns its URL.
+func httptestServer(t testing.TB, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

@@ -64,6 +64,7 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BufferPool:     new(bufferPool),
 	}
 	principal, err := newPrincipal(cfg.Principal)
 	if err != nil {
@@ -97,6 +98,19 @@ func newTransport(timeout time.Duration) *http.Transport {
 	t.MaxIdleConnsPerHost = 256
 	return t
 }
+
+// bufferPool reuses the ReverseProxy's 32 KiB copy buffers, which it
+// otherwise allocates (and the GC clears) for every response.
+type bufferPool struct{ p sync.Pool }
+
+func (bp *bufferPool) Get() []byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
 
 // register adds a route to mux, turning ServeMux's panic on a conflicting
 // pattern into an error.

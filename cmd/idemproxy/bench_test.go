@@ -23,30 +23,38 @@ import (
 type countingStore struct {
 	store.Store
 	calls atomic.Int64
+	nanos atomic.Int64 // wall time spent in store calls
+}
+
+// count counts a call; the function it returns adds the call's time.
+func (c *countingStore) count() func() {
+	c.calls.Add(1)
+	start := time.Now()
+	return func() { c.nanos.Add(int64(time.Since(start))) }
 }
 
 func (c *countingStore) SetNX(ctx context.Context, k string, v []byte, ttl time.Duration) (bool, store.Entry, error) {
-	c.calls.Add(1)
+	defer c.count()()
 	return c.Store.SetNX(ctx, k, v, ttl)
 }
 
 func (c *countingStore) Get(ctx context.Context, k string) (store.Entry, error) {
-	c.calls.Add(1)
+	defer c.count()()
 	return c.Store.Get(ctx, k)
 }
 
 func (c *countingStore) CompareAndSwap(ctx context.Context, k string, o, n []byte, ttl time.Duration) (bool, error) {
-	c.calls.Add(1)
+	defer c.count()()
 	return c.Store.CompareAndSwap(ctx, k, o, n, ttl)
 }
 
 func (c *countingStore) CompareAndDelete(ctx context.Context, k string, o []byte) (bool, error) {
-	c.calls.Add(1)
+	defer c.count()()
 	return c.Store.CompareAndDelete(ctx, k, o)
 }
 
 func (c *countingStore) Consume(ctx context.Context, k string) ([]byte, error) {
-	c.calls.Add(1)
+	defer c.count()()
 	return c.Store.Consume(ctx, k)
 }
 
@@ -102,15 +110,24 @@ func BenchmarkProxy(b *testing.B) {
 			b.Fatal(err)
 		}
 		srv := httptest.NewServer(p)
+		b.Run(backend.name+"/store-roundtrip", func(b *testing.B) { // one SetNX, the unit of the store's cost
+			run := fmt.Sprint(time.Now().UnixNano())
+			defer reportCPU(b)()
+			for i := range b.N {
+				if _, _, err := cs.Store.SetNX(context.Background(), run+fmt.Sprint(i), []byte("v"), time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(backend.name+"/first", func(b *testing.B) {
 			run := fmt.Sprintf("%d", time.Now().UnixNano())
-			loop(b, client, srv.URL, body, func(i int) string { return "first-" + run + "-" + fmt.Sprint(i) }, &cs.calls)
+			loop(b, client, srv.URL, body, func(i int) string { return "first-" + run + "-" + fmt.Sprint(i) }, cs)
 		})
 		b.Run(backend.name+"/replay", func(b *testing.B) {
 			key := fmt.Sprintf("replay-%d", time.Now().UnixNano())
 			send(b, srv.URL+"/orders", "POST", "alice", key, body)
 			before := up.runs.Load()
-			loop(b, client, srv.URL, body, func(int) string { return key }, &cs.calls)
+			loop(b, client, srv.URL, body, func(int) string { return key }, cs)
 			if n := up.runs.Load() - before; n != 0 {
 				b.Fatalf("%d replays reached the upstream", n)
 			}
@@ -121,7 +138,7 @@ func BenchmarkProxy(b *testing.B) {
 
 // loop sends b.N key requests one after another and reports latency, CPU
 // and store calls per request.
-func loop(b *testing.B, client *http.Client, base, body string, key func(int) string, calls *atomic.Int64) {
+func loop(b *testing.B, client *http.Client, base, body string, key func(int) string, cs *countingStore) {
 	req := func(i int) {
 		r, _ := http.NewRequest("POST", base+"/orders", strings.NewReader(body))
 		r.Header.Set("X-User", "alice")
@@ -140,9 +157,9 @@ func loop(b *testing.B, client *http.Client, base, body string, key func(int) st
 	for i := range 50 { // warm the connections
 		req(-1 - i)
 	}
-	var c0 int64
-	if calls != nil {
-		c0 = calls.Load()
+	var c0, t0 int64
+	if cs != nil {
+		c0, t0 = cs.calls.Load(), cs.nanos.Load()
 	}
 	cpu0 := cpuTime()
 	b.ResetTimer()
@@ -151,8 +168,9 @@ func loop(b *testing.B, client *http.Client, base, body string, key func(int) st
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
-	if calls != nil {
-		b.ReportMetric(float64(calls.Load()-c0)/float64(b.N), "store-calls/op")
+	if cs != nil {
+		b.ReportMetric(float64(cs.calls.Load()-c0)/float64(b.N), "store-calls/op")
+		b.ReportMetric(float64(cs.nanos.Load()-t0)/1e3/float64(b.N), "store-µs/op")
 	}
 }
 

@@ -206,6 +206,7 @@ func (p *proxy) serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	_ = srv.Close()
+	p.log.Info("idemproxy stopped")
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}

@@ -130,12 +130,13 @@ type routeEngines struct{ primary, fallback *idemkit.Engine }
 
 func (p *proxy) engines(st *stores) (routeEngines, error) {
 	var re routeEngines
+	opts := []idemkit.Option{idemkit.WithNamespace(p.cfg.Namespace), idemkit.WithObserver(idemkit.SlogObserver(p.log))}
 	var err error
-	if re.primary, err = idemkit.New(st.primary, idemkit.WithNamespace(p.cfg.Namespace)); err != nil {
+	if re.primary, err = idemkit.New(st.primary, opts...); err != nil {
 		return re, err
 	}
 	if st.tiered != nil {
-		re.fallback, err = idemkit.New(st.tiered, idemkit.WithNamespace(p.cfg.Namespace))
+		re.fallback, err = idemkit.New(st.tiered, opts...)
 	}
 	return re, err
 }

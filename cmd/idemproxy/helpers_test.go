@@ -45,7 +45,12 @@ func parseConfig(t testing.TB, text, upstream, storeURL string) *config {
 // startProxy builds a proxy from cfg and serves it on a test server.
 func startProxy(t testing.TB, cfg *config) (*httptest.Server, *proxy) {
 	t.Helper()
-	log := testLog(t)
+	return startProxyLog(t, cfg, testLog(t))
+}
+
+// startProxyLog is startProxy with the given logger.
+func startProxyLog(t testing.TB, cfg *config, log *slog.Logger) (*httptest.Server, *proxy) {
+	t.Helper()
 	st, err := openStores(context.Background(), cfg.Store, cfg.StoreBudget.Duration, cfg.fallback(), log)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +74,7 @@ header = "X-User"
 [[route]]
 match = "POST /orders"
 mode = "key"
-replay_headers = ["X-Order-Id"]
+replay_headers = ["X-Order-Id", "X-Hop"]
 
 [[route]]
 match = "POST /quick"
@@ -115,7 +120,9 @@ func send(t testing.TB, url, method, user, key, body string, hdr ...string) (*ht
 		req.Header.Set("Idempotency-Key", key)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		if hdr[i] != "" {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -232,3 +232,62 @@ func TestTwoProxiesOverOneRedisInFrontOfPython(t *testing.T) {
 		wantStatus(t, res, body, http.StatusUnauthorized)
 	})
 }
+
+// TestFailureModeAndFallbackPerRoute: with the store down, a fail-closed
+// route answers 503 + Retry-After without reaching the upstream, a
+// fail-open route forwards unguarded, and a route with fallback stays
+// guarded by the in-process memory tier.
+func TestFailureModeAndFallbackPerRoute(t *testing.T) {
+	up, us := newGoUpstream(t)
+	redis := redistest.Start(t)
+	cfg := parseConfig(t, `
+store_budget = "300ms"
+[principal]
+source = "header"
+header = "X-User"
+[[route]]
+match = "POST /closed"
+mode = "key"
+[[route]]
+match = "POST /open"
+mode = "key"
+failure = "open"
+[[route]]
+match = "POST /fallback"
+mode = "key"
+fallback = true
+`, us.URL, "redis://"+redis.Addr()+"/0")
+	srv, _ := startProxy(t, cfg)
+	res, body := send(t, srv.URL+"/healthz", "GET", "", "", "")
+	wantStatus(t, res, body, http.StatusOK)
+	redis.Stop()
+
+	res, body = send(t, srv.URL+"/closed", "POST", "alice", "c1", `{}`)
+	wantStatus(t, res, body, http.StatusServiceUnavailable)
+	if res.Header.Get("Retry-After") == "" || up.count("/closed") != 0 {
+		t.Fatalf("fail-closed: Retry-After %q, upstream runs %d", res.Header.Get("Retry-After"), up.count("/closed"))
+	}
+	for range 2 {
+		res, body = send(t, srv.URL+"/open", "POST", "alice", "o1", `{}`)
+		wantStatus(t, res, body, http.StatusCreated)
+	}
+	if up.count("/open") != 2 {
+		t.Fatalf("fail-open: upstream runs %d, want 2 (unguarded)", up.count("/open"))
+	}
+	var last []byte
+	for i := range 3 {
+		res, body = send(t, srv.URL+"/fallback", "POST", "alice", "f1", `{}`)
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("fallback request %d: %d %s", i, res.StatusCode, body)
+		}
+		if last != nil && string(body) != string(last) {
+			t.Fatalf("fallback replay differs: %s vs %s", body, last)
+		}
+		last = body
+	}
+	if up.count("/fallback") != 1 {
+		t.Fatalf("fallback: upstream runs %d, want 1", up.count("/fallback"))
+	}
+	res, body = send(t, srv.URL+"/healthz", "GET", "", "", "")
+	wantStatus(t, res, body, http.StatusServiceUnavailable)
+}

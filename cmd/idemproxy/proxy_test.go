@@ -76,6 +76,8 @@ func (u *goUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Order-Id", strconv.FormatInt(n, 10))
 	h.Set("X-Not-Replayed", "fresh only")
 	h.Set("Set-Cookie", "session=abc; HttpOnly")
+	h.Set("Connection", "X-Hop") // X-Hop belongs to this connection only
+	h.Set("X-Hop", "connection-specific")
 	w.WriteHeader(http.StatusCreated)
 	// Two writes with a flush between: a chunked response, which
 	// ReverseProxy flushes as it goes.
@@ -135,6 +137,11 @@ func TestKeyReplayIsByteIdenticalWithAllowListedHeaders(t *testing.T) {
 		if second.Header.Get(h) != first.Header.Get(h) || first.Header.Get(h) == "" {
 			t.Errorf("%s: first %q, replay %q", h, first.Header.Get(h), second.Header.Get(h))
 		}
+	}
+	// A header the upstream's Connection names is hop-by-hop: never
+	// forwarded nor replayed, even when allow-listed.
+	if first.Header.Get("X-Hop") != "" || second.Header.Get("X-Hop") != "" {
+		t.Errorf("X-Hop: first %q, replay %q", first.Header.Get("X-Hop"), second.Header.Get("X-Hop"))
 	}
 	// Set-Cookie and headers off the allow-list are on the fresh response only.
 	for _, h := range []string{"Set-Cookie", "X-Not-Replayed"} {

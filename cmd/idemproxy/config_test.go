@@ -191,3 +191,15 @@ func newRecorderRequest(t *testing.T, h http.Handler, path, key string) int {
 	res, _ := send(t, srv+path, "POST", "alice", key, `{}`)
 	return res.StatusCode
 }
+
+func TestCheckLoadsKeyFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.toml")
+	text := "upstream = \"http://127.0.0.1:9\"\n[principal]\nsource = \"jwt\"\n[principal.jwt]\nalgorithms = [\"RS256\"]\npublic_key_file = \"/nonexistent/key.pem\"\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"-config", path, "-check"}, noEnv, new(bytes.Buffer), nil)
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "public_key_file") {
+		t.Fatalf("-check with a missing key file: %v", err)
+	}
+}

@@ -50,8 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	if check {
-		log.Info("configuration is valid", "routes", len(cfg.Routes))
-		return nil
+		return checkFiles(cfg, log)
 	}
 	st, err := openStores(ctx, cfg.Store, cfg.StoreBudget.Duration, cfg.fallback(), log)
 	if err != nil {
@@ -110,6 +109,21 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (cf
 		return nil, false, err
 	}
 	return &c, check, nil
+}
+
+// checkFiles loads the key and certificate files the configuration names,
+// for -check.
+func checkFiles(cfg *config, log *slog.Logger) error {
+	if _, err := newPrincipal(cfg.Principal); err != nil {
+		return err
+	}
+	if cfg.TLS.CertFile != "" {
+		if _, err := tlsConfig(cfg.TLS); err != nil {
+			return err
+		}
+	}
+	log.Info("configuration is valid", "routes", len(cfg.Routes))
+	return nil
 }
 
 // fallback reports whether any route falls back to memory.

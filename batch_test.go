@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -44,7 +43,7 @@ func (b *batcher) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]st
 func TestBeginBatchDecidesEachItem(t *testing.T) {
 	for _, withBatcher := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batcher=%v", withBatcher), func(t *testing.T) {
-			mem := memstore.New()
+			mem := mustMem()
 			defer mem.Close()
 			var s store.Store = mem
 			b := &batcher{Store: mem}
@@ -87,7 +86,7 @@ func TestBeginBatchDecidesEachItem(t *testing.T) {
 }
 
 func TestBeginBatchRaceHasOneWinnerPerKey(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	e, err := idemkit.New(&batcher{Store: mem}, idemkit.WithObserver(nil))
 	require.NoError(t, err)
@@ -122,7 +121,7 @@ func TestBeginBatchRaceHasOneWinnerPerKey(t *testing.T) {
 }
 
 func TestBeginBatchStoreFailureUndoesAndAppliesThePolicy(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	b := &batcher{Store: mem, fail: store.Unavailable("batch", errors.New("reply lost"))}
 	e, err := idemkit.New(b, idemkit.WithObserver(nil))

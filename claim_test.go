@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 func TestBeginCompleteReplays(t *testing.T) {
@@ -127,7 +126,7 @@ func (tx *txView) commit() {
 }
 
 func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	rec := &recorder{}
 	e, err := idemkit.New(mem, idemkit.WithObserver(rec))
@@ -160,7 +159,7 @@ func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
 }
 
 func TestCompleteInAfterLostLeaseRefuses(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
 	require.NoError(t, err)
@@ -184,7 +183,7 @@ func TestOnStoreWorksOnTheGivenStore(t *testing.T) {
 	e := newEngine(t)
 	_, err := e.OnStore(nil)
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	log := &keyLog{Store: mem}
 	v, err := e.OnStore(log)

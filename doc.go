@@ -4,7 +4,9 @@
 // The same request often reaches a backend twice: a double click, a
 // gateway or client retry after a timeout, a queue redelivery, a payment
 // callback sent again. The Engine answers "have I seen this request?" in
-// one atomic store operation and offers three modes:
+// one atomic store operation.
+//
+// # Modes
 //
 //   - Guard: reject a repeat of the same request fingerprint inside a short
 //     window (ErrDuplicate with the time left).
@@ -12,17 +14,48 @@
 //     issued, bound to the principal it was issued to.
 //   - Do (and the typed Do): run an operation once per business
 //     idempotency key and answer every repeat with the stored result;
-//     concurrent repeats get ErrInProgress (or wait), a repeat with a
-//     different payload gets ErrMismatch.
+//     concurrent repeats get ErrInProgress (or wait, WithWait), a repeat
+//     with a different payload gets ErrMismatch.
 //
-// Stores live in sibling packages: store/memstore (in-process),
-// store/boltstore (embedded, durable) and store/redisstore (Redis,
-// Sentinel, Cluster); package policy composes them (time budgets, tiered
-// fallback, near cache). Package keying builds fingerprints, keys and
-// tokens. The adapters under adapters/ put the engine in front of net/http,
-// gRPC and plain functions.
+// # Claims, transactions and batches
+//
+// Begin claims a key like Do but hands the Claim to the caller, who ends it
+// with Complete, Fail or Release. CompleteIn records the result through a
+// store view bound to the caller's database transaction, so the record
+// commits or rolls back with the business write; OnStore runs the whole
+// claim inside such a transaction. BeginBatch claims a fetched batch of
+// messages in one store call where the store implements store.Batcher.
+//
+// # Keys and scopes
+//
+// Store key names hold only digests: <namespace>:<space>:<scope>:<key>,
+// where the scope (WithScope, the principal that owns the key; a token's
+// principal) and the key are SHA-256 digests, so nobody who can list the
+// store's keys learns idempotency keys, principals or tokens.
+// WithReadableKeys keeps them readable, for debugging. ScopeOf lets stores
+// keep per-scope quotas.
+//
+// # Configuration
+//
+// Options given to New are the engine's defaults; With builds a validated
+// per-route view once; options passed to a call apply to that call. An
+// invalid option is an error wrapping ErrInvalid, never clamped or ignored.
+//
+// # Failures and observation
 //
 // When the store fails, the engine is fail-closed by default (ErrUnavailable,
 // nothing runs unprotected); WithFailureMode(FailOpen) runs the work
-// unguarded and reports it to the Observer.
+// unguarded and reports it. Every outcome goes to an Observer (SlogObserver
+// by default, which logs only key digests); an Observer that is also a
+// Tracer gets a span around every call. Inspect, StoredResult and Forget
+// serve operators.
+//
+// # Related packages
+//
+// Stores live in sibling packages: store/memstore (in-process),
+// store/boltstore (embedded, durable), store/redisstore (Redis, Sentinel,
+// Cluster) and store/sqlstore (PostgreSQL, MySQL/MariaDB); package policy
+// composes them (time budgets, tiered fallback, near cache). Package keying
+// builds fingerprints, keys and tokens. The adapters under adapters/ put the
+// engine in front of net/http, gRPC and plain functions.
 package idemkit

@@ -22,7 +22,7 @@ import (
 
 func newEngine(t testing.TB, opts ...idemkit.Option) *idemkit.Engine {
 	t.Helper()
-	s := memstore.New()
+	s := mustMem()
 	t.Cleanup(func() { _ = s.Close() })
 	e, err := idemkit.New(s, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func (r *recorder) count(k idemkit.EventKind) int {
 func TestNewRejectsBadInput(t *testing.T) {
 	_, err := idemkit.New(nil)
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
-	s := memstore.New()
+	s := mustMem()
 	defer s.Close()
 	for name, opt := range map[string]idemkit.Option{
 		"zero window":        idemkit.WithWindow(0),
@@ -335,11 +335,12 @@ func TestDoLeaseLostDoesNotOverwrite(t *testing.T) {
 }
 
 func TestDoHeartbeatKeepsLongWorkClaimed(t *testing.T) {
-	e := newEngine(t, idemkit.WithLease(60*time.Millisecond), idemkit.WithHeartbeat(15*time.Millisecond))
+	// Generous times: a loaded 2-core machine can delay a beat by 100ms.
+	e := newEngine(t, idemkit.WithLease(400*time.Millisecond), idemkit.WithHeartbeat(100*time.Millisecond))
 	ctx := context.Background()
 	var duplicateErr error
 	res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
-		time.Sleep(200 * time.Millisecond) // more than three leases
+		time.Sleep(1300 * time.Millisecond) // more than three leases
 		_, duplicateErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("stolen"), nil })
 		return []byte("mine"), nil
 	})
@@ -374,7 +375,7 @@ func TestDoLongKeysAreHashedNotRejected(t *testing.T) {
 }
 
 func TestDoCorruptRecordIsAnError(t *testing.T) {
-	s := memstore.New()
+	s := mustMem()
 	defer s.Close()
 	e, err := idemkit.New(s, idemkit.WithObserver(nil))
 	require.NoError(t, err)
@@ -526,7 +527,7 @@ func (f *flaky) CompareAndSwap(ctx context.Context, k string, old, nw []byte, tt
 
 func TestFailureModes(t *testing.T) {
 	ctx := context.Background()
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	fs := &flaky{Store: mem}
 	fs.down.Store(true)
@@ -586,7 +587,7 @@ func TestFailureModes(t *testing.T) {
 func TestSlogObserverNeverLogsRawKeys(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e, err := idemkit.New(memstore.New(), idemkit.WithObserver(idemkit.SlogObserver(l)))
+	e, err := idemkit.New(mustMem(), idemkit.WithObserver(idemkit.SlogObserver(l)))
 	require.NoError(t, err)
 	ctx := context.Background()
 	secret := "user-42:card-4111111111111111"
@@ -600,7 +601,7 @@ func TestSlogObserverNeverLogsRawKeys(t *testing.T) {
 }
 
 func TestSettled(t *testing.T) {
-	s := memstore.New()
+	s := mustMem()
 	defer s.Close()
 	ctx := context.Background()
 	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithWindow(time.Minute))
@@ -658,7 +659,7 @@ func (q *quirky) SetNX(ctx context.Context, k string, v []byte, ttl time.Duratio
 
 func TestClaimInterpretsMisreportingStores(t *testing.T) {
 	ctx := context.Background()
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 
 	q := &quirky{Store: mem, mode: "wrote-but-failed"}
@@ -676,4 +677,13 @@ func TestClaimInterpretsMisreportingStores(t *testing.T) {
 	assert.False(t, res.Replayed)
 	assert.Equal(t, 1, runs)
 	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }))
+}
+
+// mustMem returns a memory store, failing loudly on invalid options.
+func mustMem(opts ...memstore.Option) *memstore.Store {
+	s, err := memstore.New(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

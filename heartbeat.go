@@ -27,8 +27,7 @@ func (e *Engine) startHeartbeat(ctx context.Context, cfg *config, sk string, enc
 	h := &heartbeat{}
 	bg := detach(ctx)
 	lease := cfg.lease
-	var beat func()
-	beat = func() {
+	beat := func() {
 		if !h.begin() {
 			return
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // keyLog is a Store that remembers every key name it was given.
@@ -47,7 +46,7 @@ func (k *keyLog) CompareAndSwap(ctx context.Context, key string, old, v []byte, 
 // store key names used.
 func exercise(t *testing.T, opts ...idemkit.Option) (keys []string, token string) {
 	t.Helper()
-	mem := memstore.New()
+	mem := mustMem()
 	t.Cleanup(func() { _ = mem.Close() })
 	log := &keyLog{Store: mem}
 	e, err := idemkit.New(log, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)

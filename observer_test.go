@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // A panicking observer must not leave a claim held or a call unanswered.
@@ -38,7 +37,7 @@ func TestObserverPanicsAreRecovered(t *testing.T) {
 }
 
 func TestAmbiguousClaimIsUndoneAndReported(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	rec := &recorder{}
 	e, err := idemkit.New(&quirky{Store: mem, mode: "wrote-but-failed"}, idemkit.WithObserver(rec))

@@ -10,13 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // TestSupersedes takes real values from the engine at each stage of a Do
 // and of a token, and checks which may replace which.
 func TestSupersedes(t *testing.T) {
-	mem := memstore.New()
+	mem := mustMem()
 	defer mem.Close()
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	idemotel "github.com/idemkit/idemkit/otel"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // BenchmarkReplay compares a memstore Do replay with the no-op observer and
@@ -26,7 +25,7 @@ func BenchmarkReplay(b *testing.B) {
 		opt  idemkit.Option
 	}{{"noop", idemkit.WithObserver(nil)}, {"otel", idemkit.WithObserver(obs)}} {
 		b.Run(c.name, func(b *testing.B) {
-			mem := memstore.New()
+			mem := mustMem()
 			defer mem.Close()
 			e, err := idemkit.New(mem, c.opt)
 			if err != nil {

@@ -36,6 +36,15 @@ packages=(./... ./cmd/... ./otel/...)
 echo "== go vet"
 go vet "${packages[@]}"
 
+echo "== staticcheck"
+# Pinned, installed from the Go module proxy on first use; config in staticcheck.conf.
+staticcheck_version=v0.8.2
+staticcheck="$(go env GOPATH)/bin/staticcheck"
+if ! "$staticcheck" -version 2>/dev/null | grep -q "${staticcheck_version#v}"; then
+  GOFLAGS= GOWORK=off go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+"$staticcheck" "${packages[@]}"
+
 echo "== pure-Go cross builds (CGO_ENABLED=0)"
 for target in linux/arm64 windows/amd64 darwin/arm64; do
   CGO_ENABLED=0 GOOS=${target%/*} GOARCH=${target#*/} go build "${packages[@]}"

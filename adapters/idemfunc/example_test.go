@@ -18,7 +18,7 @@ type PaymentEvent struct {
 // A payment callback delivered three times (the provider retried because
 // our first answer was lost) credits the account once.
 func ExampleWrap() {
-	store := memstore.New()
+	store, _ := memstore.New()
 	defer store.Close()
 	engine, _ := idemkit.New(store, idemkit.WithObserver(nil))
 	balance := 0
@@ -49,7 +49,7 @@ func ExampleWrap() {
 // once each: the receipt e-mail is not skipped because the credit already
 // ran for that event ID.
 func ExampleWrap_twoConsumers() {
-	store := memstore.New()
+	store, _ := memstore.New()
 	defer store.Close()
 	engine, _ := idemkit.New(store, idemkit.WithObserver(nil))
 	byID := func(ev PaymentEvent) (string, error) { return ev.ID, nil }
@@ -78,7 +78,7 @@ var ErrDeclined = errors.New("card declined")
 // stored and every redelivery gets it back, still matching ErrDeclined
 // under errors.Is, without charging again.
 func ExampleWrap_finalErrors() {
-	store := memstore.New()
+	store, _ := memstore.New()
 	defer store.Close()
 	engine, _ := idemkit.New(store, idemkit.WithObserver(nil))
 	charge, _ := idemfunc.Wrap(engine, "charge",

@@ -15,7 +15,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemfunc"
-	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -25,7 +24,7 @@ type msg struct {
 }
 
 func newEngine(t *testing.T) *idemkit.Engine {
-	s := memstore.New()
+	s := mustMem()
 	t.Cleanup(func() { _ = s.Close() })
 	e, err := idemkit.New(s, idemkit.WithObserver(nil))
 	require.NoError(t, err)

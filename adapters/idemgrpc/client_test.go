@@ -19,7 +19,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // lossy is a server interceptor placed in front of the idempotency
@@ -132,7 +131,7 @@ func testInFlightRetry(t *testing.T, hint time.Duration, dopt grpc.DialOption) {
 			once.Do(func() { close(release) })
 		}
 	})
-	ms := memstore.New()
+	ms := mustMem()
 	t.Cleanup(func() { _ = ms.Close() })
 	e, err := idemkit.New(ms, idemkit.WithObserver(obs), idemkit.WithRetryHint(hint))
 	require.NoError(t, err)

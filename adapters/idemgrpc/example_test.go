@@ -34,7 +34,7 @@ func startExample(sopt grpc.ServerOption, dopts ...grpc.DialOption) (*grpc.Clien
 // first answer timed out): the server creates the order once and the
 // second call gets the stored response, marked as a replay.
 func ExampleServer_UnaryServerInterceptor() {
-	store := memstore.New()
+	store, _ := memstore.New()
 	defer store.Close()
 	engine, _ := idemkit.New(store, idemkit.WithObserver(nil))
 	idem, err := idemgrpc.NewServer(engine,
@@ -67,7 +67,7 @@ func ExampleServer_UnaryServerInterceptor() {
 // minute): a second stream with the key is refused with AlreadyExists,
 // whose RetryInfo says when the window ends.
 func ExampleServer_StreamServerInterceptor() {
-	store := memstore.New()
+	store, _ := memstore.New()
 	defer store.Close()
 	engine, _ := idemkit.New(store, idemkit.WithObserver(nil))
 	idem, err := idemgrpc.NewServer(engine,
@@ -121,7 +121,7 @@ func ExampleClient_UnaryClientInterceptor() {
 // (kept, say, in the outbox row), so the server replays instead of creating
 // a second order. A health probe on a selected method skips the key.
 func ExampleWithCallKey() {
-	store := memstore.New()
+	store, _ := memstore.New()
 	defer store.Close()
 	engine, _ := idemkit.New(store, idemkit.WithObserver(nil))
 	idem, _ := idemgrpc.NewServer(engine,

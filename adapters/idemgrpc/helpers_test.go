@@ -19,7 +19,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // The test service, built without protoc: /test.Orders/Create and Get are
@@ -127,7 +126,7 @@ func serve(tb testing.TB, srv *orders, sopts []grpc.ServerOption, dopts ...grpc.
 
 func newEngine(tb testing.TB) *idemkit.Engine {
 	tb.Helper()
-	s := memstore.New()
+	s := mustMem()
 	tb.Cleanup(func() { _ = s.Close() })
 	e, err := idemkit.New(s, idemkit.WithObserver(nil))
 	require.NoError(tb, err)

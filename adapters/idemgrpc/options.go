@@ -11,19 +11,20 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
 )
 
 // Metadata names and defaults.
 const (
 	// DefaultMetadataKey is the request metadata entry that carries the
 	// idempotency key, unless WithMetadataKey names another.
-	DefaultMetadataKey = "idempotency-key"
+	DefaultMetadataKey = "idempotency-key" // keying.KeyHeader in lower case
 	// ReplayedHeader is the response header metadata entry, set to "true",
 	// that marks a response (or final error) replayed from the store.
-	ReplayedHeader = "idempotent-replayed"
+	ReplayedHeader = "idempotent-replayed" // keying.ReplayedHeader in lower case
 	// MaxKeyLen is the longest idempotency key, in bytes, that the server
 	// accepts and WithCallKey sends.
-	MaxKeyLen = 255
+	MaxKeyLen = keying.MaxKeyLen
 	// DefaultBackoff and DefaultMaxBackoff bound the client's own retry
 	// backoff (see WithBackoff).
 	DefaultBackoff    = 50 * time.Millisecond

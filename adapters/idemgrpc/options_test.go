@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/keying"
 )
 
 func constPrincipal(context.Context) (string, error) { return "p", nil }
@@ -92,5 +94,14 @@ func TestNewClientRefusesInvalidOptions(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want)
 			assert.Nil(t, c)
 		})
+	}
+}
+
+// The gRPC names are the shared ones in lower case (metadata keys are).
+func TestNamesAreTheSharedOnes(t *testing.T) {
+	if idemgrpc.DefaultMetadataKey != strings.ToLower(keying.KeyHeader) ||
+		idemgrpc.ReplayedHeader != strings.ToLower(keying.ReplayedHeader) ||
+		idemgrpc.MaxKeyLen != keying.MaxKeyLen {
+		t.Fatalf("idemgrpc's names drifted from keying's: %q %q %d", idemgrpc.DefaultMetadataKey, idemgrpc.ReplayedHeader, idemgrpc.MaxKeyLen)
 	}
 }

@@ -133,22 +133,9 @@ func incomingKey(ctx context.Context, name string) (key string, present bool, er
 	return vals[0], true, nil
 }
 
-// checkKey refuses a key that is empty, longer than MaxKeyLen bytes or not
-// printable ASCII. Its errors never quote the key.
-func checkKey(k string) error {
-	if k == "" {
-		return errors.New("empty key")
-	}
-	if len(k) > MaxKeyLen {
-		return fmt.Errorf("key of %d bytes exceeds %d", len(k), MaxKeyLen)
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 || k[i] > 0x7e {
-			return fmt.Errorf("non-printable byte 0x%02x at %d", k[i], i)
-		}
-	}
-	return nil
-}
+// checkKey applies the rule every transport shares (keying.CheckClientKey):
+// 1 to MaxKeyLen bytes of printable ASCII. Its error never quotes the key.
+func checkKey(k string) error { return keying.CheckClientKey(k) }
 
 // fingerprint hashes the deterministic encoding of req with the method.
 func (s *Server) fingerprint(fullMethod string, req any) (string, error) {

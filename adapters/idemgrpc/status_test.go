@@ -24,7 +24,6 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -94,7 +93,7 @@ func (s *keyStore) recorded() []string {
 }
 
 func newKeyStore(t *testing.T, mode string) *keyStore {
-	ms := memstore.New()
+	ms := mustMem()
 	t.Cleanup(func() { _ = ms.Close() })
 	return &keyStore{Store: ms, mode: mode}
 }

@@ -54,7 +54,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func run(ctx context.Context, w io.Writer) error {
-	s := memstore.New()
+	s, err := memstore.New()
+	if err != nil {
+		return err
+	}
 	defer s.Close()
 	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithWindow(3*time.Second))
 	if err != nil {

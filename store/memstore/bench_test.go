@@ -18,6 +18,16 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return newStore(b) })
 }
 
+// BenchmarkStoreWithScopeQuota runs the shared store benchmarks against a
+// Store with a scope quota: SetNX/fresh writes each worker's keys into one
+// scope ("fresh:<worker>"), held at its quota of 1000 by evicting its own
+// entries; the other benchmarks' keys have no scope.
+func BenchmarkStoreWithScopeQuota(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Store {
+		return newStore(b, memstore.WithScopeQuota(1000, scopeOf))
+	})
+}
+
 // baseline is the floor a Store is measured against: one mutex around one
 // map, with the value copy-in and copy-out the contract requires and the
 // same capacity bound (a full map is simply cleared). It has no TTLs, no

@@ -1,25 +1,85 @@
 // Package memstore is a bounded, in-process store.Store.
 //
-// A Store keeps at most a fixed number of entries (100,000 by default) in
-// memory, split across independently locked shards so that operations on
-// different keys rarely contend. Each shard is a least-recently-used list
-// (github.com/hashicorp/golang-lru/v2/simplelru). When a shard is full, a
-// new key takes the place of an expired entry if the shard finds one (its
-// least recently used entry, or any found by a scan made at most once per
-// half a shard's worth of inserts, less often while scans find nothing),
-// and otherwise pushes out the shard's
-// least recently used entry. Pushing out an entry that has not expired
-// weakens duplicate protection for that key, so the store counts such
-// evictions (Evictions) and can report each one (WithOnEvict); size the
-// store so they stay rare.
+// A Store holds at most a number of entries (WithCapacity) and of bytes
+// (WithMaxBytes), split evenly across independently locked shards so that
+// operations on different keys rarely contend. Its data lives only as long
+// as the process, and it protects only callers in that process: use it for
+// a single instance, for tests, or as a near cache, not to deduplicate
+// across replicas. A Store is safe for concurrent use.
+//
+// # Bounds
+//
+// An entry counts len(key) + len(value) + EntryOverhead bytes, and, with
+// WithScopeQuota, every scope holding entries counts len(scope) + 160.
+// EntryOverhead (160) estimates the entry's node, its map slot and their
+// allocator rounding, measured at 130-150 bytes on amd64; the allocator
+// may round a value up by as much as an eighth of its size, which is not
+// counted. Every shard holds at most its share of both bounds at every
+// moment, so the Store never exceeds them, even under concurrent writes.
+// A write whose entry alone exceeds a shard's byte budget fails with
+// ErrTooLarge and changes nothing.
+//
+// The defaults are 100,000 entries, 256 MiB, and max(16, 4*GOMAXPROCS)
+// shards, lowered until every shard has room for an entry of the largest
+// size the store contract allows (store.MaxKeyLen + store.MaxValueLen)
+// and for a whole scope quota: 15 shards with the default byte budget.
+// A shard count set with WithShards is never changed.
+//
+// # Eviction
+//
+// A write that needs room in a full shard frees it in this order:
+//
+//  1. An expired entry: the least recently used entry of either segment if
+//     it has expired, otherwise every expired entry found by a scan of the
+//     shard. Scans are spread over inserts so that their cost per insert
+//     stays constant (at least half a shard's capacity of inserts apart,
+//     backing off to four capacities while they find nothing), so a live
+//     entry may go while an expired one waits for the next scan.
+//  2. The least recently used entry of the probation segment: entries
+//     written by SetNX and never rewritten (claims, in the engine's use).
+//  3. Only while probation is empty, the least recently used entry of the
+//     protected segment: entries rewritten by CompareAndSwap (completed
+//     records, in the engine's use, and claims whose lease a heartbeat
+//     extended).
+//
+// A CompareAndSwap that grows an entry past the byte budget makes room in
+// the same order, never evicting the entry it rewrote. Get, SetNX on a
+// present key and CompareAndSwap mark an entry recently used.
+//
+// Evicting a live entry weakens duplicate protection for its key: a
+// forgotten claim lets a duplicate run, a forgotten record lets a retry
+// run again. The Store counts such evictions (Evictions) and reports each
+// one (WithOnEvict); size it so they stay rare. Reclaiming an expired
+// entry and deleting one are not evictions.
+//
+// # Scopes
+//
+// The protected segment holds completed records against a flood of
+// claims, not against a flood of completed records. WithScopeQuota(n,
+// scopeOf) caps every scope (the principal, tenant or user that owns a
+// key, as scopeOf names it) at n entries: a write to a scope holding n
+// entries first frees one of that scope's own, in the eviction order
+// above applied to the scope's entries alone, so a flooding scope evicts
+// its own entries, never another's. Keys whose scope is "" have no quota.
+// For the keys the engine writes, use idemkit.ScopeOf as scopeOf.
+//
+// All entries of a scope live in one shard, chosen by the scope, so that
+// the quota is kept under that shard's lock alone. Shards therefore fill
+// unevenly, and the scopes sharing a shard still compete for its capacity
+// and bytes under the eviction order: quotas isolate scopes fully while
+// the active scopes of a shard, at their quotas, fit in it. Size the
+// capacity at several times the number of active scopes times n.
+//
+// # Expiry
 //
 // Expiry is lazy: every operation treats an expired entry as absent and
 // reclaims it. An optional janitor goroutine (WithSweepInterval) also
 // reclaims expired entries nobody touches. Times come from the monotonic
 // clock, so wall-clock jumps do not shorten or lengthen TTLs.
 //
-// A Store is safe for concurrent use. Its data lives only as long as the
-// process, and it protects only callers in that process: use it for a
-// single instance, for tests, or as a near cache, not to deduplicate across
-// replicas.
+// # Options
+//
+// New rejects an invalid option, or options that no shard layout can
+// honour, with an error wrapping store.ErrInvalid: no option is clamped
+// or ignored. Leave an option out to get its default.
 package memstore

@@ -2,14 +2,20 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
 
 func Example() {
-	s := memstore.New(memstore.WithCapacity(10_000), memstore.WithSweepInterval(time.Minute))
+	s, err := memstore.New(memstore.WithCapacity(10_000), memstore.WithSweepInterval(time.Minute))
+	if err != nil {
+		panic(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 
@@ -27,10 +33,22 @@ func Example() {
 	// first request records its result: true
 }
 
+func ExampleNew_invalidOption() {
+	_, err := memstore.New(memstore.WithCapacity(0))
+	fmt.Println(err)
+	fmt.Println("invalid:", errors.Is(err, store.ErrInvalid))
+	// Output:
+	// memstore: store: invalid argument: WithCapacity(0): capacity must be at least 1
+	// invalid: true
+}
+
 func ExampleWithOnEvict() {
-	s := memstore.New(memstore.WithCapacity(1), memstore.WithOnEvict(func(key string) {
+	s, err := memstore.New(memstore.WithCapacity(1), memstore.WithOnEvict(func(key string) {
 		fmt.Println("evicted live entry:", key)
 	}))
+	if err != nil {
+		panic(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 
@@ -40,4 +58,48 @@ func ExampleWithOnEvict() {
 	// Output:
 	// evicted live entry: a
 	// evictions: 1
+}
+
+func ExampleWithScopeQuota() {
+	// The scope is the key's text up to its last ':' ("tenant:alice").
+	scopeOf := func(key string) string {
+		i := strings.LastIndexByte(key, ':')
+		return key[:max(i, 0)]
+	}
+	s, err := memstore.New(memstore.WithScopeQuota(2, scopeOf), memstore.WithOnEvict(func(key string) {
+		fmt.Println("evicted:", key)
+	}))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	_, _, _ = s.SetNX(ctx, "tenant:bob:1", []byte("claim"), time.Hour)
+	for _, key := range []string{"tenant:alice:1", "tenant:alice:2", "tenant:alice:3"} {
+		_, _, _ = s.SetNX(ctx, key, []byte("claim"), time.Hour)
+	}
+	_, err = s.Get(ctx, "tenant:bob:1")
+	fmt.Println("bob's entry kept:", err == nil)
+	// Output:
+	// evicted: tenant:alice:1
+	// bob's entry kept: true
+}
+
+func ExampleWithMaxBytes() {
+	s, err := memstore.New(memstore.WithMaxBytes(1 << 20))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	_, _, _ = s.SetNX(ctx, "k", make([]byte, 100), time.Hour)
+	fmt.Println("bytes counted:", s.Bytes(), "=", 1+100+memstore.EntryOverhead)
+
+	_, _, err = s.SetNX(ctx, "huge", make([]byte, 2<<20), time.Hour)
+	fmt.Println("too large:", errors.Is(err, memstore.ErrTooLarge))
+	// Output:
+	// bytes counted: 261 = 261
+	// too large: true
 }

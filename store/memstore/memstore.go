@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,13 +20,24 @@ import (
 // every operation on a Store after Close.
 var ErrClosed = errors.New("memstore: store is closed")
 
+// ErrTooLarge is returned, wrapped, by a write whose entry alone exceeds a
+// shard's byte budget (WithMaxBytes over the shard count). It wraps
+// store.ErrInvalid: the write changed nothing.
+var ErrTooLarge = fmt.Errorf("memstore: entry exceeds a shard's byte budget: %w", store.ErrInvalid)
+
+// errTooLarge returns the error of a write of an entry of cost bytes to a
+// shard whose budget is budget bytes.
+func errTooLarge(cost, budget int64) error {
+	return fmt.Errorf("%w (%d bytes, budget %d)", ErrTooLarge, cost, budget)
+}
+
 // Store is a bounded in-memory store.Store. Create one with New; the zero
 // value is not usable. All methods are safe for concurrent use.
 type Store struct {
 	shards    []shard
-	mask      uint64
 	seed      maphash.Seed
 	epoch     time.Time // monotonic origin of entry expiry times
+	scopeOf   func(key string) string
 	onEvict   func(key string)
 	evictions atomic.Uint64
 	closed    atomic.Bool
@@ -39,58 +51,56 @@ var (
 	_ store.Closer = (*Store)(nil)
 )
 
-// New returns an empty Store configured by opts. It never fails: options
-// out of range are clamped as each Option documents. If WithSweepInterval
-// starts a janitor, call Close to stop it.
-func New(opts ...Option) *Store {
-	c := newConfig(opts)
+// New returns an empty Store configured by opts, or an error wrapping
+// store.ErrInvalid if an option is invalid or the options do not fit
+// together. If WithSweepInterval starts a janitor, call Close to stop it.
+func New(opts ...Option) (*Store, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
 		shards:  make([]shard, c.shards),
-		mask:    uint64(c.shards - 1),
 		seed:    maphash.MakeSeed(),
 		epoch:   time.Now(),
+		scopeOf: c.scopeOf,
 		onEvict: c.onEvict,
 		stop:    make(chan struct{}),
 	}
 	for i := range s.shards {
-		s.shards[i].init(shareOf(c.capacity, c.shards, i))
+		s.shards[i].init(shareOf(c.capacity, c.shards, i), shareOf(c.maxBytes, c.shards, i), c.quota)
 	}
 	if c.sweepInterval > 0 {
 		s.janitor.Add(1)
 		go s.runJanitor(c.sweepInterval)
 	}
-	return s
+	return s, nil
 }
 
-// shareOf returns shard i's share of capacity split evenly over n shards.
-func shareOf(capacity, n, i int) int {
-	share := capacity / n
-	if i < capacity%n {
-		share++
-	}
-	return share
-}
-
-// SetNX implements store.Store.
+// SetNX implements store.Store. A new entry may evict others (see the
+// package doc); one larger than a shard's byte budget fails with
+// ErrTooLarge.
 func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	if err := s.begin(ctx, "SetNX", store.CheckSet(key, value, ttl)); err != nil {
 		return false, store.Entry{}, err
 	}
-	sh := s.shardFor(key)
+	sh, scopeName := s.shardFor(key)
 	sh.mu.Lock()
 	if s.closed.Load() {
 		sh.mu.Unlock()
 		return false, store.Entry{}, errClosed("SetNX")
 	}
 	now := s.now()
-	if e, ok := sh.get(key, now); ok {
+	if n := sh.get(key, now); n != nil {
+		v, ttl := n.value, n.remaining(now)
 		sh.mu.Unlock()
-		return false, store.Entry{Value: slices.Clone(e.value), TTL: e.remaining(now)}, nil
+		return false, store.Entry{Value: slices.Clone(v), TTL: ttl}, nil
 	}
-	evicted, didEvict := sh.insert(key, entry{value: slices.Clone(value), expires: expiry(now, ttl)}, now)
+	evicted, err := sh.insert(key, scopeName, slices.Clone(value), expiry(now, ttl), now, nil)
 	sh.mu.Unlock()
-	if didEvict {
-		s.evicted(evicted)
+	s.evicted(evicted)
+	if err != nil {
+		return false, store.Entry{}, fmt.Errorf("memstore: SetNX: %w", err)
 	}
 	return true, store.Entry{}, nil
 }
@@ -100,42 +110,52 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 	if err := s.begin(ctx, "Get", store.CheckKey(key)); err != nil {
 		return store.Entry{}, err
 	}
-	sh := s.shardFor(key)
+	sh, _ := s.shardFor(key)
 	sh.mu.Lock()
 	if s.closed.Load() {
 		sh.mu.Unlock()
 		return store.Entry{}, errClosed("Get")
 	}
 	now := s.now()
-	e, ok := sh.get(key, now)
-	sh.mu.Unlock()
-	if !ok {
+	n := sh.get(key, now)
+	if n == nil {
+		sh.mu.Unlock()
 		return store.Entry{}, fmt.Errorf("memstore: Get: %w", store.ErrNotFound)
 	}
-	return store.Entry{Value: slices.Clone(e.value), TTL: e.remaining(now)}, nil
+	v, ttl := n.value, n.remaining(now)
+	sh.mu.Unlock()
+	return store.Entry{Value: slices.Clone(v), TTL: ttl}, nil
 }
 
-// CompareAndSwap implements store.Store.
+// CompareAndSwap implements store.Store. The swapped entry moves to the
+// protected segment (see the package doc); a new value that alone exceeds
+// a shard's byte budget fails with ErrTooLarge.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	if err := s.begin(ctx, "CompareAndSwap", store.CheckSwap(key, old, new, ttl)); err != nil {
 		return false, err
 	}
-	sh := s.shardFor(key)
+	sh, _ := s.shardFor(key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	if s.closed.Load() {
+		sh.mu.Unlock()
 		return false, errClosed("CompareAndSwap")
 	}
 	now := s.now()
-	e, ok := sh.get(key, now)
-	if !ok || !bytes.Equal(e.value, old) {
+	n := sh.get(key, now)
+	if n == nil || !bytes.Equal(n.value, old) {
+		sh.mu.Unlock()
 		return false, nil
 	}
-	if !bytes.Equal(e.value, new) {
-		e.value = slices.Clone(new)
+	value := n.value
+	if !bytes.Equal(value, new) {
+		value = slices.Clone(new)
 	}
-	e.expires = expiry(now, ttl)
-	sh.lru.Add(key, e)
+	evicted, err := sh.rewrite(n, value, expiry(now, ttl), now, nil)
+	sh.mu.Unlock()
+	s.evicted(evicted)
+	if err != nil {
+		return false, fmt.Errorf("memstore: CompareAndSwap: %w", err)
+	}
 	return true, nil
 }
 
@@ -144,17 +164,17 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old []byte) (b
 	if err := s.begin(ctx, "CompareAndDelete", store.CheckDelete(key, old)); err != nil {
 		return false, err
 	}
-	sh := s.shardFor(key)
+	sh, _ := s.shardFor(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s.closed.Load() {
 		return false, errClosed("CompareAndDelete")
 	}
-	e, ok := sh.peek(key, s.now())
-	if !ok || !bytes.Equal(e.value, old) {
+	n := sh.peek(key, s.now())
+	if n == nil || !bytes.Equal(n.value, old) {
 		return false, nil
 	}
-	sh.lru.Remove(key)
+	sh.drop(n)
 	return true, nil
 }
 
@@ -163,40 +183,51 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	if err := s.begin(ctx, "Consume", store.CheckKey(key)); err != nil {
 		return nil, err
 	}
-	sh := s.shardFor(key)
+	sh, _ := s.shardFor(key)
 	sh.mu.Lock()
 	if s.closed.Load() {
 		sh.mu.Unlock()
 		return nil, errClosed("Consume")
 	}
-	e, ok := sh.peek(key, s.now())
-	if ok {
-		sh.lru.Remove(key)
-	}
-	sh.mu.Unlock()
-	if !ok {
+	n := sh.peek(key, s.now())
+	if n == nil {
+		sh.mu.Unlock()
 		return nil, fmt.Errorf("memstore: Consume: %w", store.ErrNotFound)
 	}
-	// A concurrent Get may still be copying e.value, so the caller gets a
-	// copy it is free to modify.
-	return slices.Clone(e.value), nil
+	sh.drop(n)
+	v := n.value
+	sh.mu.Unlock()
+	// A concurrent Get may still be copying v, so the caller gets a copy
+	// it is free to modify.
+	return slices.Clone(v), nil
 }
 
-// Evictions returns how many live (unexpired) entries the Store has pushed
-// out to make room for new keys since it was created. Expired entries
-// reclaimed and entries deleted by CompareAndDelete or Consume do not
-// count.
+// Evictions returns how many live (unexpired) entries the Store has
+// evicted to make room since it was created. Expired entries reclaimed and
+// entries deleted by CompareAndDelete or Consume do not count.
 func (s *Store) Evictions() uint64 {
 	return s.evictions.Load()
 }
 
 // Len returns the number of entries the Store holds, including expired
-// entries not yet reclaimed. It locks each shard in turn, so under
-// concurrent writes the result is approximate.
+// entries not yet reclaimed. Under concurrent writes it is approximate.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
-		n += s.shards[i].len()
+		entries, _ := s.shards[i].size()
+		n += entries
+	}
+	return n
+}
+
+// Bytes returns the bytes the Store counts against WithMaxBytes (see the
+// package doc's "Bounds" section). Under concurrent writes it is
+// approximate, but never above the budget.
+func (s *Store) Bytes() int64 {
+	var n int64
+	for i := range s.shards {
+		_, b := s.shards[i].size()
+		n += b
 	}
 	return n
 }
@@ -237,9 +268,21 @@ func errClosed(op string) error {
 	return store.Unavailable("memstore: "+op, ErrClosed)
 }
 
-// shardFor returns the shard that holds key.
-func (s *Store) shardFor(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// shardFor returns the shard that holds key and key's scope: with a scope
+// quota, every key of a scope lives in the scope's shard, so that the
+// quota is kept under that shard's lock alone.
+func (s *Store) shardFor(key string) (*shard, string) {
+	var name string
+	if s.scopeOf != nil {
+		name = s.scopeOf(key)
+	}
+	h := maphash.String(s.seed, key)
+	if name != "" {
+		h = maphash.String(s.seed, name)
+	}
+	// Lemire's multiply-shift maps h onto [0, len) without a division.
+	i, _ := bits.Mul64(h, uint64(len(s.shards)))
+	return &s.shards[i], name
 }
 
 // now returns the monotonic time since the Store's epoch, in nanoseconds.
@@ -247,11 +290,17 @@ func (s *Store) now() int64 {
 	return int64(time.Since(s.epoch))
 }
 
-// evicted records the eviction of a live entry and reports it.
-func (s *Store) evicted(key string) {
-	s.evictions.Add(1)
+// evicted counts and reports the eviction of live entries. The caller
+// holds no lock.
+func (s *Store) evicted(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	s.evictions.Add(uint64(len(keys)))
 	if s.onEvict != nil {
-		s.onEvict(key)
+		for _, k := range keys {
+			s.onEvict(k)
+		}
 	}
 }
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,132 +21,53 @@ var ctx = context.Background()
 
 // newStore returns a Store closed when the test ends.
 func newStore(t testing.TB, opts ...memstore.Option) *memstore.Store {
-	s := memstore.New(opts...)
+	t.Helper()
+	s, err := memstore.New(opts...)
+	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
 	return s
+}
+
+// scopeOf is the tests' scope function: the text before the second ':'
+// ("idem:alice" for "idem:alice:order-1"), or "" without one.
+func scopeOf(key string) string {
+	first := strings.IndexByte(key, ':')
+	if first < 0 {
+		return ""
+	}
+	second := strings.IndexByte(key[first+1:], ':')
+	if second < 0 {
+		return ""
+	}
+	return key[:first+1+second]
 }
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 }
 
-func TestConformanceSmallWithJanitor(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return newStore(t, memstore.WithCapacity(4096), memstore.WithShards(2), memstore.WithSweepInterval(time.Millisecond))
-	})
-}
-
-// set stores a live value under key, requiring that it was absent.
-func set(t *testing.T, s *memstore.Store, key string, ttl time.Duration) {
-	t.Helper()
-	ok, _, err := s.SetNX(ctx, key, []byte(key), ttl)
-	require.NoError(t, err)
-	require.True(t, ok, "SetNX(%q)", key)
-}
-
-func TestEvictsLeastRecentlyUsedLiveEntry(t *testing.T) {
-	var mu sync.Mutex
-	var evicted []string
-	s := newStore(t, memstore.WithCapacity(3), memstore.WithShards(1), memstore.WithOnEvict(func(key string) {
-		mu.Lock()
-		defer mu.Unlock()
-		evicted = append(evicted, key)
-	}))
-	for _, k := range []string{"a", "b", "c"} {
-		set(t, s, k, time.Hour)
-	}
-	_, err := s.Get(ctx, "a") // a becomes most recently used
-	require.NoError(t, err)
-	set(t, s, "d", time.Hour)
-	set(t, s, "e", time.Hour)
-
-	assert.Equal(t, uint64(2), s.Evictions())
-	assert.Equal(t, []string{"b", "c"}, evicted)
-	assert.Equal(t, 3, s.Len())
-	for _, k := range []string{"a", "d", "e"} {
-		_, err := s.Get(ctx, k)
-		assert.NoError(t, err, k)
-	}
-}
-
-func TestExpiredEntriesAreNotEvictions(t *testing.T) {
-	var calls atomic.Int64
-	s := newStore(t, memstore.WithCapacity(2), memstore.WithShards(1), memstore.WithOnEvict(func(string) { calls.Add(1) }))
-	set(t, s, "a", 20*time.Millisecond)
-	set(t, s, "b", 20*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
-	set(t, s, "c", time.Hour) // reclaims expired a to make room
-	_, err := s.Get(ctx, "b") // reclaims expired b on access
-	require.ErrorIs(t, err, store.ErrNotFound)
-	set(t, s, "d", time.Hour)
-
-	assert.Zero(t, s.Evictions())
-	assert.Zero(t, calls.Load())
-	assert.Equal(t, 2, s.Len())
-}
-
-func TestDeletesAreNotEvictions(t *testing.T) {
-	s := newStore(t, memstore.WithCapacity(2), memstore.WithShards(1))
-	set(t, s, "a", time.Hour)
-	set(t, s, "b", time.Hour)
-	_, err := s.Consume(ctx, "a")
-	require.NoError(t, err)
-	ok, err := s.CompareAndDelete(ctx, "b", []byte("b"))
-	require.NoError(t, err)
-	require.True(t, ok)
-	set(t, s, "c", time.Hour)
-	set(t, s, "d", time.Hour)
-	assert.Zero(t, s.Evictions())
-	assert.Equal(t, 2, s.Len())
-}
-
-func TestOnEvictMayCallTheStore(t *testing.T) {
-	var s *memstore.Store
-	var seen []error
-	s = newStore(t, memstore.WithCapacity(1), memstore.WithShards(1), memstore.WithOnEvict(func(key string) {
-		_, err := s.Get(ctx, key)
-		seen = append(seen, err)
-	}))
-	set(t, s, "a", time.Hour)
-	set(t, s, "b", time.Hour)
-	require.Len(t, seen, 1)
-	assert.ErrorIs(t, seen[0], store.ErrNotFound)
-}
-
-func TestCapacityIsSplitAcrossShards(t *testing.T) {
-	const capacity, inserts = 100, 2000
-	s := newStore(t, memstore.WithCapacity(capacity), memstore.WithShards(4))
-	for i := range inserts {
-		set(t, s, strconv.Itoa(i), time.Hour)
-	}
-	assert.Equal(t, capacity, s.Len())
-	assert.Equal(t, uint64(inserts-capacity), s.Evictions())
-}
-
-// TestConcurrentEvictionCount inserts fresh keys from many goroutines into
-// a small store: every successful SetNX either still holds its entry or
-// was counted as an eviction, and each eviction was reported once.
-func TestConcurrentEvictionCount(t *testing.T) {
-	const workers, perWorker = 16, 500
-	var reported atomic.Uint64
-	s := newStore(t, memstore.WithCapacity(64), memstore.WithShards(4), memstore.WithOnEvict(func(string) { reported.Add(1) }))
-	var wg sync.WaitGroup
-	var inserted atomic.Uint64
-	for w := range workers {
-		wg.Go(func() {
-			for i := range perWorker {
-				ok, _, err := s.SetNX(ctx, strconv.Itoa(w)+":"+strconv.Itoa(i), []byte("v"), time.Hour)
-				if assert.NoError(t, err) && ok {
-					inserted.Add(1)
-				}
-			}
+// TestConformanceWithEveryOption runs the conformance suite with each
+// option, and with all of them at once. The byte budgets leave each shard
+// room for a value of store.MaxValueLen, which the suite stores.
+func TestConformanceWithEveryOption(t *testing.T) {
+	const roomy = 2 * (store.MaxValueLen + 4096)
+	onEvict := memstore.WithOnEvict(func(string) {})
+	for name, opts := range map[string][]memstore.Option{
+		"WithCapacity":      {memstore.WithCapacity(4096)},
+		"WithShards":        {memstore.WithShards(3)},
+		"WithSweepInterval": {memstore.WithSweepInterval(time.Millisecond)},
+		"WithOnEvict":       {onEvict},
+		"WithMaxBytes":      {memstore.WithMaxBytes(roomy)},
+		"WithScopeQuota":    {memstore.WithScopeQuota(1000, scopeOf)},
+		"all": {
+			memstore.WithCapacity(4096), memstore.WithShards(2), memstore.WithSweepInterval(time.Millisecond),
+			onEvict, memstore.WithMaxBytes(2 * roomy), memstore.WithScopeQuota(1000, scopeOf),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, opts...) })
 		})
 	}
-	wg.Wait()
-	require.Equal(t, uint64(workers*perWorker), inserted.Load())
-	assert.Equal(t, 64, s.Len())
-	assert.Equal(t, inserted.Load()-64, s.Evictions())
-	assert.Equal(t, s.Evictions(), reported.Load())
 }
 
 func TestJanitorRemovesExpiredEntries(t *testing.T) {
@@ -176,7 +97,9 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	stores := make([]*memstore.Store, 8)
 	for i := range stores {
-		stores[i] = memstore.New(memstore.WithSweepInterval(time.Millisecond))
+		var err error
+		stores[i], err = memstore.New(memstore.WithSweepInterval(time.Millisecond))
+		require.NoError(t, err)
 	}
 	require.Greater(t, runtime.NumGoroutine(), before, "janitors did not start")
 	for _, s := range stores {
@@ -203,13 +126,15 @@ func requireGoroutinesAtMost(t *testing.T, n int) {
 
 func TestNoJanitorStartsNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
-	s := memstore.New()
+	s, err := memstore.New()
+	require.NoError(t, err)
 	assert.Equal(t, before, runtime.NumGoroutine())
 	require.NoError(t, s.Close())
 }
 
 func TestOperationsFailAfterClose(t *testing.T) {
-	s := memstore.New(memstore.WithSweepInterval(time.Millisecond))
+	s, err := memstore.New(memstore.WithSweepInterval(time.Millisecond))
+	require.NoError(t, err)
 	set(t, s, "k", time.Hour)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close is idempotent")
@@ -219,7 +144,7 @@ func TestOperationsFailAfterClose(t *testing.T) {
 		require.ErrorIs(t, err, memstore.ErrClosed, op)
 		require.ErrorIs(t, err, store.ErrUnavailable, op)
 	}
-	_, _, err := s.SetNX(ctx, "k2", []byte("v"), time.Hour)
+	_, _, err = s.SetNX(ctx, "k2", []byte("v"), time.Hour)
 	requireClosed(err, "SetNX")
 	_, err = s.Get(ctx, "k")
 	requireClosed(err, "Get")
@@ -235,7 +160,8 @@ func TestOperationsFailAfterClose(t *testing.T) {
 // TestCloseRacingOperations closes a store while goroutines use it: every
 // operation either completes normally or reports ErrClosed.
 func TestCloseRacingOperations(t *testing.T) {
-	s := memstore.New(memstore.WithSweepInterval(time.Millisecond))
+	s, err := memstore.New(memstore.WithSweepInterval(time.Millisecond))
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
@@ -285,4 +211,92 @@ func TestMaximalTTLNeverExpires(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, e.TTL, 100*365*24*time.Hour)
 	assert.Zero(t, e.TTL%time.Millisecond)
+}
+
+// set stores a live value under key, requiring that it was absent.
+func set(t *testing.T, s *memstore.Store, key string, ttl time.Duration) {
+	t.Helper()
+	ok, _, err := s.SetNX(ctx, key, []byte(key), ttl)
+	require.NoError(t, err)
+	require.True(t, ok, "SetNX(%q)", key)
+}
+
+// complete swaps key's value for value, as the engine records a result.
+func complete(t *testing.T, s *memstore.Store, key string, value []byte) {
+	t.Helper()
+	e, err := s.Get(ctx, key)
+	require.NoError(t, err)
+	ok, err := s.CompareAndSwap(ctx, key, e.Value, value, time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok, "CompareAndSwap(%q)", key)
+}
+
+func TestBytesCountsKeysValuesAndOverhead(t *testing.T) {
+	s := newStore(t)
+	assert.Zero(t, s.Bytes())
+	set(t, s, "key", time.Hour) // value "key"
+	assert.Equal(t, int64(3+3+memstore.EntryOverhead), s.Bytes())
+	complete(t, s, "key", make([]byte, 100))
+	assert.Equal(t, int64(3+100+memstore.EntryOverhead), s.Bytes())
+	set(t, s, "other", time.Hour)
+	assert.Equal(t, int64(3+100+5+5+2*memstore.EntryOverhead), s.Bytes())
+	_, err := s.Consume(ctx, "key")
+	require.NoError(t, err)
+	ok, err := s.CompareAndDelete(ctx, "other", []byte("other"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Zero(t, s.Bytes())
+}
+
+// TestWriteOverShardBudgetFailsWithErrTooLarge checks that an entry that
+// cannot fit in its shard is refused, changing nothing, rather than
+// emptying the shard or being kept over budget.
+func TestWriteOverShardBudgetFailsWithErrTooLarge(t *testing.T) {
+	const budget = 64 << 10
+	s := newStore(t, memstore.WithMaxBytes(budget), memstore.WithShards(1))
+	set(t, s, "small", time.Hour)
+	big := make([]byte, budget)
+
+	_, _, err := s.SetNX(ctx, "big", big, time.Hour)
+	require.ErrorIs(t, err, memstore.ErrTooLarge)
+	require.ErrorIs(t, err, store.ErrInvalid, "the write changed nothing")
+	_, err = s.Get(ctx, "big")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	ok, err := s.CompareAndSwap(ctx, "small", []byte("small"), big, time.Hour)
+	require.ErrorIs(t, err, memstore.ErrTooLarge)
+	assert.False(t, ok)
+	e, err := s.Get(ctx, "small")
+	require.NoError(t, err)
+	assert.Equal(t, "small", string(e.Value))
+	assert.Zero(t, s.Evictions())
+	assert.Equal(t, int64(5+5+memstore.EntryOverhead), s.Bytes())
+}
+
+// TestEntryOverheadCoversHeapPerEntry measures the heap an entry takes
+// beyond its key and value (kept alive by the test, and sized to an
+// allocator class): the byte budget must not undercount it.
+func TestEntryOverheadCoversHeapPerEntry(t *testing.T) {
+	const n = 50_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "idem:" + strconv.Itoa(i%1000) + ":" + strconv.Itoa(1e9+i)
+	}
+	value := make([]byte, 64)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := newStore(t, memstore.WithCapacity(2*n), memstore.WithMaxBytes(1<<30)) // shards fill unevenly
+	for _, k := range keys {
+		set, _, err := s.SetNX(ctx, k, value, time.Hour)
+		require.NoError(t, err)
+		require.True(t, set)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perEntry := float64(after.HeapAlloc-before.HeapAlloc)/n - float64(len(value))
+	t.Logf("heap per entry beyond key and value: %.0f bytes; EntryOverhead: %d", perEntry, memstore.EntryOverhead)
+	assert.LessOrEqual(t, perEntry, float64(memstore.EntryOverhead))
+	assert.Equal(t, n, s.Len())
+	runtime.KeepAlive(keys)
 }

@@ -1,86 +1,209 @@
 package memstore
 
 import (
-	"math/bits"
+	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/idemkit/idemkit/store"
 )
 
-// DefaultCapacity is the number of entries a Store holds unless
-// WithCapacity says otherwise.
-const DefaultCapacity = 100_000
+// Defaults of a Store built without options.
+const (
+	// DefaultCapacity is the number of entries a Store holds unless
+	// WithCapacity says otherwise.
+	DefaultCapacity = 100_000
+	// DefaultMaxBytes is the number of bytes (see EntryOverhead) a Store
+	// holds unless WithMaxBytes says otherwise.
+	DefaultMaxBytes = 256 << 20
+)
+
+// EntryOverhead estimates, in bytes, the memory an entry takes beyond its
+// key and value (its node and map slot). An entry counts len(key) +
+// len(value) + EntryOverhead against WithMaxBytes.
+const EntryOverhead = 160
+
+// scopeOverhead is the estimate, in bytes, of what a scope's bookkeeping
+// costs beyond its name; a scope holding entries counts len(scope) +
+// scopeOverhead against WithMaxBytes.
+const scopeOverhead = 160
 
 // maxShards bounds WithShards; more shards than this only cost memory.
 const maxShards = 1 << 16
 
-// config holds the settings Options adjust.
+// config holds the settings Options adjust; zero fields are unset.
 type config struct {
 	capacity      int
+	maxBytes      int64
 	shards        int
 	sweepInterval time.Duration
 	onEvict       func(key string)
+	quota         int
+	scopeOf       func(key string) string
 }
 
-// Option configures a Store created by New.
-type Option func(*config)
+// Option configures a Store created by New. An Option given an invalid
+// argument makes New fail with an error wrapping store.ErrInvalid.
+type Option func(*config) error
 
-// WithCapacity sets the maximum number of entries the Store holds, across
-// all shards. The capacity is split evenly between shards, so a shard can
-// fill (and evict) while others still have room. Values below 1 select
-// DefaultCapacity.
+// invalid returns the error of an option given an invalid argument.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("memstore: %w: "+format, append([]any{store.ErrInvalid}, args...)...)
+}
+
+// WithCapacity sets the maximum number of entries the Store holds, n >= 1
+// (default DefaultCapacity). The capacity is split evenly between shards.
 func WithCapacity(n int) Option {
-	return func(c *config) { c.capacity = n }
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("WithCapacity(%d): capacity must be at least 1", n)
+		}
+		c.capacity = n
+		return nil
+	}
 }
 
-// WithShards sets the number of independently locked shards. It is rounded
-// up to a power of two, capped at 65536, and lowered if needed so that
-// every shard holds at least one entry. Values below 1 select the default:
-// the smallest power of two that is at least 16 and at least four times
-// GOMAXPROCS at the time New is called.
+// WithMaxBytes sets the maximum number of bytes the Store holds, n >= 1
+// (default DefaultMaxBytes), counted as the package doc's "Bounds" section
+// says. The budget is split evenly between shards; a write of an entry
+// larger than a shard's budget fails with ErrTooLarge.
+func WithMaxBytes(n int64) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("WithMaxBytes(%d): the byte budget must be at least 1", n)
+		}
+		c.maxBytes = n
+		return nil
+	}
+}
+
+// WithShards sets the number of independently locked shards, 1 <= n <=
+// 65536, instead of the default the package doc's "Bounds" section gives.
+// Every shard must have room for an entry of any valid key and, with
+// WithScopeQuota, for a whole scope.
 func WithShards(n int) Option {
-	return func(c *config) { c.shards = n }
+	return func(c *config) error {
+		if n < 1 || n > maxShards {
+			return invalid("WithShards(%d): the shard count must be in [1, %d]", n, maxShards)
+		}
+		c.shards = n
+		return nil
+	}
 }
 
 // WithSweepInterval starts a janitor goroutine that removes expired
-// entries every d. Close stops it. A d of 0 or less (the default) starts no
-// goroutine; expired entries are then reclaimed when an operation touches
-// them or when a full shard needs room.
+// entries every d, d > 0; Close stops it. Without it no goroutine runs and
+// expired entries are reclaimed when touched or when room is needed.
 func WithSweepInterval(d time.Duration) Option {
-	return func(c *config) { c.sweepInterval = d }
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("WithSweepInterval(%v): the interval must be positive", d)
+		}
+		c.sweepInterval = d
+		return nil
+	}
 }
 
-// WithOnEvict registers fn to be called with the key of every live entry
-// pushed out to make room for a new one (see Store.Evictions). fn is called
-// synchronously, outside any lock, on the goroutine whose SetNX caused the
-// eviction; it may call the Store, and it must be safe for concurrent use.
-// It is not called for expired entries or for deletes.
+// WithOnEvict registers fn, non-nil, to be called with the key of every
+// live entry evicted (see Store.Evictions). fn runs synchronously, outside
+// any lock, on the goroutine whose write caused the eviction; it may call
+// the Store and must be safe for concurrent use.
 func WithOnEvict(fn func(key string)) Option {
-	return func(c *config) { c.onEvict = fn }
+	return func(c *config) error {
+		if fn == nil {
+			return invalid("WithOnEvict(nil): the callback must not be nil")
+		}
+		c.onEvict = fn
+		return nil
+	}
 }
 
-// newConfig applies opts over the defaults and clamps the results.
-func newConfig(opts []Option) config {
+// WithScopeQuota limits every scope to n >= 1 entries: a write to a scope
+// holding n entries first evicts one of that scope's own, never another
+// scope's. scopeOf, non-nil, names a key's scope ("" for none: no quota).
+// The package doc's "Scopes" section says how to size a scoped Store.
+func WithScopeQuota(n int, scopeOf func(key string) string) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("WithScopeQuota(%d): the quota must be at least 1", n)
+		}
+		if scopeOf == nil {
+			return invalid("WithScopeQuota: the scope function must not be nil")
+		}
+		c.quota, c.scopeOf = n, scopeOf
+		return nil
+	}
+}
+
+// newConfig applies opts over the defaults and checks that the settings
+// fit together. Its errors wrap store.ErrInvalid.
+func newConfig(opts []Option) (config, error) {
 	var c config
 	for _, opt := range opts {
-		opt(&c)
+		if opt == nil {
+			return config{}, invalid("nil Option")
+		}
+		if err := opt(&c); err != nil {
+			return config{}, err
+		}
 	}
-	if c.capacity < 1 {
+	if c.capacity == 0 {
 		c.capacity = DefaultCapacity
 	}
-	if c.shards < 1 {
-		c.shards = max(16, 4*runtime.GOMAXPROCS(0))
+	if c.maxBytes == 0 {
+		c.maxBytes = DefaultMaxBytes
 	}
-	c.shards = ceilPow2(min(c.shards, maxShards))
-	for c.shards > c.capacity {
-		c.shards /= 2
+	if c.quota > c.capacity {
+		return config{}, invalid("scope quota %d exceeds the capacity %d", c.quota, c.capacity)
 	}
-	return c
+	if c.shards == 0 {
+		c.shards = c.defaultShards()
+	}
+	return c, c.checkShards()
 }
 
-// ceilPow2 returns the smallest power of two >= n, for n >= 1.
-func ceilPow2(n int) int {
-	if n <= 1 {
-		return 1
+// defaultShards returns the shard count New uses when WithShards is not
+// given: at least 16 and 4*GOMAXPROCS, lowered until every shard holds a
+// scope quota and one entry of the largest size (or there is one shard).
+func (c *config) defaultShards() int {
+	n := max(16, 4*runtime.GOMAXPROCS(0))
+	n = min(n, c.capacity/max(c.quota, 1))
+	n = min(n, int(min(c.maxBytes/c.largestEntry(store.MaxValueLen), maxShards)))
+	return max(n, 1)
+}
+
+// largestEntry returns what an entry with the longest key and a value of
+// n bytes counts against the byte budget, with its scope's bookkeeping.
+func (c *config) largestEntry(n int) int64 {
+	cost := int64(store.MaxKeyLen+n) + EntryOverhead
+	if c.quota > 0 {
+		cost += store.MaxKeyLen + scopeOverhead
 	}
-	return 1 << bits.Len(uint(n-1))
+	return cost
+}
+
+// checkShards reports a shard count that leaves a shard unable to hold a
+// whole scope or a single entry of any valid key.
+func (c *config) checkShards() error {
+	if c.shards > c.capacity {
+		return invalid("%d shards for a capacity of %d: every shard needs room for an entry", c.shards, c.capacity)
+	}
+	if perShard := c.capacity / c.shards; c.quota > perShard {
+		return invalid("scope quota %d exceeds a shard's capacity %d (%d entries over %d shards): a scope lives in one shard",
+			c.quota, perShard, c.capacity, c.shards)
+	}
+	if perShard, need := c.maxBytes/int64(c.shards), c.largestEntry(0); perShard < need {
+		return invalid("a shard's byte budget %d (%d bytes over %d shards) is below the %d bytes of an empty entry with the longest key",
+			perShard, c.maxBytes, c.shards, need)
+	}
+	return nil
+}
+
+// shareOf returns part i's share of total split evenly over n parts.
+func shareOf[T int | int64](total T, n, i int) T {
+	share := total / T(n)
+	if T(i) < total%T(n) {
+		share++
+	}
+	return share
 }

@@ -1,155 +1,266 @@
 package memstore
 
 import (
-	"math"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
-	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// entry is a stored value and the monotonic time, in nanoseconds since the
-// Store's epoch, at which it expires. value is never modified after it is
-// stored (updates store a new slice), so it may be read after the shard
-// lock is released.
-type entry struct {
-	value   []byte
-	expires int64
-}
-
-// live reports whether e has not expired at now.
-func (e entry) live(now int64) bool {
-	return now < e.expires
-}
-
-// remaining returns e's time to live at now, rounded up to a whole
-// millisecond. e must be live.
-func (e entry) remaining(now int64) time.Duration {
-	left := time.Duration(e.expires - now)
-	if left > math.MaxInt64-time.Millisecond {
-		return left.Truncate(time.Millisecond)
-	}
-	return (left + time.Millisecond - 1).Truncate(time.Millisecond)
-}
-
-// shard is one independently locked LRU of entries. The padding keeps
+// shard is one independently locked part of a Store: a map of nodes and a
+// segmented LRU over them, plus, with a scope quota, one segmented LRU per
+// scope. Every field but mu is guarded by mu. The padding keeps
 // neighbouring shards' locks on separate cache lines.
 type shard struct {
-	mu       sync.Mutex
-	lru      *simplelru.LRU[string, entry]
-	capacity int
-	// sinceScan counts inserts since makeRoom last scanned for expired
-	// entries; it scans again once sinceScan reaches scanEvery.
-	sinceScan, scanEvery int
-	_                    [24]byte
+	mu         sync.Mutex
+	nodes      map[string]*node
+	segs       segments
+	pacer      pacer
+	scopes     map[string]*scope // nil without a scope quota
+	quota      int               // entries per scope; 0 for none
+	maxEntries int
+	maxBytes   int64
+	bytes      int64 // counted as entryCost and scopeCost say
+	_          [64]byte
 }
 
-// Bounds of shard.scanEvery, as fractions and multiples of the capacity.
-const (
-	scanEveryMinDiv = 2 // at least capacity/2 inserts between scans
-	scanEveryMaxMul = 4 // at most 4*capacity inserts between scans
-)
-
-// init prepares an empty shard holding at most capacity (>= 1) entries.
-func (sh *shard) init(capacity int) {
-	// simplelru only fails for a size below 1; insert keeps the shard at
-	// capacity itself, so the LRU never evicts on its own.
-	lru, err := simplelru.NewLRU[string, entry](capacity, nil)
-	if err != nil {
-		panic("memstore: " + err.Error())
-	}
-	sh.lru, sh.capacity = lru, capacity
-	sh.scanEvery = sh.minScanEvery()
+// scope is the bookkeeping of one scope's entries in a shard; it exists
+// while the scope holds at least one entry.
+type scope struct {
+	name  string
+	segs  segments
+	pacer pacer
 }
 
-// minScanEvery is the shortest interval, in inserts, between two scans
-// for expired entries.
-func (sh *shard) minScanEvery() int {
-	return max(1, sh.capacity/scanEveryMinDiv)
+// init prepares an empty shard holding at most maxEntries (>= 1) entries
+// and maxBytes bytes, and at most quota entries per scope if quota > 0.
+func (sh *shard) init(maxEntries int, maxBytes int64, quota int) {
+	sh.nodes = make(map[string]*node)
+	sh.segs.init(shardLinks)
+	sh.pacer.init(maxEntries)
+	sh.maxEntries, sh.maxBytes, sh.quota = maxEntries, maxBytes, quota
+	if quota > 0 {
+		sh.scopes = make(map[string]*scope)
+	}
 }
 
-// get returns key's entry if it is live at now, marking it recently used.
-// An expired entry is removed. The caller holds mu.
-func (sh *shard) get(key string, now int64) (entry, bool) {
-	e, ok := sh.lru.Get(key)
-	if !ok {
-		return entry{}, false
-	}
-	if !e.live(now) {
-		sh.lru.Remove(key)
-		return entry{}, false
-	}
-	return e, true
+// entryCost is what an entry counts against the byte budget.
+func entryCost(key string, value []byte) int64 {
+	return int64(len(key)+len(value)) + EntryOverhead
 }
 
-// peek is get without marking the entry recently used, for callers about
-// to remove it. The caller holds mu.
-func (sh *shard) peek(key string, now int64) (entry, bool) {
-	e, ok := sh.lru.Peek(key)
-	if !ok {
-		return entry{}, false
-	}
-	if !e.live(now) {
-		sh.lru.Remove(key)
-		return entry{}, false
-	}
-	return e, true
+// scopeCost is what a scope's bookkeeping counts against the byte budget.
+func scopeCost(name string) int64 {
+	return int64(len(name)) + scopeOverhead
 }
 
-// insert adds key, which must be absent, making room first if the shard is
-// full. It returns the key of the live entry it pushed out, if any. The
-// caller holds mu.
-func (sh *shard) insert(key string, e entry, now int64) (evicted string, didEvict bool) {
-	if sh.lru.Len() >= sh.capacity {
-		evicted, didEvict = sh.makeRoom(now)
-	}
-	sh.sinceScan++
-	sh.lru.Add(key, e)
-	return evicted, didEvict
-}
-
-// makeRoom removes at least one entry from the full shard, preferring
-// expired entries to live ones: the least recently used entry if it has
-// expired; otherwise every expired entry, found by a scan of the shard;
-// and only if there is none, the least recently used live entry, whose key
-// it returns. The caller holds mu.
-//
-// Scans are spread over inserts so that their cost stays a small constant
-// per insert: at least capacity/2 inserts apart, an interval that doubles
-// (up to 4*capacity) after each scan that finds nothing, as in a shard
-// full of live entries, and falls back after one that finds something.
-func (sh *shard) makeRoom(now int64) (evicted string, didEvict bool) {
-	k, old, ok := sh.lru.GetOldest()
-	if !ok {
-		return "", false
-	}
-	if !old.live(now) {
-		sh.lru.Remove(k)
-		return "", false
-	}
-	if sh.sinceScan >= sh.scanEvery {
-		sh.sinceScan = 0
-		if sh.removeExpired(sh.lru.Keys(), now) > 0 {
-			sh.scanEvery = sh.minScanEvery()
-			return "", false
-		}
-		sh.scanEvery = min(2*sh.scanEvery, scanEveryMaxMul*sh.capacity)
-	}
-	sh.lru.Remove(k)
-	return k, true
-}
-
-// removeExpired removes the entries among keys that have expired at now,
-// and returns how many it removed. The caller holds mu.
-func (sh *shard) removeExpired(keys []string, now int64) int {
-	n := 0
-	for _, k := range keys {
-		if e, ok := sh.lru.Peek(k); ok && !e.live(now) {
-			sh.lru.Remove(k)
-			n++
-		}
+// get returns key's node if it is live at now, marking it recently used.
+// An expired node is removed. The caller holds mu.
+func (sh *shard) get(key string, now int64) *node {
+	n := sh.peek(key, now)
+	if n != nil {
+		sh.touch(n)
 	}
 	return n
+}
+
+// peek is get without marking the node recently used. The caller holds mu.
+func (sh *shard) peek(key string, now int64) *node {
+	n := sh.nodes[key]
+	if n != nil && !n.live(now) {
+		sh.drop(n)
+		return nil
+	}
+	return n
+}
+
+// touch marks n most recently used in its segment, in the shard and in
+// its scope. The caller holds mu.
+func (sh *shard) touch(n *node) {
+	sh.segs.of(n).moveToFront(n)
+	if n.scope != nil {
+		n.scope.segs.of(n).moveToFront(n)
+	}
+}
+
+// protect moves n to the protected segment, most recently used. The
+// caller holds mu.
+func (sh *shard) protect(n *node) {
+	if n.protected {
+		sh.touch(n)
+		return
+	}
+	sh.segs[probation].remove(n)
+	sh.segs[protected].pushFront(n)
+	if sc := n.scope; sc != nil {
+		sc.segs[probation].remove(n)
+		sc.segs[protected].pushFront(n)
+	}
+	n.protected = true
+}
+
+// drop removes n, and its scope if n was the scope's last entry. The
+// caller holds mu.
+func (sh *shard) drop(n *node) {
+	delete(sh.nodes, n.key)
+	sh.segs.of(n).remove(n)
+	sh.bytes -= entryCost(n.key, n.value)
+	if sc := n.scope; sc != nil {
+		sc.segs.of(n).remove(n)
+		if sc.segs.len() == 0 {
+			delete(sh.scopes, sc.name)
+			sh.bytes -= scopeCost(sc.name)
+		}
+	}
+}
+
+// insert adds key, which must be absent, in scopeName ("" for none),
+// making room first as the package doc's "Eviction" section says. value
+// must be the caller's own copy. It appends the keys of the live entries
+// it evicted to evicted, and fails with ErrTooLarge, changing nothing, if
+// the entry alone exceeds the shard's byte budget. The caller holds mu.
+func (sh *shard) insert(key, scopeName string, value []byte, expires, now int64, evicted []string) ([]string, error) {
+	if sh.quota == 0 {
+		scopeName = ""
+	}
+	cost := entryCost(key, value)
+	if scopeName != "" && cost+scopeCost(scopeName) > sh.maxBytes || cost > sh.maxBytes {
+		return evicted, errTooLarge(cost, sh.maxBytes)
+	}
+	if scopeName != "" {
+		for sc := sh.scopes[scopeName]; sc != nil && sc.segs.len() >= sh.quota; sc = sh.scopes[scopeName] {
+			var ok bool
+			if evicted, ok = sh.makeRoom(&sc.segs, &sc.pacer, nil, now, evicted); !ok {
+				break
+			}
+		}
+	}
+	for sh.overBy(cost, scopeName) {
+		var ok bool
+		if evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, nil, now, evicted); !ok {
+			break
+		}
+	}
+	n := &node{key: key, value: value, expires: expires}
+	sh.nodes[key] = n
+	sh.segs[probation].pushFront(n)
+	sh.bytes += cost
+	sh.pacer.since++
+	if scopeName != "" {
+		sc := sh.scopeFor(scopeName)
+		n.scope = sc
+		sc.segs[probation].pushFront(n)
+		sc.pacer.since++
+	}
+	return evicted, nil
+}
+
+// overBy reports whether adding an entry of cost bytes in scopeName would
+// take the shard over its entry count or byte budget. The caller holds mu.
+func (sh *shard) overBy(cost int64, scopeName string) bool {
+	if scopeName != "" && sh.scopes[scopeName] == nil {
+		cost += scopeCost(scopeName)
+	}
+	return len(sh.nodes) >= sh.maxEntries || sh.bytes+cost > sh.maxBytes
+}
+
+// scopeFor returns the bookkeeping of scope name, creating it if needed.
+// The caller holds mu.
+func (sh *shard) scopeFor(name string) *scope {
+	sc := sh.scopes[name]
+	if sc == nil {
+		// A copy, so that the scope does not keep alive the key it was
+		// cut from, which may be evicted long before the scope ends.
+		name = strings.Clone(name)
+		sc = &scope{name: name}
+		sc.segs.init(scopeLinks)
+		sc.pacer.init(sh.quota)
+		sh.scopes[name] = sc
+		sh.bytes += scopeCost(name)
+	}
+	return sc
+}
+
+// rewrite replaces n's value with value (the caller's own copy) and its
+// expiry, moves n to the protected segment, and makes room for any growth
+// as insert does, never evicting n. It fails with ErrTooLarge, changing
+// nothing, if n alone would exceed the shard's byte budget. The caller
+// holds mu.
+func (sh *shard) rewrite(n *node, value []byte, expires, now int64, evicted []string) ([]string, error) {
+	cost := entryCost(n.key, value)
+	if n.scope != nil && cost+scopeCost(n.scope.name) > sh.maxBytes || cost > sh.maxBytes {
+		return evicted, errTooLarge(cost, sh.maxBytes)
+	}
+	sh.bytes += cost - entryCost(n.key, n.value)
+	n.value, n.expires = value, expires
+	sh.protect(n)
+	for sh.bytes > sh.maxBytes {
+		var ok bool
+		if evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, n, now, evicted); !ok {
+			break
+		}
+	}
+	return evicted, nil
+}
+
+// makeRoom removes at least one node of segs other than except, preferring
+// expired nodes to live ones: the least recently used node of either
+// segment if it has expired; otherwise every expired node, found by a scan
+// of segs if p says one is due; and only if there is none, the least
+// recently used live node of probation, or of protected if probation is
+// empty. It appends the key of the live node it evicted, if any, to
+// evicted, and reports false if segs held nothing it could remove. The
+// caller holds mu.
+func (sh *shard) makeRoom(segs *segments, p *pacer, except *node, now int64, evicted []string) ([]string, bool) {
+	for i := range segs {
+		if n := lru(&segs[i], except); n != nil && !n.live(now) {
+			sh.drop(n)
+			return evicted, true
+		}
+	}
+	if p.due() {
+		found := sh.removeExpired(segs, except, now)
+		p.scanned(found)
+		if found > 0 {
+			return evicted, true
+		}
+	}
+	n := lru(&segs[probation], except)
+	if n == nil {
+		n = lru(&segs[protected], except)
+	}
+	if n == nil {
+		return evicted, false
+	}
+	sh.drop(n)
+	return append(evicted, n.key), true
+}
+
+// lru returns the least recently used node of l other than except, or nil.
+func lru(l *list, except *node) *node {
+	n := l.tail
+	if n != nil && n == except {
+		n = n.links[l.w].prev
+	}
+	return n
+}
+
+// removeExpired removes the nodes of segs, other than except, that have
+// expired at now, and returns how many it removed. The caller holds mu.
+func (sh *shard) removeExpired(segs *segments, except *node, now int64) int {
+	found := 0
+	for i := range segs {
+		l := &segs[i]
+		for n := l.tail; n != nil; {
+			prev := n.links[l.w].prev
+			if n != except && !n.live(now) {
+				sh.drop(n)
+				found++
+			}
+			n = prev
+		}
+	}
+	return found
 }
 
 // sweep removes the entries among keys that have expired at the time now
@@ -160,7 +271,10 @@ func (sh *shard) sweep(keys []string, now func() int64) {
 	for len(keys) > 0 {
 		n := min(batch, len(keys))
 		sh.mu.Lock()
-		sh.removeExpired(keys[:n], now())
+		t := now()
+		for _, k := range keys[:n] {
+			sh.peek(k, t)
+		}
 		sh.mu.Unlock()
 		keys = keys[n:]
 	}
@@ -170,19 +284,21 @@ func (sh *shard) sweep(keys []string, now func() int64) {
 func (sh *shard) keys() []string {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.lru.Keys()
+	return slices.Collect(maps.Keys(sh.nodes))
 }
 
-// len returns the number of entries, expired or not, the shard holds.
-func (sh *shard) len() int {
+// size returns the number of entries, expired or not, the shard holds and
+// the bytes it counts.
+func (sh *shard) size() (int, int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.lru.Len()
+	return len(sh.nodes), sh.bytes
 }
 
 // purge drops every entry.
 func (sh *shard) purge() {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.lru.Purge()
+	sh.init(sh.maxEntries, sh.maxBytes, sh.quota)
+	sh.bytes = 0
 }

@@ -5,12 +5,19 @@ import (
 
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/redisstore"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
 func TestConformanceStandalone(t *testing.T) {
 	client := redistest.Start(t).Client(t)
-	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, client) })
+	forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) {
+		storetest.Run(t, func(t *testing.T) store.Store {
+			s := newStore(t, client)
+			use(s)
+			return s
+		})
+	})
 }
 
 // TestCluster runs the cluster variants of the package's tests on one
@@ -19,12 +26,21 @@ func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	client := cl.Client(t)
 	t.Run("Conformance", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, client) })
+		forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) {
+			storetest.Run(t, func(t *testing.T) store.Store {
+				s := newStore(t, client)
+				use(s)
+				return s
+			})
+		})
 	})
-	t.Run("RaceMixed", func(t *testing.T) { raceMixed(t, client) })
+	t.Run("RaceMixed", func(t *testing.T) {
+		forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) { raceMixed(t, client, use) })
+	})
 	t.Run("OneRoundTrip", func(t *testing.T) { oneRoundTripCluster(t, cl) })
 	t.Run("WaitReplicas", func(t *testing.T) { waitReplicasCluster(t, client) })
 	t.Run("CheckEvictionPolicy", func(t *testing.T) { checkEvictionPolicyCluster(t, cl) })
-	// Last: it moves a slot.
+	// Last: they move slots.
 	t.Run("WaitAfterSlotMoved", func(t *testing.T) { waitAfterSlotMoved(t, cl) })
+	t.Run("TxAfterSlotMoved", func(t *testing.T) { txAfterSlotMoved(t, cl) })
 }

@@ -9,16 +9,31 @@
 //
 // # Atomicity and round trips
 //
-// Every operation is one network round trip: one command (GETDEL for
-// Consume) or one Lua script (SetNX, Get, CompareAndSwap,
-// CompareAndDelete), each touching exactly one key, so Redis runs it
-// atomically and a cluster accepts it whatever the key. Scripts run with
-// EVALSHA; when a server does not have a script cached (first use,
-// restart, failover, SCRIPT FLUSH) that call costs a second round trip
-// (NOSCRIPT, then EVAL) once. Store.LoadScripts preloads them.
+// Every operation is one network round trip touching exactly one key, so
+// Redis runs it atomically and a cluster accepts it whatever the key. How
+// depends on the server, which a Store asks once, at its first operation
+// (INFO server, on every master of a cluster; one more round trip):
+//
+//   - Redis 7.0 and later: SetNX sends SET key value NX PX ttl GET and
+//     PTTL key in one MULTI/EXEC transaction, so that the TTL it reports
+//     is that of the value it returns; Get sends GET and PTTL the same
+//     way.
+//   - Redis 8.4 and later: CompareAndSwap sends SET key new IFEQ old PX
+//     ttl and CompareAndDelete sends DELEX key IFEQ old.
+//   - Otherwise (Redis 6.2; SetNX with WithWaitReplicas; a server that
+//     refuses INFO) the operation runs as a Lua script.
+//   - Consume is one GETDEL everywhere.
+//
+// A server that refuses the command form chosen (after a failover to an
+// older server) gets the script in the same call, and the Store asks the
+// server again at its next operation.
+//
+// Scripts run with EVALSHA; when a server does not have a script cached
+// (first use, restart, failover, SCRIPT FLUSH) that call costs a second
+// round trip (NOSCRIPT, then EVAL) once. Store.LoadScripts preloads them.
 //
 // TTLs are kept by Redis (SET PX) at millisecond resolution; reported TTLs
-// come from PTTL, read in the same script as the value. Redis 6.2 or
+// come from PTTL, read in the same atomic step as the value. Redis 6.2 or
 // later is required.
 //
 // # Errors
@@ -36,6 +51,12 @@
 // writes, returns an error wrapping store.ErrCorrupt. Other error replies
 // (NOPERM, authentication) are returned wrapped, as they are: they are
 // configuration errors, not outages.
+//
+// Errors never contain a key or a value, which may hold secrets (a
+// caller's key, a token): an error about one key names it as "key " and
+// the first 12 hex digits of the SHA-256 of the key as Redis holds it
+// (prefix included), so an operator can find it by hashing the names that
+// SCAN returns.
 //
 // # Client settings that matter
 //

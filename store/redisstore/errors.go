@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,8 +59,9 @@ func ctxDone(ctx context.Context) error {
 	return nil
 }
 
-// fail turns an error from go-redis into the Store's error for op on key
-// (the caller's key; "" when the operation has none):
+// fail turns an error from go-redis into the Store's error for op on
+// rkey (the Redis key, named only by keyRef; "" when the operation has
+// none):
 //
 //   - ctx done: wraps ctx.Err(), plus store.ErrUnavailable for a deadline;
 //   - a transport failure (refused or reset connection, i/o timeout, pool
@@ -66,16 +69,19 @@ func ctxDone(ctx context.Context) error {
 //     store.ErrUnavailable;
 //   - WRONGTYPE (the key holds a non-string): wraps store.ErrCorrupt;
 //   - any other Redis error reply: returned wrapped, as is.
-func (s *Store) fail(ctx context.Context, op, key string, err error) error {
+func (s *Store) fail(ctx context.Context, op, rkey string, err error) error {
 	switch {
 	case ctxDone(ctx) != nil:
 		return ctxError(ctx, op, err)
 	case isUnavailable(err):
 		return store.Unavailable("redisstore: "+op, err)
 	case hasCode(err, "WRONGTYPE"):
-		return corrupt(op, key, err)
+		return corrupt(op, rkey, err)
 	}
-	return fmt.Errorf("redisstore: %s %q: %w", op, key, err)
+	if rkey == "" {
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return fmt.Errorf("redisstore: %s %s: %w", op, keyRef(rkey), err)
 }
 
 // ctxError wraps ctxDone(ctx), and err when not nil; a passed deadline
@@ -127,7 +133,16 @@ func hasCode(err error, code string) bool {
 	return i >= 0 && strings.HasPrefix(msg[i+len(": -"):], code)
 }
 
-// corrupt returns an error wrapping store.ErrCorrupt that names key.
-func corrupt(op, key string, err error) error {
-	return fmt.Errorf("redisstore: %s: key %q: %w: %w", op, key, store.ErrCorrupt, err)
+// corrupt returns an error wrapping store.ErrCorrupt about rkey.
+func corrupt(op, rkey string, err error) error {
+	return fmt.Errorf("redisstore: %s %s: %w: %w", op, keyRef(rkey), store.ErrCorrupt, err)
+}
+
+// keyRef names the Redis key rkey in an error without revealing it:
+// "key " and the first 12 hex digits of its SHA-256. Keys can hold
+// secrets (a caller's key, a token), and errors reach logs and clients;
+// an operator finds the key by hashing the names SCAN returns.
+func keyRef(rkey string) string {
+	sum := sha256.Sum256([]byte(rkey))
+	return "key " + hex.EncodeToString(sum[:6])
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // ErrEvictingPolicy reports a Redis whose maxmemory-policy may evict keys
@@ -41,7 +39,7 @@ func (s *Store) CheckEvictionPolicy(ctx context.Context) error {
 }
 
 // checkPolicy checks the maxmemory-policy of one node.
-func checkPolicy(ctx context.Context, c redis.Cmdable, addr string) error {
+func checkPolicy(ctx context.Context, c Client, addr string) error {
 	cfg, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/internal/redistest"
@@ -53,4 +54,22 @@ func checkEvictionPolicyCluster(t *testing.T, cl *redistest.Cluster) {
 	err := s.CheckEvictionPolicy(ctxb)
 	require.ErrorIs(t, err, redisstore.ErrEvictingPolicy)
 	require.Contains(t, err.Error(), node.Addr(), "the error must name the offending node")
+}
+
+// The example runs against a server it does not own (in real code, the
+// reader's Redis): it must leave its configuration as it found it.
+func TestExampleCheckEvictionPolicyChangesNothing(t *testing.T) {
+	admin := redis.NewClient(&redis.Options{Addr: exampleAddr})
+	t.Cleanup(func() { _ = admin.Close() })
+	before, err := admin.ConfigGet(ctxb, "maxmemory-policy").Result()
+	require.NoError(t, err)
+	// An accepted policy other than the one the old example restored.
+	require.NoError(t, admin.ConfigSet(ctxb, "maxmemory-policy", "volatile-lru").Err())
+	t.Cleanup(func() { _ = admin.ConfigSet(ctxb, "maxmemory-policy", before["maxmemory-policy"]).Err() })
+
+	ExampleStore_CheckEvictionPolicy()
+
+	after, err := admin.ConfigGet(ctxb, "maxmemory-policy").Result()
+	require.NoError(t, err)
+	require.Equal(t, "volatile-lru", after["maxmemory-policy"])
 }

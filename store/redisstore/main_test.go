@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/internal/redistest"
@@ -47,7 +46,7 @@ func freshPrefix() string {
 }
 
 // newStore returns a Store over client in a fresh namespace, plus opts.
-func newStore(t testing.TB, client redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+func newStore(t testing.TB, client redisstore.Client, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(freshPrefix())}, opts...)...)
 	require.NoError(t, err)

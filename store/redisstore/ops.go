@@ -20,14 +20,16 @@ const (
 	opConsume = "consume"
 )
 
-// SetNX implements store.Store. It runs one Lua script: SET NX PX and,
-// when the key exists, GET and PTTL in the same atomic step.
+// SetNX implements store.Store. It reads the existing entry's value and
+// PTTL in the same atomic step as the SET NX that did not store: on Redis
+// 7.0 and later with one MULTI/EXEC transaction holding SET ... NX PX GET
+// and PTTL, otherwise (and with WithWaitReplicas) with one Lua script.
 //
 // An existing key without an expiry (PTTL -1) cannot have been written by
 // a Store, which always sets one: someone else wrote or PERSISTed it.
-// SetNX, like Get, then returns an error wrapping store.ErrCorrupt that
-// names the key rather than invent a TTL. An entry in its last
-// millisecond (PTTL 0) is reported with a TTL of 1 ms.
+// SetNX, like Get, then returns an error wrapping store.ErrCorrupt rather
+// than invent a TTL. An entry in its last millisecond (PTTL 0) is reported
+// with a TTL of 1 ms.
 //
 // With WithWaitReplicas, a stored value not confirmed by enough replicas
 // returns set == true together with an error wrapping ErrNotReplicated.
@@ -38,20 +40,56 @@ func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Du
 	if err := checkCtx(ctx, opSetNX); err != nil {
 		return false, store.Entry{}, err
 	}
-	reply, w, err := s.runWrite(ctx, setNXScript, s.key(key), value, millis(ttl))
+	rk := s.key(key)
+	d, err := s.dialect(ctx)
 	if err != nil {
-		return false, store.Entry{}, s.fail(ctx, opSetNX, key, err)
+		return false, store.Entry{}, s.fail(ctx, opSetNX, rk, err)
+	}
+	if d.setGetNX && s.waitN == 0 {
+		set, e, err := s.setNXTx(ctx, rk, value, millis(ttl))
+		if !errors.Is(err, errRefused) {
+			return set, e, err
+		}
+	}
+	reply, w, err := s.runWrite(ctx, setNXScript, rk, value, millis(ttl))
+	if err != nil {
+		return false, store.Entry{}, s.fail(ctx, opSetNX, rk, err)
 	}
 	if n, ok := reply.(int64); ok && n == 1 {
-		return true, store.Entry{}, s.confirm(opSetNX, key, w)
+		return true, store.Entry{}, s.confirm(opSetNX, rk, w)
 	}
-	e, err := decodeEntry(opSetNX, key, reply)
+	e, err := decodeEntry(opSetNX, rk, reply)
 	return false, e, err
 }
 
-// Get implements store.Store. It runs one Lua script reading the value
-// and its PTTL in the same atomic step. See SetNX for keys without an
-// expiry.
+// setNXTx runs SET rk value NX PX ms GET and PTTL rk in one transaction:
+// the PTTL is that of the value the SET returned. A refused transaction
+// (see Store.refused), which ran nothing, returns errRefused.
+func (s *Store) setNXTx(ctx context.Context, rk string, value []byte, ms int64) (bool, store.Entry, error) {
+	p := s.client.TxPipeline()
+	prev := p.Do(ctx, "set", rk, value, "nx", "px", ms, "get")
+	pttl := p.Do(ctx, "pttl", rk)
+	_, _ = p.Exec(ctx) // each command holds its own error
+	v, err := prev.Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return true, store.Entry{}, nil
+	case s.refused(err) || s.refused(pttl.Err()):
+		return false, store.Entry{}, errRefused
+	case err != nil:
+		return false, store.Entry{}, s.fail(ctx, opSetNX, rk, err)
+	}
+	e, err := s.decodeTx(ctx, opSetNX, rk, v, pttl)
+	return false, e, err
+}
+
+// errRefused reports a command form the server refused; see Store.refused.
+var errRefused = errors.New("redisstore: command refused")
+
+// Get implements store.Store. It reads the value and its PTTL in one
+// atomic step: on Redis 7.0 and later with GET and PTTL in one MULTI/EXEC
+// transaction, otherwise with one Lua script. See SetNX for keys without
+// an expiry.
 func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Entry{}, err
@@ -59,19 +97,53 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 	if err := checkCtx(ctx, opGet); err != nil {
 		return store.Entry{}, err
 	}
-	reply, err := getScript.Run(ctx, s.client, []string{s.key(key)}).Result()
+	rk := s.key(key)
+	d, err := s.dialect(ctx)
+	if err != nil {
+		return store.Entry{}, s.fail(ctx, opGet, rk, err)
+	}
+	if d.setGetNX {
+		return s.getTx(ctx, rk)
+	}
+	reply, err := getScript.Run(ctx, s.client, []string{rk}).Result()
 	if errors.Is(err, redis.Nil) {
 		return store.Entry{}, errNotFound
 	}
 	if err != nil {
-		return store.Entry{}, s.fail(ctx, opGet, key, err)
+		return store.Entry{}, s.fail(ctx, opGet, rk, err)
 	}
-	return decodeEntry(opGet, key, reply)
+	return decodeEntry(opGet, rk, reply)
 }
 
-// CompareAndSwap implements store.Store with one Lua script. With
-// WithWaitReplicas, a swap not confirmed by enough replicas returns true
-// together with an error wrapping ErrNotReplicated.
+// getTx runs GET rk and PTTL rk in one transaction.
+func (s *Store) getTx(ctx context.Context, rk string) (store.Entry, error) {
+	p := s.client.TxPipeline()
+	get := p.Get(ctx, rk)
+	pttl := p.Do(ctx, "pttl", rk)
+	_, _ = p.Exec(ctx)
+	v, err := get.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return store.Entry{}, errNotFound
+	case err != nil:
+		return store.Entry{}, s.fail(ctx, opGet, rk, err)
+	}
+	return s.decodeTx(ctx, opGet, rk, v, pttl)
+}
+
+// decodeTx returns the entry of value v whose PTTL cmd holds.
+func (s *Store) decodeTx(ctx context.Context, op, rk, v string, cmd *redis.Cmd) (store.Entry, error) {
+	pttl, err := cmd.Int64()
+	if err != nil {
+		return store.Entry{}, s.fail(ctx, op, rk, err)
+	}
+	return decodePair(op, rk, v, pttl)
+}
+
+// CompareAndSwap implements store.Store: with one SET ... IFEQ PX on Redis
+// 8.4 and later, otherwise with one Lua script. With WithWaitReplicas, a
+// swap not confirmed by enough replicas returns true together with an
+// error wrapping ErrNotReplicated.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	if err := store.CheckSwap(key, old, new, ttl); err != nil {
 		return false, err
@@ -79,12 +151,15 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 	if err := checkCtx(ctx, opCAS); err != nil {
 		return false, err
 	}
-	return s.compareAnd(ctx, opCAS, casScript, key, old, new, millis(ttl))
+	rk := s.key(key)
+	native := []any{"set", rk, new, "ifeq", old, "px", millis(ttl)}
+	return s.compareAnd(ctx, opCAS, rk, native, casScript, old, new, millis(ttl))
 }
 
-// CompareAndDelete implements store.Store with one Lua script. With
-// WithWaitReplicas, a delete not confirmed by enough replicas returns true
-// together with an error wrapping ErrNotReplicated.
+// CompareAndDelete implements store.Store: with one DELEX ... IFEQ on
+// Redis 8.4 and later, otherwise with one Lua script. With
+// WithWaitReplicas, a delete not confirmed by enough replicas returns
+// true together with an error wrapping ErrNotReplicated.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
 	if err := store.CheckDelete(key, old); err != nil {
 		return false, err
@@ -92,23 +167,43 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old []byte) (b
 	if err := checkCtx(ctx, opCAD); err != nil {
 		return false, err
 	}
-	return s.compareAnd(ctx, opCAD, cadScript, key, old)
+	rk := s.key(key)
+	return s.compareAnd(ctx, opCAD, rk, []any{"delex", rk, "ifeq", old}, cadScript, old)
 }
 
-// compareAnd runs a script that returns 1 when it changed key, 0 when not.
-func (s *Store) compareAnd(ctx context.Context, op string, sc *redis.Script, key string, args ...any) (bool, error) {
-	reply, w, err := s.runWrite(ctx, sc, s.key(key), args...)
+// compareAnd runs native, a command that replies OK or 1 when it changed
+// rk and nil or 0 when not, where the server offers SET/DELEX ... IFEQ,
+// and otherwise the script sc, which returns 1 or 0.
+func (s *Store) compareAnd(ctx context.Context, op, rk string, native []any, sc *redis.Script, args ...any) (bool, error) {
+	d, err := s.dialect(ctx)
 	if err != nil {
-		return false, s.fail(ctx, op, key, err)
+		return false, s.fail(ctx, op, rk, err)
+	}
+	var reply any
+	var w waitReply
+	if d.ifEq {
+		reply, w, err = s.runCmd(ctx, rk, native...)
+		if errors.Is(err, redis.Nil) {
+			reply, err = int64(0), nil
+		}
+		if reply == "OK" {
+			reply = int64(1)
+		}
+	}
+	if !d.ifEq || s.refused(err) {
+		reply, w, err = s.runWrite(ctx, sc, rk, args...)
+	}
+	if err != nil {
+		return false, s.fail(ctx, op, rk, err)
 	}
 	n, ok := reply.(int64)
 	if !ok || n < 0 || n > 1 {
-		return false, unexpected(op, key, reply)
+		return false, unexpected(op, rk, reply)
 	}
 	if n == 0 {
 		return false, nil
 	}
-	return true, s.confirm(op, key, w)
+	return true, s.confirm(op, rk, w)
 }
 
 // Consume implements store.Store with one GETDEL command (Redis 6.2 or
@@ -122,36 +217,46 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	if err := checkCtx(ctx, opConsume); err != nil {
 		return nil, err
 	}
-	v, w, err := s.getDel(ctx, s.key(key))
+	rk := s.key(key)
+	v, w, err := s.getDel(ctx, rk)
 	if errors.Is(err, redis.Nil) {
 		return nil, errNotFound
 	}
 	if err != nil {
-		return nil, s.fail(ctx, opConsume, key, err)
+		return nil, s.fail(ctx, opConsume, rk, err)
 	}
-	return v, s.confirm(opConsume, key, w)
+	return v, s.confirm(opConsume, rk, w)
 }
 
-// decodeEntry decodes a script's {value, pttl} reply.
-func decodeEntry(op, key string, reply any) (store.Entry, error) {
+// decodeEntry decodes a script's {value, pttl} reply for rkey.
+func decodeEntry(op, rkey string, reply any) (store.Entry, error) {
 	pair, ok := reply.([]any)
 	if !ok || len(pair) != 2 {
-		return store.Entry{}, unexpected(op, key, reply)
+		return store.Entry{}, unexpected(op, rkey, reply)
 	}
 	v, ok1 := pair[0].(string)
 	pttl, ok2 := pair[1].(int64)
-	if !ok1 || !ok2 || pttl < -1 {
-		return store.Entry{}, unexpected(op, key, reply)
+	if !ok1 || !ok2 {
+		return store.Entry{}, unexpected(op, rkey, reply)
+	}
+	return decodePair(op, rkey, v, pttl)
+}
+
+// decodePair returns the entry of value v read together with its pttl.
+func decodePair(op, rkey, v string, pttl int64) (store.Entry, error) {
+	if pttl < -1 {
+		return store.Entry{}, unexpected(op, rkey, pttl)
 	}
 	if pttl == -1 {
-		return store.Entry{}, corrupt(op, key, errors.New("the key has no expiry: it was not written by redisstore"))
+		return store.Entry{}, corrupt(op, rkey, errors.New("the key has no expiry: it was not written by redisstore"))
 	}
 	return store.Entry{Value: []byte(v), TTL: max(time.Duration(pttl), 1) * time.Millisecond}, nil
 }
 
-// unexpected reports a script reply the Store does not understand.
-func unexpected(op, key string, reply any) error {
-	return fmt.Errorf("redisstore: %s %q: unexpected reply %#v", op, key, reply)
+// unexpected reports a reply the Store does not understand. It names the
+// reply's type only: a value may hold secrets.
+func unexpected(op, rkey string, reply any) error {
+	return fmt.Errorf("redisstore: %s %s: unexpected reply of type %T", op, keyRef(rkey), reply)
 }
 
 // millis returns ttl, rounded up to a whole millisecond, in milliseconds,

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,28 +20,38 @@ import (
 
 var ctxb = context.Background()
 
+// wrappedClient is a user's own client type, e.g. one adding metrics.
+type wrappedClient struct{ *redis.Client }
+
+// TestNewValidation: New rejects, with an error wrapping store.ErrInvalid
+// that names the culprit, a nil client (also a typed nil of any client
+// type, on which every call would panic) and every invalid option.
 func TestNewValidation(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
 	cases := map[string]struct {
-		client redis.UniversalClient
+		client redisstore.Client
 		opts   []redisstore.Option
+		names  string // what the error must name
 	}{
-		"nil client":            {nil, nil},
-		"typed nil client":      {(*redis.Client)(nil), nil},
-		"typed nil cluster":     {(*redis.ClusterClient)(nil), nil},
-		"wait zero replicas":    {client, []redisstore.Option{redisstore.WithWaitReplicas(0, time.Second)}},
-		"wait zero timeout":     {client, []redisstore.Option{redisstore.WithWaitReplicas(1, 0)}},
-		"wait negative timeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, -time.Second)}},
-		"wait over ReadTimeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, client.Options().ReadTimeout)}},
-		"wait on a ring":        {ring, []redisstore.Option{redisstore.WithWaitReplicas(1, time.Second)}},
+		"nil client":            {nil, nil, "nil client"},
+		"typed nil client":      {(*redis.Client)(nil), nil, "nil client"},
+		"typed nil cluster":     {(*redis.ClusterClient)(nil), nil, "nil client"},
+		"typed nil of own type": {(*wrappedClient)(nil), nil, "nil client"},
+		"nil option":            {client, []redisstore.Option{nil}, "option 1 is nil"},
+		"wait zero replicas":    {client, []redisstore.Option{redisstore.WithWaitReplicas(0, time.Second)}, "WithWaitReplicas"},
+		"wait zero timeout":     {client, []redisstore.Option{redisstore.WithWaitReplicas(1, 0)}, "WithWaitReplicas"},
+		"wait negative timeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, -time.Second)}, "WithWaitReplicas"},
+		"wait over ReadTimeout": {client, []redisstore.Option{redisstore.WithWaitReplicas(1, client.Options().ReadTimeout)}, "WithWaitReplicas"},
+		"wait on a ring":        {ring, []redisstore.Option{redisstore.WithWaitReplicas(1, time.Second)}, "WithWaitReplicas"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			s, err := redisstore.New(c.client, c.opts...)
 			require.ErrorIs(t, err, store.ErrInvalid)
+			require.ErrorContains(t, err, c.names)
 			require.Nil(t, s)
 		})
 	}
@@ -98,7 +109,7 @@ func TestKeyWithoutExpiryIsCorrupt(t *testing.T) {
 
 	_, err = s.Get(ctxb, "forever")
 	require.ErrorIs(t, err, store.ErrCorrupt)
-	require.Contains(t, err.Error(), `"forever"`)
+	require.NotContains(t, err.Error(), "forever", "errors name keys by digest only")
 
 	set, _, err := s.SetNX(ctxb, "forever", []byte("x"), time.Minute)
 	require.ErrorIs(t, err, store.ErrCorrupt)
@@ -121,7 +132,7 @@ func TestWrongTypeIsCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrCorrupt)
 	_, err = s.Get(ctxb, "h")
 	require.ErrorIs(t, err, store.ErrCorrupt)
-	require.Contains(t, err.Error(), `"h"`)
+	require.NotContains(t, err.Error(), `"h"`, "errors name keys by digest only")
 	_, err = s.CompareAndSwap(ctxb, "h", []byte("v"), []byte("w"), time.Minute)
 	require.ErrorIs(t, err, store.ErrCorrupt)
 	_, err = s.CompareAndDelete(ctxb, "h", []byte("v"))
@@ -187,11 +198,13 @@ func TestClosedClientIsUnavailable(t *testing.T) {
 // SetNX's lifetime, during which only the winner's CompareAndSwap works.
 // TestCluster runs it on a cluster.
 func TestRaceMixed(t *testing.T) {
-	raceMixed(t, redistest.Start(t).Client(t))
+	client := redistest.Start(t).Client(t)
+	forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) { raceMixed(t, client, use) })
 }
 
-func raceMixed(t *testing.T, client redis.UniversalClient) {
+func raceMixed(t *testing.T, client redisstore.Client, use func(*redisstore.Store)) {
 	s := newStore(t, client)
+	use(s)
 	const workers, rounds = 32, 40
 	var sets, ends atomic.Int64
 	var wg sync.WaitGroup
@@ -228,4 +241,160 @@ func raceMixed(t *testing.T, client redis.UniversalClient) {
 	require.Equal(t, sets.Load(), ends.Load())
 	_, err := s.Get(ctxb, "k")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// The package documentation (and WithWaitReplicas's) states go-redis's
+// default ReadTimeout and WriteTimeout: 5 s. This keeps it true when
+// go-redis changes.
+func TestDocumentedGoRedisTimeouts(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { _ = c.Close() })
+	opts := c.Options()
+	require.Equal(t, 5*time.Second, opts.ReadTimeout)
+	require.Equal(t, 5*time.Second, opts.WriteTimeout)
+}
+
+// commandLog is a go-redis hook recording the name and arguments of every
+// command sent, pipelined or not.
+type commandLog struct {
+	mu   sync.Mutex
+	cmds [][]any
+}
+
+func (h *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.add(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *commandLog) add(c redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cmds = append(h.cmds, c.Args())
+}
+
+// take returns the commands sent since the last call.
+func (h *commandLog) take() [][]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cmds := h.cmds
+	h.cmds = nil
+	return cmds
+}
+
+// names returns the names of the commands sent since the last call.
+func (h *commandLog) names() []string {
+	var out []string
+	for _, args := range h.take() {
+		out = append(out, strings.ToLower(fmt.Sprint(args[0])))
+	}
+	return out
+}
+
+// TestPlainCommandsOnRedis7 checks which commands each operation sends
+// on the test server (Redis 7.0): SetNX and Get as plain commands in a
+// transaction, CompareAndSwap and CompareAndDelete as scripts; and every
+// operation as a script when the scripts are forced.
+func TestPlainCommandsOnRedis7(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	h := &commandLog{}
+	client.AddHook(h)
+	s := newStore(t, client)
+	require.NoError(t, s.LoadScripts(ctxb))
+	mustSetNX(t, s, "warm", "v") // detection
+	h.names()
+
+	mustSetNX(t, s, "k", "v")
+	require.Equal(t, []string{"multi", "set", "pttl", "exec"}, h.names(), "claim")
+	set, e, err := s.SetNX(ctxb, "k", []byte("w"), time.Minute)
+	require.NoError(t, err)
+	require.False(t, set)
+	require.Equal(t, []byte("v"), e.Value)
+	require.Greater(t, e.TTL, 59*time.Second)
+	require.Equal(t, []string{"multi", "set", "pttl", "exec"}, h.names(), "replay")
+	_, err = s.Get(ctxb, "k")
+	require.NoError(t, err)
+	require.Equal(t, []string{"multi", "get", "pttl", "exec"}, h.names())
+	_, err = s.CompareAndSwap(ctxb, "k", []byte("v"), []byte("w"), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"evalsha"}, h.names(), "no SET ... IFEQ before Redis 8.4")
+
+	redisstore.UseScripts(s)
+	_, _, err = s.SetNX(ctxb, "k", []byte("x"), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"evalsha"}, h.names())
+}
+
+// TestRefusedCommandFallsBackToScript: a server that refuses the plain
+// command the Store chose (here SET ... IFEQ and DELEX, which Redis 7.0
+// does not know, as after a failover to an older server) gets the script
+// instead, in the same call, and the Store detects the server again.
+func TestRefusedCommandFallsBackToScript(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	h := &commandLog{}
+	client.AddHook(h)
+	s, err := redisstore.New(client, redisstore.WithPrefix("p:"))
+	require.NoError(t, err)
+	require.NoError(t, s.LoadScripts(ctxb))
+	mustSetNX(t, s, "k", "v")
+
+	redisstore.UseNative(s, true)
+	h.take()
+	ok, err := s.CompareAndSwap(ctxb, "k", []byte("v"), []byte("w"), time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	cmds := h.take()
+	require.Len(t, cmds, 2)
+	require.Equal(t, []any{"set", "p:k", []byte("w"), "ifeq", []byte("v"), "px", int64(60000)}, cmds[0])
+	require.Equal(t, "evalsha", cmds[1][0])
+	require.Equal(t, "w", client.Get(ctxb, "p:k").Val())
+	_, _, detected := redisstore.Dialect(s)
+	require.False(t, detected, "a refused command makes the Store detect the server again")
+
+	redisstore.UseNative(s, true)
+	h.take()
+	ok, err = s.CompareAndDelete(ctxb, "k", []byte("w"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	cmds = h.take()
+	require.Len(t, cmds, 2)
+	require.Equal(t, []any{"delex", "p:k", "ifeq", []byte("w")}, cmds[0])
+	require.Equal(t, "evalsha", cmds[1][0])
+	require.Zero(t, client.Exists(ctxb, "p:k").Val())
+}
+
+// TestInfoRefusedMeansScripts: a server that refuses INFO (an ACL, as
+// managed services set) gets the Lua scripts, which every supported
+// server runs, rather than failing every operation.
+func TestInfoRefusedMeansScripts(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	require.NoError(t, admin.Do(ctxb, "ACL", "SETUSER", "noinfo", "on", ">pw", "+@all", "-info", "~*").Err())
+	opts := srv.Options()
+	opts.Username, opts.Password = "noinfo", "pw"
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	require.Error(t, client.Info(ctxb, "server").Err(), "the ACL must refuse INFO")
+
+	s := newStore(t, client)
+	mustSetNX(t, s, "k", "v")
+	setGetNX, ifEq, detected := redisstore.Dialect(s)
+	require.True(t, detected)
+	require.False(t, setGetNX)
+	require.False(t, ifEq)
+	e, err := s.Get(ctxb, "k")
+	require.NoError(t, err)
+	require.Equal(t, []byte("v"), e.Value)
 }

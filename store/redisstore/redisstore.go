@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +14,9 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// The Lua scripts, one per operation that needs more than one command.
-// Each touches exactly one key, KEYS[1].
+// The Lua scripts, one per operation that needs more than one command on
+// a server without the commands that do it in one (see dialect). Each
+// touches exactly one key, KEYS[1].
 var (
 	//go:embed lua/setnx.lua
 	setNXSrc string
@@ -39,24 +41,41 @@ var (
 var ErrNotReplicated = errors.New("redisstore: write not confirmed by enough replicas")
 
 // Store is a store.Store kept in Redis. Every operation is one round trip
-// (one command or one Lua script) touching exactly one key, so it works
-// unchanged on a standalone server, behind Sentinel and on Redis Cluster.
+// (one command, one MULTI/EXEC transaction or one Lua script; see the
+// package documentation) touching exactly one key, so it works unchanged
+// on a standalone server, behind Sentinel and on Redis Cluster.
 //
 // Create a Store with New; the zero value is not usable. A Store does not
 // own its client: closing the client is the caller's job, and a Store has
 // no Close method. A Store is safe for concurrent use by multiple
 // goroutines.
 type Store struct {
-	client      redis.UniversalClient
+	client      Client
 	prefix      string
 	waitN       int
 	waitTimeout time.Duration
+	dial        atomic.Pointer[dialect] // nil until detected; see Store.dialect
 }
 
 var (
 	_ store.Store  = (*Store)(nil)
 	_ store.Pinger = (*Store)(nil)
 )
+
+// Client is the part of a go-redis client that a Store uses.
+// redis.UniversalClient satisfies it, and so *redis.Client (standalone,
+// or Sentinel from redis.NewFailoverClient), *redis.ClusterClient and
+// *redis.Ring do.
+type Client interface {
+	redis.Scripter
+	Do(ctx context.Context, args ...any) *redis.Cmd
+	GetDel(ctx context.Context, key string) *redis.StringCmd
+	Ping(ctx context.Context) *redis.StatusCmd
+	Info(ctx context.Context, section ...string) *redis.StringCmd
+	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
+	Pipeline() redis.Pipeliner
+	TxPipeline() redis.Pipeliner
+}
 
 // Option configures a Store.
 type Option func(*Store)
@@ -110,19 +129,21 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 	}
 }
 
-// New returns a Store that keeps its entries through client: a
-// *redis.Client (standalone, or Sentinel from redis.NewFailoverClient),
-// a *redis.ClusterClient, or any other redis.UniversalClient. New sends
-// nothing to Redis. It returns an error wrapping store.ErrInvalid when
-// client is nil or an option is invalid.
+// New returns a Store that keeps its entries through client. New sends
+// nothing to Redis. It returns an error wrapping store.ErrInvalid, naming
+// the culprit, when client is nil (or a typed nil) or an option is nil or
+// invalid.
 //
 // The server must run Redis 6.2 or later (Consume uses GETDEL).
-func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+func New(client Client, opts ...Option) (*Store, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("redisstore: %w: nil client", store.ErrInvalid)
 	}
 	s := &Store{client: client}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("redisstore: %w: option %d is nil", store.ErrInvalid, i+1)
+		}
 		o(s)
 	}
 	if err := s.checkWait(); err != nil {
@@ -133,8 +154,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 
 // isNil reports whether c is nil or a typed nil (a nil pointer, map,
 // func, chan or slice of any client type), on which every method would
-// panic or fail.
-func isNil(c redis.UniversalClient) bool {
+// panic or fail. Any type can implement Client, so only reflection can
+// tell.
+func isNil(c Client) bool {
 	if c == nil {
 		return true
 	}
@@ -185,9 +207,10 @@ func (s *Store) key(k string) string {
 // extra round trip of a first use. It is optional: an operation whose
 // script is missing from the cache (a first use, a restarted server, a
 // failover, SCRIPT FLUSH) sends EVALSHA, gets NOSCRIPT and falls back to
-// EVAL, two round trips once, one thereafter.
+// EVAL, two round trips once, one thereafter. It also asks the server
+// which commands it offers, which the first operation would otherwise do.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	err := s.forEachNode(ctx, func(ctx context.Context, c redis.Cmdable, _ string) error {
+	err := s.forEachNode(ctx, func(ctx context.Context, c Client, _ string) error {
 		for _, sc := range scripts {
 			if err := sc.Load(ctx, c).Err(); err != nil {
 				return err
@@ -195,6 +218,9 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 		}
 		return nil
 	})
+	if err == nil {
+		_, err = s.dialect(ctx)
+	}
 	if err != nil {
 		return s.fail(ctx, "load scripts", "", err)
 	}
@@ -205,7 +231,7 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // cluster (every shard of a ring). It returns nil or an error wrapping
 // store.ErrUnavailable.
 func (s *Store) Ping(ctx context.Context) error {
-	err := s.forEachNode(ctx, func(ctx context.Context, c redis.Cmdable, _ string) error {
+	err := s.forEachNode(ctx, func(ctx context.Context, c Client, _ string) error {
 		return c.Ping(ctx).Err()
 	})
 	if err != nil {
@@ -217,7 +243,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // forEachNode calls fn for the server behind the client, or for every
 // master of a cluster, or every shard of a ring, naming each node's
 // address ("" for a plain client).
-func (s *Store) forEachNode(ctx context.Context, fn func(ctx context.Context, c redis.Cmdable, addr string) error) error {
+func (s *Store) forEachNode(ctx context.Context, fn func(ctx context.Context, c Client, addr string) error) error {
 	node := func(ctx context.Context, c *redis.Client) error {
 		return fn(ctx, c, c.Options().Addr)
 	}

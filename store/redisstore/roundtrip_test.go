@@ -92,7 +92,11 @@ func TestOneRoundTripStandalone(t *testing.T) {
 	client := redistest.Start(t).Client(t)
 	h := &roundTrips{}
 	client.AddHook(h)
-	requireOneRoundTripEach(t, newStore(t, client), h)
+	forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) {
+		s := newStore(t, client)
+		use(s)
+		requireOneRoundTripEach(t, s, h)
+	})
 }
 
 // oneRoundTripCluster is run by TestCluster.
@@ -100,7 +104,52 @@ func oneRoundTripCluster(t *testing.T, cl *redistest.Cluster) {
 	client := cl.Client(t) // a client of its own, for its own hook
 	h := &roundTrips{}
 	client.AddHook(h)
-	requireOneRoundTripEach(t, newStore(t, client), h)
+	forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) {
+		s := newStore(t, client)
+		use(s)
+		requireOneRoundTripEach(t, s, h)
+	})
+}
+
+// forEachDialect runs f once with what the server offers, detected
+// ("Detected"), and once with the Lua scripts that Redis 6.2 needs
+// ("Scripts"); use applies the choice to a new Store.
+func forEachDialect(t *testing.T, f func(t *testing.T, use func(*redisstore.Store))) {
+	t.Run("Detected", func(t *testing.T) { f(t, func(*redisstore.Store) {}) })
+	t.Run("Scripts", func(t *testing.T) { f(t, redisstore.UseScripts) })
+}
+
+// TestDetectionCostsOneRoundTripOnce: the first operation of a Store asks
+// the server's version (INFO), once; later ones do not.
+func TestDetectionCostsOneRoundTripOnce(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	h := &roundTrips{}
+	client.AddHook(h)
+	s := newStore(t, client)
+	set := func() {
+		_, _, err := s.SetNX(ctxb, "k", []byte("v"), time.Minute)
+		require.NoError(t, err)
+	}
+	// Dial first: a connection's handshake counts too, and pipelines may
+	// have a pool of their own.
+	require.NoError(t, client.Ping(ctxb).Err())
+	_, err := client.TxPipelined(ctxb, func(p redis.Pipeliner) error { return p.Ping(ctxb).Err() })
+	require.NoError(t, err)
+	_, _, detected := redisstore.Dialect(s)
+	require.False(t, detected)
+	require.Equal(t, int64(2), h.count(set), "INFO, then the claim")
+	setGetNX, ifEq, detected := redisstore.Dialect(s)
+	require.True(t, detected)
+	require.True(t, setGetNX, "the test server runs Redis 7.0 or later")
+	require.False(t, ifEq, "the test server runs Redis 7.0, without SET ... IFEQ")
+	require.Equal(t, int64(1), h.count(set))
+
+	// LoadScripts asks too, so that no operation has to.
+	s = newStore(t, client)
+	require.NoError(t, s.LoadScripts(ctxb))
+	_, _, detected = redisstore.Dialect(s)
+	require.True(t, detected)
+	require.Equal(t, int64(1), h.count(set))
 }
 
 func TestOneRoundTripWithWait(t *testing.T) {
@@ -120,6 +169,7 @@ func TestScriptCacheFallback(t *testing.T) {
 	h := &roundTrips{}
 	client.AddHook(h)
 	s := newStore(t, client)
+	redisstore.UseScripts(s)
 	get := func() {
 		_, err := s.Get(ctxb, "k")
 		require.ErrorIs(t, err, store.ErrNotFound)

@@ -37,6 +37,22 @@ func (s *Store) runWrite(ctx context.Context, sc *redis.Script, key string, args
 	return v, w, err
 }
 
+// runCmd runs one command on rk: alone or, with WithWaitReplicas,
+// followed by WAIT in one pipeline.
+func (s *Store) runCmd(ctx context.Context, rk string, args ...any) (any, waitReply, error) {
+	if s.waitN == 0 {
+		v, err := s.client.Do(ctx, args...).Result()
+		return v, waitReply{}, err
+	}
+	var cmd *redis.Cmd
+	w, err := s.withWait(ctx, rk, func(p redis.Pipeliner) { cmd = p.Do(ctx, args...) })
+	if err != nil {
+		return nil, w, err
+	}
+	v, err := cmd.Result()
+	return v, w, err
+}
+
 // getDel runs GETDEL on key: alone or, with WithWaitReplicas, followed
 // by WAIT in one pipeline. It returns a copy of the value.
 func (s *Store) getDel(ctx context.Context, key string) ([]byte, waitReply, error) {
@@ -105,18 +121,18 @@ func (s *Store) pipeline(ctx context.Context, key string) (redis.Pipeliner, erro
 }
 
 // confirm returns nil when no WAIT was sent or enough replicas confirmed
-// the write op made on key, and otherwise an error that says the write
+// the write op made on rkey, and otherwise an error that says the write
 // happened and wraps ErrNotReplicated and store.ErrUnavailable.
-func (s *Store) confirm(op, key string, w waitReply) error {
+func (s *Store) confirm(op, rkey string, w waitReply) error {
 	switch {
 	case !w.sent:
 		return nil
 	case w.err != nil:
-		return fmt.Errorf("redisstore: %s %q: the write was applied on the primary, but waiting for %d replicas failed: %w: %w: %w",
-			op, key, s.waitN, ErrNotReplicated, store.ErrUnavailable, w.err)
+		return fmt.Errorf("redisstore: %s %s: the write was applied on the primary, but waiting for %d replicas failed: %w: %w: %w",
+			op, keyRef(rkey), s.waitN, ErrNotReplicated, store.ErrUnavailable, w.err)
 	case w.acked < int64(s.waitN):
-		return fmt.Errorf("redisstore: %s %q: the write was applied on the primary, but only %d of %d replicas confirmed it within %v: %w: %w",
-			op, key, w.acked, s.waitN, s.waitTimeout, ErrNotReplicated, store.ErrUnavailable)
+		return fmt.Errorf("redisstore: %s %s: the write was applied on the primary, but only %d of %d replicas confirmed it within %v: %w: %w",
+			op, keyRef(rkey), w.acked, s.waitN, s.waitTimeout, ErrNotReplicated, store.ErrUnavailable)
 	}
 	return nil
 }

@@ -133,6 +133,42 @@ func waitAfterSlotMoved(t *testing.T, cl *redistest.Cluster) {
 	mustNotReplicate("warm-up") // loads the slot map and the scripts
 
 	key, full := "moved", "mv:moved" // as the caller and as Redis see it
+	target := moveSlot(t, cl, client, full)
+
+	_, _, err = s.SetNX(ctxb, key, []byte("v"), time.Minute)
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	_, moved := redis.IsMovedError(err)
+	require.True(t, moved, "want MOVED in the chain, got %v", err)
+	require.NotErrorIs(t, err, redisstore.ErrNotReplicated, "nothing was written")
+
+	require.Eventually(t, func() bool {
+		set, _, err := s.SetNX(ctxb, key, []byte("v"), time.Minute)
+		return set && errors.Is(err, redisstore.ErrNotReplicated)
+	}, recoverBound, 20*time.Millisecond)
+	require.Equal(t, "v", target.Client(t).Get(ctxb, full).Val(), "the key must be on the new master")
+}
+
+// txAfterSlotMoved is run by TestCluster. Without WAIT, SetNX and Get run
+// as MULTI/EXEC transactions through the ClusterClient, which follows a
+// MOVED reply: a slot reassigned behind the client's back costs no error.
+func txAfterSlotMoved(t *testing.T, cl *redistest.Cluster) {
+	client := cl.Client(t)
+	s, err := redisstore.New(client, redisstore.WithPrefix("tx:"))
+	require.NoError(t, err)
+	mustSetNX(t, s, "warm-up", "v") // loads the slot map, detects the dialect
+	target := moveSlot(t, cl, client, "tx:moved")
+
+	mustSetNX(t, s, "moved", "v")
+	set, e, err := s.SetNX(ctxb, "moved", []byte("w"), time.Minute)
+	require.NoError(t, err)
+	require.False(t, set)
+	require.Equal(t, []byte("v"), e.Value)
+	require.Equal(t, "v", target.Client(t).Get(ctxb, "tx:moved").Val(), "the key must be on the new master")
+}
+
+// moveSlot reassigns the (empty) slot of the Redis key full to another
+// master, on every node, and returns that master.
+func moveSlot(t *testing.T, cl *redistest.Cluster, client *redis.ClusterClient, full string) *redistest.Server {
 	slot := client.ClusterKeySlot(ctxb, full).Val()
 	owner, err := client.MasterForKey(ctxb, full)
 	require.NoError(t, err)
@@ -148,16 +184,5 @@ func waitAfterSlotMoved(t *testing.T, cl *redistest.Cluster) {
 	for _, n := range cl.Nodes() {
 		require.NoError(t, n.Client(t).Do(ctxb, "CLUSTER", "SETSLOT", slot, "NODE", targetID).Err(), n.Addr())
 	}
-
-	_, _, err = s.SetNX(ctxb, key, []byte("v"), time.Minute)
-	require.ErrorIs(t, err, store.ErrUnavailable)
-	_, moved := redis.IsMovedError(err)
-	require.True(t, moved, "want MOVED in the chain, got %v", err)
-	require.NotErrorIs(t, err, redisstore.ErrNotReplicated, "nothing was written")
-
-	require.Eventually(t, func() bool {
-		set, _, err := s.SetNX(ctxb, key, []byte("v"), time.Minute)
-		return set && errors.Is(err, redisstore.ErrNotReplicated)
-	}, recoverBound, 20*time.Millisecond)
-	require.Equal(t, "v", target.Client(t).Get(ctxb, full).Val(), "the key must be on the new master")
+	return target
 }

@@ -3,6 +3,8 @@ package storetest
 // The rules a case cites when it finds one broken, quoted from the
 // documentation of package store.
 const (
+	ruleScan = "Scan calls fn with each live key that starts with prefix and its entry, " +
+		"in no particular order, until fn returns false or every key was seen."
 	ruleAtomic = "each implementation MUST perform each operation atomically: " +
 		"a GET-then-SET implementation is not a valid Store"
 	ruleConcurrent = "All methods are safe for concurrent use."

@@ -45,6 +45,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 			if tc.batch && !isBatcher(s) {
 				t.Skip("storetest: the store does not implement store.Batcher")
 			}
+			if tc.scan && !isScanner(s) {
+				t.Skip("storetest: the store does not implement store.Scanner")
+			}
 			c := &checker{ctx: t.Context(), name: tc.name, start: time.Now(), report: func(v *Violation) { t.Error(v.message()) }}
 			tc.f(c, s)
 		})
@@ -82,7 +85,7 @@ func checkCase(ctx context.Context, tc testCase, newStore func() (store.Store, e
 		return nil, fmt.Errorf("storetest: %s: newStore: %w", tc.name, err)
 	case s == nil:
 		return nil, fmt.Errorf("storetest: %s: newStore returned nil", tc.name)
-	case tc.batch && !isBatcher(s):
+	case tc.batch && !isBatcher(s), tc.scan && !isScanner(s):
 		return closeStore(tc.name, s), nil
 	}
 	var mu sync.Mutex
@@ -115,19 +118,25 @@ func isBatcher(s store.Store) bool {
 	return ok
 }
 
+func isScanner(s store.Store) bool {
+	_, ok := s.(store.Scanner)
+	return ok
+}
+
 // testCase is one named conformance check, run against a fresh store.
 // A batch case runs only against a store.Batcher.
 type testCase struct {
 	name  string
 	f     func(c *checker, s store.Store)
 	batch bool
+	scan  bool // runs only against a store.Scanner
 }
 
 func cases() []testCase {
 	var all []testCase
 	for _, group := range [][]testCase{
 		opCases(), invalidCases(), ttlCases(), isolationCases(), keyCases(),
-		raceCases(), lockstepCases(), ctxCases(), batchCases(),
+		raceCases(), lockstepCases(), ctxCases(), batchCases(), scanCases(),
 	} {
 		all = append(all, group...)
 	}

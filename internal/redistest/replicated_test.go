@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -40,37 +39,4 @@ func TestReplicationReady(t *testing.T) {
 	require.Error(t, replicationReady("connected_slaves:0\r\n", up))
 	require.Error(t, replicationReady("connected_slaves:1\r\nslave0:ip=127.0.0.1,port=1,state=wait_bgsave,offset=0,lag=0\r\n", up),
 		"a replica the primary still holds in wait_bgsave is not counted by WAIT")
-}
-
-// A port taken between the free-port probe and redis-server's bind (by
-// any process, e.g. an outgoing connection given it as its ephemeral
-// port) must not fail the test: Start tries another port.
-func TestStartRetriesTakenPort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
-	var picks int
-	pick := func(tb testEnv, bus bool) int {
-		picks++
-		if picks == 1 {
-			return taken
-		}
-		return freePort(tb, bus)
-	}
-	s := startFresh(t, pick, false, nil)
-	require.NotEqual(t, taken, s.Port())
-	require.Equal(t, 2, picks)
-	reply, err := do(s.Addr(), "PING")
-	require.NoError(t, err)
-	require.Equal(t, "PONG", reply)
-}
-
-// A server that fails for another reason is not retried.
-func TestStartDoesNotRetryOtherFailures(t *testing.T) {
-	var picks int
-	pick := func(tb testEnv, bus bool) int { picks++; return freePort(tb, bus) }
-	msg := runFatal(t, func(tb *fatalTB) { startFresh(tb, pick, false, []string{"--no-such-directive", "1"}) })
-	require.Contains(t, msg, "no-such-directive")
-	require.Equal(t, 1, picks)
 }

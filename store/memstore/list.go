@@ -1,0 +1,83 @@
+package memstore
+
+// list is a doubly linked list of nodes, most recently used first, through
+// the links at index w of each node. (Indexing with w&1 spares the bounds
+// checks on the hot path.)
+type list struct {
+	head, tail *node
+	len        int
+	w          int
+}
+
+// pushFront adds n, which is in no list of this kind, as most recently
+// used.
+func (l *list) pushFront(n *node) {
+	n.links[l.w&1] = link{next: l.head}
+	if l.head != nil {
+		l.head.links[l.w&1].prev = n
+	} else {
+		l.tail = n
+	}
+	l.head = n
+	l.len++
+}
+
+// remove takes n, which is in l, out of l.
+func (l *list) remove(n *node) {
+	lk := &n.links[l.w&1]
+	if lk.prev != nil {
+		lk.prev.links[l.w&1].next = lk.next
+	} else {
+		l.head = lk.next
+	}
+	if lk.next != nil {
+		lk.next.links[l.w&1].prev = lk.prev
+	} else {
+		l.tail = lk.prev
+	}
+	*lk = link{}
+	l.len--
+}
+
+// moveToFront marks n, which is in l, most recently used. The check
+// for n already in front inlines; the move does not.
+func (l *list) moveToFront(n *node) {
+	if l.head != n {
+		l.move(n)
+	}
+}
+
+// move takes n, which is in l, to the front of l.
+func (l *list) move(n *node) {
+	l.remove(n)
+	l.pushFront(n)
+}
+
+// Segments of a segmented LRU: entries enter probation and move to
+// protected when rewritten by CompareAndSwap.
+const (
+	probation = 0
+	protected = 1
+)
+
+// segments is a segmented LRU: one list per segment.
+type segments [2]list
+
+// of returns the list of n's segment.
+func (s *segments) of(n *node) *list {
+	if n.protected {
+		return &s[protected]
+	}
+	return &s[probation]
+}
+
+// init prepares empty lists chained through links[w].
+func (s *segments) init(w int) {
+	s[probation] = list{w: w}
+	s[protected] = list{w: w}
+}
+
+// len returns the number of nodes in both segments.
+func (s *segments) len() int {
+	return s[probation].len + s[protected].len
+}

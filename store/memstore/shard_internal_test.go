@@ -1,0 +1,165 @@
+package memstore
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// checkShard verifies the bookkeeping of sh: every node is in exactly the
+// lists its fields say, the lists are consistently linked both ways, the
+// counts and bytes agree with the nodes, and no scope exceeds the quota or
+// stays without entries.
+func checkShard(t *testing.T, sh *shard) {
+	t.Helper()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	seen := make(map[*node]bool)
+	for seg := range sh.segs {
+		for _, n := range walk(t, &sh.segs[seg]) {
+			require.Equal(t, seg == protected, n.protected, "node %q in the wrong shard segment", n.key)
+			require.Same(t, n, sh.nodes[n.key], "node %q not in the map", n.key)
+			seen[n] = true
+		}
+	}
+	require.Len(t, seen, len(sh.nodes), "nodes missing from the shard lists")
+	require.LessOrEqual(t, len(sh.nodes), sh.maxEntries)
+
+	var bytes int64
+	for _, n := range sh.nodes {
+		bytes += entryCost(n.key, n.value)
+	}
+	inScopes := 0
+	for name, sc := range sh.scopes {
+		require.Equal(t, name, sc.name)
+		require.Positive(t, sc.segs.len(), "empty scope %q kept", name)
+		require.LessOrEqual(t, sc.segs.len(), sh.quota, "scope %q over its quota", name)
+		bytes += scopeCost(name)
+		for seg := range sc.segs {
+			for _, n := range walk(t, &sc.segs[seg]) {
+				require.Same(t, sc, n.scope)
+				require.Equal(t, seg == protected, n.protected, "node %q in the wrong scope segment", n.key)
+				inScopes++
+			}
+		}
+	}
+	for _, n := range sh.nodes {
+		if n.scope != nil {
+			require.Same(t, n.scope, sh.scopes[n.scope.name], "node %q points at a dropped scope", n.key)
+		}
+	}
+	if sh.quota > 0 {
+		nScoped := 0
+		for _, n := range sh.nodes {
+			if n.scope != nil {
+				nScoped++
+			}
+		}
+		require.Equal(t, nScoped, inScopes, "scoped nodes missing from their scope lists")
+	}
+	require.Equal(t, bytes, sh.bytes, "counted bytes drifted")
+	require.LessOrEqual(t, sh.bytes, sh.maxBytes)
+}
+
+// walk returns l's nodes from most to least recently used, checking the
+// links both ways and the length.
+func walk(t *testing.T, l *list) []*node {
+	t.Helper()
+	var nodes []*node
+	var prev *node
+	for n := l.head; n != nil; n = n.links[l.w].next {
+		require.Same(t, prev, n.links[l.w].prev, "broken back link")
+		nodes = append(nodes, n)
+		prev = n
+		require.LessOrEqual(t, len(nodes), l.len, "list longer than its length")
+	}
+	require.Same(t, prev, l.tail)
+	require.Len(t, nodes, l.len)
+	return nodes
+}
+
+// TestShardBookkeepingUnderRace mixes every operation, short TTLs,
+// evictions by count, bytes and quota, and a janitor, from 64 goroutines
+// over few keys, then checks every shard's bookkeeping.
+func TestShardBookkeepingUnderRace(t *testing.T) {
+	scopeOf := func(key string) string { return key[:1] }
+	s, err := New(WithCapacity(200), WithShards(4), WithMaxBytes(4*8<<10), WithScopeQuota(20, scopeOf),
+		WithSweepInterval(time.Millisecond))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := range 300 {
+				key := string(rune('a'+(w+i)%6)) + strconv.Itoa(i%50)
+				value := make([]byte, (w*i)%700)
+				ttl := time.Duration(1+i%5) * time.Millisecond
+				if _, _, err := s.SetNX(ctx, key, value, ttl); err != nil {
+					assert.ErrorIs(t, err, ErrTooLarge)
+				}
+				switch i % 4 {
+				case 0:
+					_, _ = s.CompareAndSwap(ctx, key, value, make([]byte, len(value)+200), time.Hour)
+				case 1:
+					_, _ = s.Get(ctx, key)
+				case 2:
+					_, _ = s.Consume(ctx, key)
+				case 3:
+					_, _ = s.CompareAndDelete(ctx, key, value)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range s.shards {
+		checkShard(t, &s.shards[i])
+	}
+	assert.Positive(t, s.Evictions())
+}
+
+// TestMakeRoomPrefersExpiredThenProbation drives one shard directly:
+// expired entries go first (at the LRU end, or found by a due scan), then
+// the least recently used unprotected entry, then a protected one, never
+// the excepted node.
+func TestMakeRoomPrefersExpiredThenProbation(t *testing.T) {
+	var sh shard
+	sh.init(100, 1<<20, 0)
+	add := func(key string, expires int64, protect bool) *node {
+		_, err := sh.insert(key, "", []byte{}, expires, 0, nil)
+		require.NoError(t, err)
+		n := sh.nodes[key]
+		if protect {
+			sh.protect(n)
+		}
+		return n
+	}
+	add("p-old", 100, true)
+	add("live", 100, false)
+	add("short", 10, false)                  // most recently used, expires first
+	sh.pacer.since, sh.pacer.every = 0, 1000 // no scan due
+
+	evicted, ok := sh.makeRoom(&sh.segs, &sh.pacer, nil, 20, nil)
+	require.True(t, ok)
+	assert.Equal(t, []string{"live"}, evicted, "without a scan, the live LRU probation entry goes")
+
+	sh.pacer.since = sh.pacer.every // a scan is due: it finds short
+	evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, nil, 20, nil)
+	require.True(t, ok)
+	assert.Empty(t, evicted)
+	assert.Nil(t, sh.nodes["short"])
+
+	keep := add("p-new", 100, true)
+	sh.touch(sh.nodes["p-old"]) // p-new becomes the protected LRU, but is excepted
+	evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, keep, 20, nil)
+	require.True(t, ok)
+	assert.Equal(t, []string{"p-old"}, evicted)
+	_, ok = sh.makeRoom(&sh.segs, &sh.pacer, keep, 20, nil)
+	assert.False(t, ok, "only the excepted node is left")
+	checkShard(t, &sh)
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
@@ -21,32 +22,48 @@ import (
 // and, when a route asks for it, the primary tiered over an in-process
 // memory fallback.
 type stores struct {
-	primary  store.Store
-	tiered   store.Store // nil when no route falls back
-	closers  []func() error
-	pingable store.Pinger // nil when the backend cannot ping
+	primary store.Store
+	tiered  store.Store // nil when no route falls back
+	closers []func() error
 }
 
 // openStores opens the store URL, puts each call under budget, and builds
 // the fallback tier when withFallback is set.
 func openStores(ctx context.Context, rawURL string, budget time.Duration, withFallback bool, log *slog.Logger) (*stores, error) {
-	raw, closeRaw, err := openStore(ctx, rawURL)
+	raw, closeClient, err := openStore(ctx, rawURL)
 	if err != nil {
 		return nil, err
 	}
-	s := &stores{closers: []func() error{closeRaw}}
-	s.pingable, _ = raw.(store.Pinger)
-	s.primary = policy.Budget(raw, budget, policy.WithInline())
-	if withFallback {
-		mem := memstore.New(memstore.WithSweepInterval(time.Minute))
-		t := policy.NewTiered(s.primary, mem, policy.WithTierObserver(logTierEvent(log)))
-		s.tiered = t
-		s.closers = append([]func() error{t.Close}, append(s.closers, mem.Close)...)
+	s := &stores{}
+	// Each wrapper owns what it wraps: closing the outermost closes all.
+	if s.primary, err = policy.Budget(raw, budget, policy.WithInline()); err != nil {
+		return nil, errors.Join(err, closeStore(raw), closeClient())
 	}
+	outer := s.primary
+	if withFallback {
+		mem, err := memstore.New(memstore.WithSweepInterval(time.Minute))
+		if err != nil {
+			return nil, errors.Join(err, closeStore(s.primary), closeClient())
+		}
+		t, err := policy.NewTiered(s.primary, mem, idemkit.Supersedes, policy.WithTierObserver(logTierEvent(log)))
+		if err != nil {
+			return nil, errors.Join(err, closeStore(s.primary), closeStore(mem), closeClient())
+		}
+		s.tiered, outer = t, t
+	}
+	s.closers = []func() error{func() error { return closeStore(outer) }, closeClient}
 	return s, nil
 }
 
-// Close closes the stores, the fallback tier first.
+// closeStore closes st when it is a store.Closer.
+func closeStore(st store.Store) error {
+	if c, ok := st.(store.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// Close closes the stores, then the client under them.
 func (s *stores) Close() error {
 	var errs []error
 	for _, c := range s.closers {
@@ -57,15 +74,15 @@ func (s *stores) Close() error {
 
 // ping checks the primary store, when it can be checked.
 func (s *stores) ping(ctx context.Context) error {
-	if s.pingable == nil {
-		return nil
+	if p, ok := s.primary.(store.Pinger); ok {
+		return p.Ping(ctx)
 	}
-	return s.pingable.Ping(ctx)
+	return nil
 }
 
 // openStore opens a store URL: mem:// or redis://[:password@]host:port[/db].
-// It returns the store and what closes it. The error never holds the
-// URL's password.
+// It returns the store and what closes the client under it, which the
+// store does not own. The error never holds the URL's password.
 func openStore(ctx context.Context, rawURL string) (store.Store, func() error, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -73,8 +90,11 @@ func openStore(ctx context.Context, rawURL string) (store.Store, func() error, e
 	}
 	switch u.Scheme {
 	case "mem":
-		m := memstore.New(memstore.WithSweepInterval(time.Minute))
-		return m, m.Close, nil
+		m, err := memstore.New(memstore.WithSweepInterval(time.Minute))
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, func() error { return nil }, nil
 	case "redis", "rediss":
 		opts, err := redis.ParseURL(rawURL)
 		if err != nil {

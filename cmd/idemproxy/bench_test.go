@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,13 +67,6 @@ func (u *benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", "27")
 	w.WriteHeader(http.StatusCreated)
 	_, _ = io.WriteString(w, `{"order":1,"status":"new"}`+"\n")
-}
-
-// cpuTime is the process's user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkProxy compares a bare httputil.ReverseProxy with idemproxy's

@@ -155,9 +155,12 @@ func (c *config) check() error {
 	if c.MaxBody <= 0 {
 		bad("max_body must be positive, got %d", c.MaxBody)
 	}
-	for name, d := range map[string]duration{"upstream_timeout": c.UpstreamTimeout, "store_budget": c.StoreBudget, "shutdown_timeout": c.ShutdownTimeout} {
-		if d.Duration <= 0 {
-			bad("%s must be positive, got %v", name, d.Duration)
+	for _, d := range []struct {
+		name string
+		d    duration
+	}{{"upstream_timeout", c.UpstreamTimeout}, {"store_budget", c.StoreBudget}, {"shutdown_timeout", c.ShutdownTimeout}} {
+		if d.d.Duration <= 0 {
+			bad("%s must be positive, got %v", d.name, d.d.Duration)
 		}
 	}
 	errs = append(errs, c.checkPrincipal()...)
@@ -281,9 +284,12 @@ func (r *routeCfg) check(c *config) []error {
 			bad(`replay_headers: use set_cookie = "replay" for Set-Cookie`)
 		}
 	}
-	for name, d := range map[string]duration{"window": r.Window, "lease": r.Lease, "retention": r.Retention, "token_ttl": r.TokenTTL} {
-		if d.Duration < 0 {
-			bad("%s must be positive, got %v", name, d.Duration)
+	for _, d := range []struct {
+		name string
+		d    duration
+	}{{"window", r.Window}, {"lease", r.Lease}, {"retention", r.Retention}, {"token_ttl", r.TokenTTL}} {
+		if d.d.Duration < 0 {
+			bad("%s must be positive, got %v", d.name, d.d.Duration)
 		}
 	}
 	if r.Mode != modeWindow && r.Window.Duration != 0 {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -99,11 +98,6 @@ match = "POST /free"
 mode = "pass"
 max_body = 16
 `
-
-// counter is an upstream that counts the requests it runs per path.
-type counter struct {
-	runs atomic.Int64
-}
 
 // send makes a request through the proxy and returns the response with its
 // body read.

@@ -28,6 +28,18 @@
 //
 // Requests no route matches are forwarded as they are.
 //
+// # When the store fails
+//
+// Each route says what happens: failure = "closed" (the default) answers
+// 503 with Retry-After and forwards nothing; failure = "open" forwards the
+// request unguarded (and logs it); fallback = true keeps the route guarded
+// by an in-process memory tier once the store has failed a few times in a
+// row (policy.Tiered's circuit breaker; until then, and for the breaker's
+// probes of the store, the route answers as its failure mode says), and
+// copies those records back when the store answers again. A memory tier
+// guards one instance only: duplicates spread over several instances
+// during an outage are not caught.
+//
 // # Responses
 //
 // A replay carries the upstream's stored status, body and allow-listed
@@ -37,7 +49,8 @@
 // stored. Upstream 5xx, timeouts (504) and unreachable upstreams (502) are
 // not stored: a retry reaches the upstream again. Server-sent events and
 // protocol upgrades (WebSocket) pass through unguarded and are counted and
-// logged. Request bodies are bounded (413).
+// logged; an upgrade request skips the route's principal check too, since
+// nothing is stored for it. Request bodies are bounded (413).
 //
 // # Principal
 //

@@ -70,7 +70,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
+	stopHUP := p.reloadOnHUP(ctx)
+	defer stopHUP()
 	return p.serve(ctx, ln)
+}
+
+// reloadOnHUP reloads the principal's key files (a rotated JWKS, say) on
+// each SIGHUP until ctx is done or the returned function is called. A
+// reload that fails keeps the current keys.
+func (p *proxy) reloadOnHUP(ctx context.Context) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := p.reloadKeys(); err != nil {
+					p.log.Error("key reload failed; the current keys stay", "error", err)
+				} else {
+					p.log.Info("key files reloaded")
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); cancel() }
 }
 
 // loadConfig reads the flags, the environment and the file. check reports
@@ -114,7 +140,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (cf
 // checkFiles loads the key and certificate files the configuration names,
 // for -check.
 func checkFiles(cfg *config, log *slog.Logger) error {
-	if _, err := newPrincipal(cfg.Principal); err != nil {
+	if _, _, err := newPrincipal(cfg.Principal); err != nil {
 		return err
 	}
 	if cfg.TLS.CertFile != "" {

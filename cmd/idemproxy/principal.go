@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
@@ -22,23 +23,25 @@ import (
 // wrapping idemhttp.ErrNoPrincipal (answered with 401).
 type principalFunc func(*http.Request) (string, error)
 
-// newPrincipal returns the principal function the configuration names.
-func newPrincipal(c principalCfg) (principalFunc, error) {
+// newPrincipal returns the principal function the configuration names,
+// and what reloads its key files (a no-op for sources without keys).
+func newPrincipal(c principalCfg) (principalFunc, func() error, error) {
+	noReload := func() error { return nil }
 	switch c.Source {
 	case sourceHeader:
-		return idemhttp.TrustedHeaderPrincipal(c.Header), nil
+		return idemhttp.TrustedHeaderPrincipal(c.Header), noReload, nil
 	case sourceJWT:
 		v, err := newJWTVerifier(c.JWT)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return v.principal, nil
+		return v.principal, v.reload, nil
 	case sourceMTLS:
-		return mtlsPrincipal, nil
+		return mtlsPrincipal, noReload, nil
 	}
 	return func(*http.Request) (string, error) {
 		return "", fmt.Errorf("%w: no principal source configured", idemhttp.ErrNoPrincipal)
-	}, nil
+	}, noReload, nil
 }
 
 // mtlsPrincipal is the subject of the verified client certificate. Only a
@@ -54,12 +57,19 @@ func mtlsPrincipal(r *http.Request) (string, error) {
 	return subject, nil
 }
 
-// jwtVerifier verifies bearer tokens and reads the principal claim.
+// jwtVerifier verifies bearer tokens and reads the principal claim. Its
+// keys can be reloaded from their files (SIGHUP) while it serves.
 type jwtVerifier struct {
+	cfg    jwtCfg
 	parser *jwt.Parser
 	claim  string
-	hmac   []byte
-	keys   []verifyKey
+	keys   atomic.Pointer[keySet]
+}
+
+// keySet is the key material of a verifier, replaced whole on reload.
+type keySet struct {
+	hmac []byte
+	keys []verifyKey
 }
 
 // verifyKey is a public key, with its key ID when a JWKS gave one.
@@ -73,11 +83,11 @@ type verifyKey struct {
 const minHMACKey = 32
 
 func newJWTVerifier(c jwtCfg) (*jwtVerifier, error) {
-	v := &jwtVerifier{claim: c.Claim}
+	v := &jwtVerifier{cfg: c, claim: c.Claim}
 	if v.claim == "" {
 		v.claim = "sub"
 	}
-	if err := v.loadKeys(c); err != nil {
+	if err := v.reload(); err != nil {
 		return nil, err
 	}
 	opts := []jwt.ParserOption{jwt.WithValidMethods(c.Algorithms), jwt.WithExpirationRequired(), jwt.WithLeeway(c.Leeway.Duration)}
@@ -88,56 +98,69 @@ func newJWTVerifier(c jwtCfg) (*jwtVerifier, error) {
 		opts = append(opts, jwt.WithAudience(c.Audience))
 	}
 	v.parser = jwt.NewParser(opts...)
-	for _, a := range c.Algorithms {
-		if a == "HS256" && v.hmac == nil {
-			return nil, fmt.Errorf("%w: principal.jwt: HS256 needs hmac_key_file", errConfig)
-		}
-		if (a == "RS256" || a == "ES256") && !v.hasKey(a) {
-			return nil, fmt.Errorf("%w: principal.jwt: %s needs a matching key in public_key_file or jwks_file", errConfig, a)
-		}
-	}
 	return v, nil
 }
 
-func (v *jwtVerifier) loadKeys(c jwtCfg) error {
+// reload reads the key files again and, when they hold a key for every
+// configured algorithm, puts them in place of the current keys; otherwise
+// the current keys stay.
+func (v *jwtVerifier) reload() error {
+	ks, err := loadKeys(v.cfg)
+	if err != nil {
+		return err
+	}
+	for _, a := range v.cfg.Algorithms {
+		if a == "HS256" && ks.hmac == nil {
+			return fmt.Errorf("%w: principal.jwt: HS256 needs hmac_key_file", errConfig)
+		}
+		if (a == "RS256" || a == "ES256") && !ks.has(a) {
+			return fmt.Errorf("%w: principal.jwt: %s needs a matching key in public_key_file or jwks_file", errConfig, a)
+		}
+	}
+	v.keys.Store(ks)
+	return nil
+}
+
+func loadKeys(c jwtCfg) (*keySet, error) {
+	ks := new(keySet)
 	if c.HMACKeyFile != "" {
 		b, err := readSecretFile("principal.jwt.hmac_key_file", c.HMACKeyFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		b = []byte(strings.TrimRight(string(b), "\r\n"))
 		if len(b) < minHMACKey {
-			return fmt.Errorf("%w: principal.jwt.hmac_key_file: the secret has %d bytes, at least %d are required", errConfig, len(b), minHMACKey)
+			return nil, fmt.Errorf("%w: principal.jwt.hmac_key_file: the secret has %d bytes, at least %d are required", errConfig, len(b), minHMACKey)
 		}
-		v.hmac = b
+		ks.hmac = b
 	}
 	if c.PublicKeyFile != "" {
 		b, err := readSecretFile("principal.jwt.public_key_file", c.PublicKeyFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		k, err := parsePublicKeyPEM(b)
 		if err != nil {
-			return fmt.Errorf("%w: principal.jwt.public_key_file: %v", errConfig, err)
+			return nil, fmt.Errorf("%w: principal.jwt.public_key_file: %v", errConfig, err)
 		}
-		v.keys = append(v.keys, verifyKey{key: k})
+		ks.keys = append(ks.keys, verifyKey{key: k})
 	}
 	if c.JWKSFile != "" {
 		b, err := readSecretFile("principal.jwt.jwks_file", c.JWKSFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		ks, err := parseJWKS(b)
+		keys, err := parseJWKS(b)
 		if err != nil {
-			return fmt.Errorf("%w: principal.jwt.jwks_file: %v", errConfig, err)
+			return nil, fmt.Errorf("%w: principal.jwt.jwks_file: %v", errConfig, err)
 		}
-		v.keys = append(v.keys, ks...)
+		ks.keys = append(ks.keys, keys...)
 	}
-	return nil
+	return ks, nil
 }
 
-func (v *jwtVerifier) hasKey(alg string) bool {
-	for _, k := range v.keys {
+func (ks *keySet) has(alg string) bool {
+	for _, k := range ks.keys {
 		if keyFits(alg, k.key) {
 			return true
 		}
@@ -163,16 +186,17 @@ var errNoKey = errors.New("no key for this token")
 // keyFor is the jwt.Keyfunc: the HMAC secret for HS256, else the public
 // key that fits the algorithm (and the kid, when the token names one).
 func (v *jwtVerifier) keyFor(t *jwt.Token) (any, error) {
+	ks := v.keys.Load()
 	alg := t.Method.Alg()
 	if alg == "HS256" {
-		if v.hmac == nil {
+		if ks.hmac == nil {
 			return nil, errNoKey
 		}
-		return v.hmac, nil
+		return ks.hmac, nil
 	}
 	kid, _ := t.Header["kid"].(string)
 	var found []jwt.VerificationKey
-	for _, k := range v.keys {
+	for _, k := range ks.keys {
 		if keyFits(alg, k.key) && (kid == "" || k.kid == "" || k.kid == kid) {
 			found = append(found, k.key)
 		}

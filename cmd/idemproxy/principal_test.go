@@ -271,3 +271,47 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 	c, _ := x509.ParseCertificate(der)
 	return c, key
 }
+
+func TestJWKSReloadRotatesKeysAndAFailedReloadKeepsThem(t *testing.T) {
+	old, rotated := newJWTKeys(t), newJWTKeys(t)
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	copyFile := func(from string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(old.jwks)
+	v, err := newJWTVerifier(jwtCfg{Algorithms: []string{"ES256"}, JWKSFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldTok := sign(t, jwt.SigningMethodES256, old.ec, claims("alice"), "ec1")
+	newTok := sign(t, jwt.SigningMethodES256, rotated.ec, claims("alice"), "ec1")
+	check := func(when string, oldOK, newOK bool) {
+		t.Helper()
+		if _, err := v.principal(bearer(oldTok)); (err == nil) != oldOK {
+			t.Errorf("%s: old key accepted %v, want %v", when, err == nil, oldOK)
+		}
+		if _, err := v.principal(bearer(newTok)); (err == nil) != newOK {
+			t.Errorf("%s: new key accepted %v, want %v", when, err == nil, newOK)
+		}
+	}
+	check("before the rotation", true, false)
+	copyFile(rotated.jwks)
+	check("rotated file, not reloaded", true, false)
+	if err := v.reload(); err != nil {
+		t.Fatal(err)
+	}
+	check("after the reload", false, true)
+	if err := os.WriteFile(path, []byte(`{"keys":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.reload(); !errors.Is(err, errConfig) {
+		t.Fatalf("reload of an empty JWKS: %v", err)
+	}
+	check("after a failed reload", false, true)
+}

@@ -42,6 +42,8 @@ type proxy struct {
 	stores   *stores
 	handler  http.Handler
 	inflight sync.WaitGroup
+	// reloadKeys reads the principal's key files again (SIGHUP).
+	reloadKeys func() error
 
 	// Counters reported by the health endpoint.
 	streams  atomic.Uint64 // guarded responses that streamed (SSE) and passed through
@@ -66,10 +68,11 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BufferPool:     new(bufferPool),
 	}
-	principal, err := newPrincipal(cfg.Principal)
+	principal, reload, err := newPrincipal(cfg.Principal)
 	if err != nil {
 		return nil, err
 	}
+	p.reloadKeys = reload
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+cfg.HealthPath, p.health)
 	engines, err := p.engines(st)

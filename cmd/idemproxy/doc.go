@@ -63,8 +63,8 @@
 //
 // The proxy answers its own health check (health_path, default /healthz)
 // without reaching the upstream. SIGHUP reloads the JWT key files (a
-// rotated JWKS); a reload that fails keeps the current keys. On SIGINT or SIGTERM it stops accepting
-// connections and lets in-flight requests finish for shutdown_timeout;
-// requests still running then are cut off, and their claims released so
-// that a retry runs them again.
+// rotated JWKS); a reload that fails keeps the current keys. On SIGINT or
+// SIGTERM the proxy stops accepting connections and lets in-flight
+// requests finish for shutdown_timeout; requests still running then are
+// cut off, and their claims released so that a retry runs them again.
 package main

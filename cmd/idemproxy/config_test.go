@@ -71,7 +71,7 @@ func TestStoreURLErrorsHideThePassword(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error %v", err)
 	}
-	_, _, err = openStore(context.Background(), "postgres://u:hunter2@h/db")
+	_, _, err = openStore(context.Background(), "nosuch://u:hunter2@h/db")
 	if !errors.Is(err, errConfig) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error %v", err)
 	}

@@ -2,7 +2,7 @@
 // idempotency keys, duplicate-submission windows and one-time tokens,
 // configured per route, without linking a Go library: the idemhttp
 // middlewares in front of net/http/httputil.ReverseProxy, over a store
-// that several proxy instances share (Redis, PostgreSQL, ...).
+// that several proxy instances share (Redis, PostgreSQL, MySQL).
 //
 // Usage:
 //

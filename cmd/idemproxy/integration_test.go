@@ -93,82 +93,7 @@ func TestTwoProxiesOverOneRedisInFrontOfPython(t *testing.T) {
 	b, _ := startProxy(t, parseConfig(t, integrationConfig, backend, storeURL))
 	proxies := []string{a.URL, b.URL}
 
-	t.Run("storm", func(t *testing.T) {
-		const logical, copies = 24, 8
-		type answer struct {
-			code         int
-			body         string
-			replayed, ra bool
-		}
-		answers := make([][]answer, logical)
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 32)
-		for i := range logical {
-			for c := range copies {
-				wg.Go(func() {
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					key := fmt.Sprintf("storm-%d", i)
-					res, body := send(t, proxies[c%2]+"/orders", "POST", "alice", key, fmt.Sprintf(`{"sku":"s%d"}`, i))
-					mu.Lock()
-					answers[i] = append(answers[i], answer{res.StatusCode, string(body),
-						res.Header.Get(idemhttp.ReplayedHeader) == "true", res.Header.Get("Retry-After") != ""})
-					mu.Unlock()
-				})
-			}
-		}
-		wg.Wait()
-		counts := executions()
-		var fresh, replays, conflicts int
-		for _, as := range answers {
-			for _, an := range as {
-				switch {
-				case an.code == http.StatusConflict:
-					conflicts++
-				case an.replayed:
-					replays++
-				default:
-					fresh++
-				}
-			}
-		}
-		t.Logf("%d requests for %d logical ones: %d fresh, %d replayed, %d in-progress 409s", logical*copies, logical, fresh, replays, conflicts)
-		if fresh != logical {
-			t.Errorf("%d fresh answers, want %d", fresh, logical)
-		}
-		for i := range logical {
-			key := fmt.Sprintf("storm-%d", i)
-			if counts[key] != 1 {
-				t.Errorf("%s executed %d times on the backend, want 1", key, counts[key])
-			}
-			var first string
-			for _, an := range answers[i] {
-				switch {
-				case an.code == http.StatusCreated:
-					if first == "" {
-						first = an.body
-					} else if an.body != first {
-						t.Errorf("%s: answers differ:\n%s\n%s", key, first, an.body)
-					}
-				case an.code == http.StatusConflict && an.ra:
-				default:
-					t.Errorf("%s: answer %d %s", key, an.code, an.body)
-				}
-			}
-			// A late retry through either proxy replays the same bytes.
-			res, body := send(t, proxies[i%2]+"/orders", "POST", "alice", key, fmt.Sprintf(`{"sku":"s%d"}`, i))
-			if res.StatusCode != http.StatusCreated || res.Header.Get(idemhttp.ReplayedHeader) != "true" || (first != "" && string(body) != first) {
-				t.Errorf("%s: late retry %d replayed=%q %s, want the stored %s", key, res.StatusCode, res.Header.Get(idemhttp.ReplayedHeader), body, first)
-			}
-			if res.Header.Get("Location") == "" || res.Header.Get("Set-Cookie") != "" {
-				t.Errorf("%s: replay headers Location %q Set-Cookie %q", key, res.Header.Get("Location"), res.Header.Get("Set-Cookie"))
-			}
-		}
-		if executions()["storm-0"] != 1 {
-			t.Error("a late retry reached the backend")
-		}
-	})
+	t.Run("storm", func(t *testing.T) { storm(t, proxies, executions, "storm") })
 
 	t.Run("5xx retried through", func(t *testing.T) {
 		res, body := send(t, a.URL+"/orders", "POST", "alice", "fails-once", `{}`, "X-Fail", "500")
@@ -309,4 +234,84 @@ fallback = true
 	}
 	res, body = send(t, srv.URL+"/healthz", "GET", "", "", "")
 	wantStatus(t, res, body, http.StatusServiceUnavailable)
+}
+
+// storm sends copies of each of a set of logical requests, concurrently,
+// spread over the proxies, and checks that each ran once on the backend
+// and that every answer is that execution's bytes.
+func storm(t *testing.T, proxies []string, executions func() map[string]int, prefix string) {
+	const logical, copies = 24, 8
+	type answer struct {
+		code         int
+		body         string
+		replayed, ra bool
+	}
+	answers := make([][]answer, logical)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range logical {
+		for c := range copies {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				key := fmt.Sprintf("%s-%d", prefix, i)
+				res, body := send(t, proxies[c%2]+"/orders", "POST", "alice", key, fmt.Sprintf(`{"sku":"s%d"}`, i))
+				mu.Lock()
+				answers[i] = append(answers[i], answer{res.StatusCode, string(body),
+					res.Header.Get(idemhttp.ReplayedHeader) == "true", res.Header.Get("Retry-After") != ""})
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	counts := executions()
+	var fresh, replays, conflicts int
+	for _, as := range answers {
+		for _, an := range as {
+			switch {
+			case an.code == http.StatusConflict:
+				conflicts++
+			case an.replayed:
+				replays++
+			default:
+				fresh++
+			}
+		}
+	}
+	t.Logf("%d requests for %d logical ones: %d fresh, %d replayed, %d in-progress 409s", logical*copies, logical, fresh, replays, conflicts)
+	if fresh != logical {
+		t.Errorf("%d fresh answers, want %d", fresh, logical)
+	}
+	for i := range logical {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		if counts[key] != 1 {
+			t.Errorf("%s executed %d times on the backend, want 1", key, counts[key])
+		}
+		var first string
+		for _, an := range answers[i] {
+			switch {
+			case an.code == http.StatusCreated:
+				if first == "" {
+					first = an.body
+				} else if an.body != first {
+					t.Errorf("%s: answers differ:\n%s\n%s", key, first, an.body)
+				}
+			case an.code == http.StatusConflict && an.ra:
+			default:
+				t.Errorf("%s: answer %d %s", key, an.code, an.body)
+			}
+		}
+		// A late retry through either proxy replays the same bytes.
+		res, body := send(t, proxies[i%2]+"/orders", "POST", "alice", key, fmt.Sprintf(`{"sku":"s%d"}`, i))
+		if res.StatusCode != http.StatusCreated || res.Header.Get(idemhttp.ReplayedHeader) != "true" || (first != "" && string(body) != first) {
+			t.Errorf("%s: late retry %d replayed=%q %s, want the stored %s", key, res.StatusCode, res.Header.Get(idemhttp.ReplayedHeader), body, first)
+		}
+		if res.Header.Get("Location") == "" || res.Header.Get("Set-Cookie") != "" {
+			t.Errorf("%s: replay headers Location %q Set-Cookie %q", key, res.Header.Get("Location"), res.Header.Get("Set-Cookie"))
+		}
+	}
+	if executions()[prefix+"-0"] != 1 {
+		t.Error("a late retry reached the backend")
+	}
 }

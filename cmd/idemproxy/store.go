@@ -14,8 +14,12 @@ import (
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/redisstore"
+	_ "github.com/idemkit/idemkit/store/sqlstore" // postgres://, postgresql://, mysql://
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	_ "github.com/go-sql-driver/mysql" // the driver sqlstore's mysql:// needs
+	_ "github.com/jackc/pgx/v5/stdlib" // the driver sqlstore's postgres:// needs
 )
 
 // stores are the stores the routes use: the primary under a time budget,
@@ -80,7 +84,8 @@ func (s *stores) ping(ctx context.Context) error {
 	return nil
 }
 
-// openStore opens a store URL: mem:// or redis://[:password@]host:port[/db].
+// openStore opens a store URL: mem://, redis://[:password@]host:port[/db],
+// or, through store.Open, postgres://, postgresql:// and mysql://.
 // It returns the store and what closes the client under it, which the
 // store does not own. The error never holds the URL's password.
 func openStore(ctx context.Context, rawURL string) (store.Store, func() error, error) {
@@ -112,7 +117,14 @@ func openStore(ctx context.Context, rawURL string) (store.Store, func() error, e
 		}
 		return rs, client.Close, nil
 	}
-	return nil, nil, fmt.Errorf("%w: store %s: scheme %q is not mem or redis", errConfig, store.Redact(rawURL), u.Scheme)
+	st, err := store.Open(ctx, rawURL)
+	if errors.Is(err, store.ErrInvalid) {
+		return nil, nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() error { return nil }, nil
 }
 
 // redactErr drops rawURL's password from err's text.

@@ -32,6 +32,12 @@ const (
 	cookieStrip  = "strip"  // removed from every response of the route
 )
 
+// What a key keeps when its response is streamed or too large to store.
+const (
+	unstoredTerminal = "terminal" // a terminal record: retries get 500 response-not-stored (the default)
+	unstoredRelease  = "release"  // released: a retry reaches the upstream again
+)
+
 // Principal sources.
 const (
 	sourceHeader = "header"
@@ -94,6 +100,10 @@ type routeCfg struct {
 	ReplayHeaders []string `toml:"replay_headers"`
 	SetCookie     string   `toml:"set_cookie"`
 	OptionalKey   bool     `toml:"optional_key"`
+	TokenField    string   `toml:"token_field"`
+	PayloadWindow duration `toml:"payload_window"`
+	MaxStored     int      `toml:"max_stored_response"`
+	Unstored      string   `toml:"unstored"`
 }
 
 // duration is a time.Duration written as a string ("5s", "24h").
@@ -297,6 +307,22 @@ func (r *routeCfg) check(c *config) []error {
 	}
 	if r.OptionalKey && r.Mode != modeKey {
 		bad("optional_key applies to mode key only")
+	}
+	if r.TokenField != "" && r.Mode != modeToken {
+		bad("token_field applies to mode token only")
+	}
+	if r.PayloadWindow.Duration < 0 || (r.PayloadWindow.Duration != 0 && r.Mode != modeKey) {
+		bad("payload_window must be positive and applies to mode key only")
+	}
+	if r.MaxStored < 0 {
+		bad("max_stored_response must be positive, got %d", r.MaxStored)
+	}
+	switch r.Unstored {
+	case "":
+		r.Unstored = unstoredTerminal
+	case unstoredTerminal, unstoredRelease:
+	default:
+		bad("unstored %q is not terminal or release", r.Unstored)
 	}
 	return errs
 }

@@ -47,9 +47,13 @@
 // replay_headers); Set-Cookie is sent on the fresh response only, unless a
 // route says set_cookie = "replay" or "strip". Hop-by-hop headers are never
 // stored. Upstream 5xx, timeouts (504) and unreachable upstreams (502) are
-// not stored: a retry reaches the upstream again. Server-sent events and
-// protocol upgrades (WebSocket) pass through unguarded and are counted and
-// logged; an upgrade request skips the route's principal check too, since
+// not stored: a retry reaches the upstream again. Server-sent events
+// (counted and logged) and responses over max_stored_response (logged)
+// are sent as they come and not stored: by default the key keeps a
+// terminal record, so a retry gets 500 response-not-stored instead of a
+// second execution, or with unstored = "release" the retry reaches the
+// upstream again. Protocol upgrades (WebSocket) pass through unguarded; an
+// upgrade request skips the route's principal check too, since
 // nothing is stored for it. Request bodies are bounded (413).
 //
 // # Principal

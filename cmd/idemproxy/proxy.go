@@ -215,6 +215,18 @@ func (p *proxy) routeOptions(rc routeCfg, method string, principal principalFunc
 	if rc.OptionalKey {
 		opts = append(opts, idemhttp.WithOptionalKey())
 	}
+	if rc.TokenField != "" {
+		opts = append(opts, idemhttp.WithTokenField(rc.TokenField))
+	}
+	if rc.PayloadWindow.Duration > 0 {
+		opts = append(opts, idemhttp.WithPayloadWindow(rc.PayloadWindow.Duration))
+	}
+	if rc.MaxStored > 0 {
+		opts = append(opts, idemhttp.WithMaxStoredResponse(rc.MaxStored))
+	}
+	if rc.Unstored == unstoredRelease && (rc.Mode == modeKey || rc.Mode == modeToken) {
+		opts = append(opts, idemhttp.WithUnstored(idemhttp.ReleaseKey, idemhttp.ReleaseKey))
+	}
 	return opts
 }
 

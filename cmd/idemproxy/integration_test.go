@@ -57,7 +57,12 @@ func pythonBackend(t *testing.T) (string, func() map[string]int) {
 	return "http://127.0.0.1:" + strings.TrimSpace(port), counts
 }
 
+// integrationConfig gives each store call a generous budget: on a loaded
+// machine a call over the default second would answer 503 (fail-closed)
+// or leave a completed request's record in progress until its lease
+// ends, which is correct but not what the storm checks.
 const integrationConfig = `
+store_budget = "10s"
 [principal]
 source = "header"
 header = "X-User"

@@ -236,7 +236,7 @@ func (p *proxy) routeOptions(rc routeCfg, method string, principal principalFunc
 func (p *proxy) limit(n int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > n {
-			writeProblem(w, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
+			writeProblem(w, r, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
 				fmt.Sprintf("the request body is over %d bytes", n))
 			return
 		}
@@ -344,26 +344,36 @@ func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	var ne net.Error
 	switch {
 	case errors.As(err, &tooLarge):
-		writeProblem(w, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
+		writeProblem(w, r, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
 			fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit))
 		return
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		writeProblem(w, http.StatusGatewayTimeout, problemUpstreamTimeout, "Upstream timeout",
+		writeProblem(w, r, http.StatusGatewayTimeout, problemUpstreamTimeout, "Upstream timeout",
 			"the upstream service did not answer in time")
 	default:
-		writeProblem(w, http.StatusBadGateway, problemUpstreamDown, "Upstream unavailable",
+		writeProblem(w, r, http.StatusBadGateway, problemUpstreamDown, "Upstream unavailable",
 			"the upstream service could not be reached")
 	}
 	p.log.WarnContext(r.Context(), "upstream error", "method", r.Method, "path", r.URL.Path, "error", err)
 }
 
-// writeProblem answers with an RFC 9457 problem.
-func writeProblem(w http.ResponseWriter, status int, typ, title, detail string) {
-	body, _ := json.Marshal(idemhttp.Problem{Type: typ, Title: title, Status: status, Detail: detail})
+// upstreamRetry is the Retry-After of the proxy's 502 and 504 answers.
+const upstreamRetry = "1"
+
+// writeProblem answers with an RFC 9457 problem with the members idemhttp
+// writes: a urn:uuid instance, and retryable (with Retry-After) for the
+// upstream's failures, which nothing stored and a retry may fix.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, typ, title, detail string) {
+	retryable := status == http.StatusBadGateway || status == http.StatusGatewayTimeout
+	body, _ := json.Marshal(idemhttp.Problem{Type: typ, Title: title, Status: status, Detail: detail,
+		Instance: idemhttp.UUIDInstance(r), Retryable: &retryable})
 	h := w.Header()
 	h.Set("Content-Type", idemhttp.ProblemContentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if retryable {
+		h.Set("Retry-After", upstreamRetry)
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

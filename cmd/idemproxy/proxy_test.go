@@ -208,8 +208,10 @@ func TestUpstreamTimeoutAndDownAreNotStored(t *testing.T) {
 	srv, _ := startProxy(t, cfg)
 	res, b := send(t, srv.URL+"/orders", "POST", "alice", "kt", `{}`, "X-Block", "1")
 	wantStatus(t, res, b, http.StatusGatewayTimeout)
-	if res.Header.Get("Content-Type") != idemhttp.ProblemContentType {
-		t.Fatalf("504 content type %q", res.Header.Get("Content-Type"))
+	var prob idemhttp.Problem
+	if err := json.Unmarshal(b, &prob); err != nil || res.Header.Get("Content-Type") != idemhttp.ProblemContentType ||
+		prob.Retryable == nil || !*prob.Retryable || res.Header.Get("Retry-After") == "" || !strings.HasPrefix(prob.Instance, "urn:uuid:") {
+		t.Fatalf("504: %v %s (%v)", res.Header, b, err)
 	}
 	<-up.started
 	res, b = send(t, srv.URL+"/orders", "POST", "alice", "kt", `{}`)

@@ -83,12 +83,18 @@ func TestLockTimeout(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("error %v, want one wrapping context.DeadlineExceeded", err)
 			}
+			if b == pg {
+				// pgx cancels the statement on the server, but its cancel
+				// request travels apart from the statement: roll back only
+				// once the server no longer shows it waiting, or the lock
+				// could be released first and the statement run.
+				waitNoLockWaiters(t, b)
+			}
 			tx.Rollback()
 			if b == pg {
-				// pgx cancels the statement on the server. go-sql-driver
-				// only drops the connection, and MariaDB may still run
-				// the waiting statement: nothing can be concluded there,
-				// as ErrUnavailable says.
+				// go-sql-driver only drops the connection, and MariaDB may
+				// still run the waiting statement: nothing can be concluded
+				// there, as ErrUnavailable says.
 				mustHold(t, s, secretKey, []byte("v"))
 			}
 		})
@@ -124,5 +130,27 @@ func TestInvalidOptions(t *testing.T) {
 	s := newStore(t, pg)
 	if _, err := s.Tx(nil).Get(t.Context(), "k"); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Get on a View of a nil Querier = %v, want store.ErrInvalid", err)
+	}
+}
+
+// waitNoLockWaiters waits until no session of b's database waits on a
+// lock (PostgreSQL).
+func waitNoLockWaiters(t *testing.T, b *backend) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := b.db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a cancelled statement still waits on its lock after 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -67,11 +67,11 @@ func TestExampleConfigIsValid(t *testing.T) {
 }
 
 func TestStoreURLErrorsHideThePassword(t *testing.T) {
-	_, _, err := openStore(context.Background(), "redis://:hunter2@127.0.0.1:6379/notadb")
+	_, err := openStore(context.Background(), "redis://:hunter2@127.0.0.1:6379/notadb")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error %v", err)
 	}
-	_, _, err = openStore(context.Background(), "nosuch://u:hunter2@h/db")
+	_, err = openStore(context.Background(), "nosuch://u:hunter2@h/db")
 	if !errors.Is(err, errConfig) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error %v", err)
 	}

@@ -6,20 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
+
+	_ "github.com/go-sql-driver/mysql" // the driver of sqlstore's mysql://
+	_ "github.com/jackc/pgx/v5/stdlib" // the driver of sqlstore's postgres://
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
-	"github.com/idemkit/idemkit/store/redisstore"
-	_ "github.com/idemkit/idemkit/store/sqlstore" // postgres://, postgresql://, mysql://
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
-
-	_ "github.com/go-sql-driver/mysql" // the driver sqlstore's mysql:// needs
-	_ "github.com/jackc/pgx/v5/stdlib" // the driver sqlstore's postgres:// needs
+	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
+	"github.com/idemkit/idemkit/store/memstore"     // mem://, and the fallback tier
+	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
+	_ "github.com/idemkit/idemkit/store/sqlstore"   // postgres://, postgresql://, mysql://
 )
 
 // stores are the stores the routes use: the primary under a time budget,
@@ -31,32 +29,42 @@ type stores struct {
 	closers []func() error
 }
 
-// openStores opens the store URL, puts each call under budget, and builds
-// the fallback tier when withFallback is set.
+// openStores opens the store URL, puts each call to a store reached over
+// the network under budget, and builds the fallback tier when withFallback
+// is set.
 func openStores(ctx context.Context, rawURL string, budget time.Duration, withFallback bool, log *slog.Logger) (*stores, error) {
-	raw, closeClient, err := openStore(ctx, rawURL)
+	raw, err := openStore(ctx, rawURL)
 	if err != nil {
 		return nil, err
 	}
-	s := &stores{}
+	s := &stores{primary: raw}
 	// Each wrapper owns what it wraps: closing the outermost closes all.
-	if s.primary, err = policy.Budget(raw, budget, policy.WithInline()); err != nil {
-		return nil, errors.Join(err, closeStore(raw), closeClient())
+	if remote(rawURL) {
+		if s.primary, err = policy.Budget(raw, budget, policy.WithInline()); err != nil {
+			return nil, errors.Join(err, closeStore(raw))
+		}
 	}
 	outer := s.primary
 	if withFallback {
 		mem, err := memstore.New(memstore.WithSweepInterval(time.Minute))
 		if err != nil {
-			return nil, errors.Join(err, closeStore(s.primary), closeClient())
+			return nil, errors.Join(err, closeStore(s.primary))
 		}
 		t, err := policy.NewTiered(s.primary, mem, idemkit.Supersedes, policy.WithTierObserver(logTierEvent(log)))
 		if err != nil {
-			return nil, errors.Join(err, closeStore(s.primary), closeStore(mem), closeClient())
+			return nil, errors.Join(err, closeStore(s.primary), closeStore(mem))
 		}
 		s.tiered, outer = t, t
 	}
-	s.closers = []func() error{func() error { return closeStore(outer) }, closeClient}
+	s.closers = []func() error{func() error { return closeStore(outer) }}
 	return s, nil
+}
+
+// remote reports whether the store URL names a store reached over the
+// network: every scheme but mem:// and bolt://, which answer in process.
+func remote(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	return err != nil || (u.Scheme != "mem" && u.Scheme != "bolt")
 }
 
 // closeStore closes st when it is a store.Closer.
@@ -84,59 +92,16 @@ func (s *stores) ping(ctx context.Context) error {
 	return nil
 }
 
-// openStore opens a store URL: mem://, redis://[:password@]host:port[/db],
-// or, through store.Open, postgres://, postgresql:// and mysql://.
-// It returns the store and what closes the client under it, which the
-// store does not own. The error never holds the URL's password.
-func openStore(ctx context.Context, rawURL string) (store.Store, func() error, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: store %s: not a URL", errConfig, store.Redact(rawURL))
-	}
-	switch u.Scheme {
-	case "mem":
-		m, err := memstore.New(memstore.WithSweepInterval(time.Minute))
-		if err != nil {
-			return nil, nil, err
-		}
-		return m, func() error { return nil }, nil
-	case "redis", "rediss":
-		opts, err := redis.ParseURL(rawURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: store %s: %v", errConfig, store.Redact(rawURL), redactErr(err, rawURL))
-		}
-		// A failed command is not retried (a write may have been applied);
-		// the caller's deadline bounds every command.
-		opts.MaxRetries = -1
-		opts.ContextTimeoutEnabled = true
-		opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-		client := redis.NewClient(opts)
-		rs, err := redisstore.New(client)
-		if err != nil {
-			return nil, nil, errors.Join(err, client.Close())
-		}
-		return rs, client.Close, nil
-	}
+// openStore opens a store URL with store.Open, through the backends this
+// program imports: mem://, bolt://, redis://, rediss://, redis+sentinel://,
+// redis+cluster://, postgres://, postgresql:// and mysql://. The store owns
+// its client; the error never holds the URL's password.
+func openStore(ctx context.Context, rawURL string) (store.Store, error) {
 	st, err := store.Open(ctx, rawURL)
 	if errors.Is(err, store.ErrInvalid) {
-		return nil, nil, fmt.Errorf("%w: %w", errConfig, err)
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, func() error { return nil }, nil
-}
-
-// redactErr drops rawURL's password from err's text.
-func redactErr(err error, rawURL string) error {
-	u, perr := url.Parse(rawURL)
-	if perr != nil {
-		return errors.New("invalid URL")
-	}
-	if pw, ok := u.User.Password(); ok && pw != "" {
-		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
-	}
-	return err
+	return st, err
 }
 
 // logTierEvent logs the fallback tier's breaker changes and copy problems.

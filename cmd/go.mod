@@ -5,7 +5,9 @@ go 1.26.0
 replace github.com/idemkit/idemkit => ../
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/go-sql-driver/mysql v1.10.1
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idemkit/otel v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0

@@ -46,7 +46,7 @@ type Config struct {
 	Open func(ctx context.Context, rawURL string) (store.Store, error)
 }
 
-// NoBudget, as Config.Budget, gives the store no time budget.
+// NoBudget is the Config.Budget that gives the store no time budget.
 const NoBudget time.Duration = -1
 
 // The environment variables FromEnv reads.

@@ -42,9 +42,9 @@ type backend struct {
 
 // Close closes everything the backend opened, in order (the stores, and
 // the bbolt file if one was opened), and returns the errors joined.
-func (b *backend) Close() error {
+func (be *backend) Close() error {
 	var errs []error
-	for _, c := range b.closers {
+	for _, c := range be.closers {
 		errs = append(errs, c())
 	}
 	return errors.Join(errs...)

@@ -6,10 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,4 +280,110 @@ func TestRedisCluster(t *testing.T) {
 	checkKeyMode(t, svc.url, "k2")
 	assert.Equal(t, "redis+cluster://"+strings.Join(cl.Addrs(), ",")+" (budget 1s), on store error: closed; orders in memory (at most 100000, 1000 per user)",
 		svc.backend.describe())
+}
+
+// When a graceful shutdown times out, the requests still running are cut
+// off, but the store must not close under them: shutdown waits until every
+// handler has returned before it closes the backend.
+func TestShutdownClosesStoreAfterHandlers(t *testing.T) {
+	var closed atomic.Bool
+	closerRan := make(chan struct{})
+	be := &backend{closers: []func() error{func() error {
+		closed.Store(true)
+		close(closerRan)
+		return nil
+	}}}
+	entered := make(chan struct{})
+	var storeClosedUnderHandler atomic.Bool
+	handlerDone := make(chan struct{})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handlerDone)
+		close(entered)
+		<-r.Context().Done() // the connection is closed by the forced shutdown
+		// Like a handler that still has to record its outcome: had the
+		// backend been closed by now, this write would hit a closed store.
+		select {
+		case <-closerRan:
+			storeClosedUnderHandler.Store(true)
+		case <-time.After(time.Second):
+		}
+	})
+	svc, err := listen("127.0.0.1:0", handler, be, discardLogger())
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Post(svc.url+"/", "text/plain", nil)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	<-entered
+	err = svc.shutdown(10 * time.Millisecond) // shorter than the handler: forced
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, closed.Load(), "the backend is closed once shutdown returns")
+	<-handlerDone
+	assert.False(t, storeClosedUnderHandler.Load(), "the backend was closed while a handler was still running")
+	<-done
+}
+
+// freePort returns a loopback address nothing listens on (for a store that
+// does not answer).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// A request that reaches a server being shut down after its handlers were
+// drained is refused, not run against a closing store.
+func TestGateRefusesAfterClose(t *testing.T) {
+	var g handlerGate
+	ran := false
+	h := g.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+	g.closeAndWait()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders", nil))
+	assert.False(t, ran)
+	problem(t, w, http.StatusServiceUnavailable, idemhttp.ProblemUnavailable)
+}
+
+// closeAndWait returns only once every admitted handler returned.
+func TestGateWaitsForAll(t *testing.T) {
+	const handlers = 8
+	var g handlerGate
+	var running atomic.Int32
+	entered := make(chan struct{}, handlers)
+	release := make(chan struct{})
+	h := g.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		running.Add(1)
+		entered <- struct{}{}
+		<-release
+		running.Add(-1)
+	}))
+	var wg sync.WaitGroup
+	for range handlers {
+		wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil)) })
+	}
+	for range handlers {
+		<-entered
+	}
+	waited := make(chan int32)
+	go func() {
+		g.closeAndWait()
+		waited <- running.Load()
+	}()
+	// Once the gate is closed (closeAndWait is waiting, or returned too
+	// early), release the handlers.
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.closed
+	}, 10*time.Second, time.Millisecond)
+	close(release)
+	assert.Zero(t, <-waited, "closeAndWait returned with handlers running")
+	wg.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,4 +293,26 @@ func TestStoreDown(t *testing.T) {
 	again := created(t, open.post("/orders", "alice", book, "Idempotency-Key", "k1"), false)
 	assert.Len(t, open.listOrders("alice"), 2)
 	assert.Equal(t, "book", again.SKU)
+}
+
+// A body over the order routes' limit is 413, in every mode (token mode
+// does not read the body in the middleware: the handler's limit applies).
+func TestOrderBodyTooLarge(t *testing.T) {
+	a := newTestApp(t, nil, time.Second)
+	body := `{"sku":"` + strings.Repeat("x", maxOrderBody) + `","qty":1}`
+	problem(t, a.post("/orders", "alice", body, "Idempotency-Key", "k1"), http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
+	problem(t, a.post("/orders/quick", "alice", body), http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
+	problem(t, a.post("/orders/form", "alice", body, "Idempotency-Token", a.issueToken("alice")), http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
+	// The oversized attempt was not stored under the key: the proper body runs.
+	created(t, a.post("/orders", "alice", book, "Idempotency-Key", "k1"), false)
+	assert.Len(t, a.listOrders("alice"), 1)
+}
+
+// A request without a caller is 401 on every order route, whatever its
+// test hooks say.
+func TestUnauthenticatedBeforeHooks(t *testing.T) {
+	a := newTestApp(t, nil, time.Second)
+	for _, path := range []string{"/orders", "/orders/quick", "/orders/form"} {
+		problem(t, a.post(path, "", book, "Idempotency-Key", "k1", delayHeader, "1h"), http.StatusUnauthorized, idemhttp.ProblemUnauthenticated)
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,4 +157,82 @@ func TestStormTableFormat(t *testing.T) {
 	require.Len(t, lines, 3)
 	assert.Regexp(t, `^\s*token\s+1\s+3\s+1\s+1\s+2\s+0\s+0\s+0\s+1\.23ms\s+2s$`, lines[1])
 	assert.Equal(t, "token: ok, one order per submission", lines[2])
+}
+
+// lopsidedServer is an order service whose duplicates balance out: the first
+// user's submission makes an order per copy, the second user's none (503).
+// Every mode sees as many orders as submissions in total, with one
+// submission duplicated and one lost.
+func lopsidedServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	orders := newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
+	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user := r.Header.Get(userHeader)
+		if !strings.HasSuffix(user, "user1") {
+			writeProblem(w, http.StatusServiceUnavailable, problemInternal, "down")
+			return
+		}
+		var req orderRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeProblem(w, http.StatusBadRequest, problemInvalidBody, err.Error())
+			return
+		}
+		o, _, err := orders.Create(r.Context(), Order{SKU: req.SKU, Qty: req.Qty, User: user}, "")
+		require.NoError(t, err)
+		writeJSON(w, http.StatusCreated, o)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", create)
+	mux.Handle("POST /orders/quick", create)
+	mux.Handle("POST /orders/form", create)
+	mux.HandleFunc("POST /tokens", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusCreated, idemhttp.IssuedToken{Token: "t", ExpiresIn: 60})
+	})
+	mux.HandleFunc("GET /orders", func(w http.ResponseWriter, r *http.Request) {
+		list, err := orders.List(r.Context(), r.Header.Get(userHeader))
+		require.NoError(t, err)
+		writeJSON(w, http.StatusOK, list)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The storm checks each submission, not the sum: two orders for one
+// submission and none for another is a failure, not "one per submission".
+func TestStormCountsPerSubmission(t *testing.T) {
+	srv := lopsidedServer(t)
+	results, err := storm(context.Background(), stormConfig{baseURL: srv.URL, copies: 2, users: 2})
+	require.NoError(t, err)
+	require.Len(t, results, len(stormModes))
+	for _, r := range results {
+		assert.Equal(t, 2, r.orders, r.mode)
+		assert.False(t, r.ok(), "%s: one submission duplicated and one lost", r.mode)
+	}
+	require.Error(t, checkStormResults(results))
+	var out syncBuffer
+	printStormResults(&out, results)
+	assert.NotContains(t, out.String(), "ok, one order per submission")
+}
+
+// Without the idempotency middleware, the order repository's unique index
+// still makes one order per key or token, but every copy runs the handler
+// and answers a fresh 201. The storm must not call that a success: it
+// proves nothing about the idempotency layer.
+func TestStormDetectsHandlerReruns(t *testing.T) {
+	srv := unguardedServer(t, idempotencyKeyOf, tokenOf)
+
+	results, err := storm(context.Background(), stormConfig{baseURL: srv.URL, copies: 4, users: 2})
+	require.NoError(t, err)
+	byMode := map[string]stormResult{}
+	for _, r := range results {
+		byMode[r.mode] = r
+	}
+	for _, mode := range []string{"idempotency-key", "token"} {
+		r := byMode[mode]
+		assert.Equal(t, 2, r.orders, "%s: the unique index kept one order per submission", mode)
+		assert.Equal(t, 8, r.fresh, "%s: every copy ran the handler", mode)
+		assert.False(t, r.ok(), "%s: the handler ran more than once per submission", mode)
+	}
+	require.Error(t, checkStormResults(results))
 }

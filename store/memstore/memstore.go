@@ -272,6 +272,13 @@ func errClosed(op string) error {
 // quota, every key of a scope lives in the scope's shard, so that the
 // quota is kept under that shard's lock alone.
 func (s *Store) shardFor(key string) (*shard, string) {
+	i, name := s.shardIndex(key)
+	return &s.shards[i], name
+}
+
+// shardIndex returns the index of the shard that holds key, and key's
+// scope.
+func (s *Store) shardIndex(key string) (int, string) {
 	var name string
 	if s.scopeOf != nil {
 		name = s.scopeOf(key)
@@ -282,7 +289,7 @@ func (s *Store) shardFor(key string) (*shard, string) {
 	}
 	// Lemire's multiply-shift maps h onto [0, len) without a division.
 	i, _ := bits.Mul64(h, uint64(len(s.shards)))
-	return &s.shards[i], name
+	return int(i), name
 }
 
 // now returns the monotonic time since the Store's epoch, in nanoseconds.

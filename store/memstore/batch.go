@@ -1,0 +1,80 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// SetNXBatch claims every item as SetNX would, in one critical section:
+// the shards of all the items are locked together (in index order, so
+// concurrent batches cannot deadlock) while the items are claimed in
+// input order, so a key named twice is set by its first occurrence. An
+// item too large for its shard fails the whole call with ErrTooLarge and
+// the batch's own inserts are undone (entries they evicted stay evicted).
+// It implements store.Batcher.
+func (s *Store) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
+	if err := s.begin(ctx, "SetNXBatch", store.CheckBatch(items)); err != nil {
+		return nil, err
+	}
+	out := make([]store.BatchResult, len(items))
+	if len(items) == 0 {
+		return out, nil
+	}
+	idx := make([]int, len(items))
+	scopes := make([]string, len(items))
+	for i, it := range items {
+		idx[i], scopes[i] = s.shardIndex(it.Key)
+	}
+	locked := slices.Compact(slices.Sorted(slices.Values(idx)))
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
+	}
+	var evicted []string
+	var err error
+	if s.closed.Load() {
+		err = errClosed("SetNXBatch")
+	} else {
+		evicted, err = s.claimAll(items, idx, scopes, out)
+	}
+	for _, i := range locked {
+		s.shards[i].mu.Unlock()
+	}
+	s.evicted(evicted)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimAll claims the items under their shards' locks, undoing its own
+// inserts when one fails.
+func (s *Store) claimAll(items []store.BatchItem, idx []int, scopes []string, out []store.BatchResult) ([]string, error) {
+	now := s.now()
+	var evicted []string
+	for i, it := range items {
+		sh := &s.shards[idx[i]]
+		if n := sh.get(it.Key, now); n != nil {
+			out[i].Existing = store.Entry{Value: slices.Clone(n.value), TTL: n.remaining(now)}
+			continue
+		}
+		var err error
+		evicted, err = sh.insert(it.Key, scopes[i], slices.Clone(it.Value), expiry(now, it.TTL), now, evicted)
+		if err != nil {
+			for j := range i {
+				if out[j].Set {
+					if n := s.shards[idx[j]].peek(items[j].Key, now); n != nil {
+						s.shards[idx[j]].drop(n)
+					}
+				}
+			}
+			return evicted, fmt.Errorf("memstore: SetNXBatch: item %d: %w", i, err)
+		}
+		out[i].Set = true
+	}
+	return evicted, nil
+}
+
+var _ store.Batcher = (*Store)(nil)

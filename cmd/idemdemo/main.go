@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/cmd/internal/telemetry"
 	"github.com/idemkit/idemkit/setup"
 )
 
@@ -165,7 +166,7 @@ func flagFunc[T any](dst *T, parse func(string) (T, error)) func(string) error {
 // newLogger returns a text logger on w at level; lines logged inside an
 // engine call carry its trace_id and span_id.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(traceLog{slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})})
+	return slog.New(telemetry.TraceLog{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})})
 }
 
 // serve runs the service until ctx is done, then shuts it down gracefully.
@@ -222,13 +223,13 @@ func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
 // OpenTelemetry (metrics on GET /metrics, a span per engine call) and the
 // logger, and the routes over the engine and the backend's orders.
 func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
-	tel, err := newTelemetry(idemkit.SlogObserver(log))
+	tel, err := telemetry.New(idemkit.SlogObserver(log))
 	if err != nil {
 		return nil, err
 	}
 	opts := append(append([]idemkit.Option(nil), be.engineOpts...),
 		idemkit.WithLease(cfg.lease),
-		idemkit.WithObserver(tel.observer))
+		idemkit.WithObserver(tel.Observer))
 	engine, err := idemkit.New(be.store, opts...)
 	if err != nil {
 		return nil, err
@@ -237,7 +238,7 @@ func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tel.withMetrics(app), nil
+	return tel.WithMetrics(app), nil
 }
 
 // listen starts serving handler on addr.

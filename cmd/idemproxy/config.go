@@ -53,6 +53,7 @@ type config struct {
 	Store           string       `toml:"store"`
 	Namespace       string       `toml:"namespace"`
 	HealthPath      string       `toml:"health_path"`
+	MetricsPath     string       `toml:"metrics_path"`
 	MaxBody         int64        `toml:"max_body"`
 	UpstreamTimeout duration     `toml:"upstream_timeout"`
 	StoreBudget     duration     `toml:"store_budget"`
@@ -125,6 +126,7 @@ func defaults() config {
 		Store:           "mem://",
 		Namespace:       "idem",
 		HealthPath:      "/healthz",
+		MetricsPath:     "/metrics",
 		MaxBody:         1 << 20,
 		UpstreamTimeout: duration{30 * time.Second},
 		StoreBudget:     duration{time.Second},
@@ -161,6 +163,9 @@ func (c *config) check() error {
 	}
 	if !strings.HasPrefix(c.HealthPath, "/") {
 		bad("health_path %q must start with /", c.HealthPath)
+	}
+	if !strings.HasPrefix(c.MetricsPath, "/") || c.MetricsPath == c.HealthPath {
+		bad("metrics_path %q must start with / and differ from health_path", c.MetricsPath)
 	}
 	if c.MaxBody <= 0 {
 		bad("max_body must be positive, got %d", c.MaxBody)
@@ -256,8 +261,8 @@ func (r *routeCfg) check(c *config) []error {
 	if !ok || !validToken(method) || !strings.HasPrefix(path, "/") {
 		bad("match must be a method and a path pattern, such as \"POST /orders/{id}\"")
 	}
-	if path == c.HealthPath {
-		bad("the path is the proxy's health_path")
+	if path == c.HealthPath || path == c.MetricsPath {
+		bad("the path is the proxy's health_path or metrics_path")
 	}
 	switch r.Mode {
 	case modeKey, modeWindow, modeToken, modeIssueToken, modePass:

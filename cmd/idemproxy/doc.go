@@ -65,6 +65,10 @@
 //
 // # Operations
 //
+// The proxy serves idemkit's metrics in Prometheus format on metrics_path
+// (default /metrics), and a span per engine call whose trace ID its log
+// lines carry.
+//
 // The proxy answers its own health check (health_path, default /healthz)
 // without reaching the upstream. SIGHUP reloads the JWT key files (a
 // rotated JWKS); a reload that fails keeps the current keys. On SIGINT or

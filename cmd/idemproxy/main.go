@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/store"
+
+	"github.com/idemkit/idemkit/cmd/internal/telemetry"
 )
 
 // errUsage marks a command-line error; the message and usage were printed.
@@ -167,7 +169,7 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.New(telemetry.TraceLog{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})})
 }
 
 // listen opens the listener, with TLS (and client certificates) when

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/cmd/internal/telemetry"
 )
 
 // Problem types of the proxy's own errors; the middleware's are the
@@ -73,9 +74,14 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 		return nil, err
 	}
 	p.reloadKeys = reload
+	tel, err := telemetry.New(idemkit.SlogObserver(log))
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+cfg.HealthPath, p.health)
-	engines, err := p.engines(st)
+	mux.Handle("GET "+cfg.MetricsPath, tel.Metrics)
+	engines, err := p.engines(st, tel.Observer)
 	if err != nil {
 		return nil, err
 	}
@@ -131,9 +137,9 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 // and over the tiered store for routes with fallback.
 type routeEngines struct{ primary, fallback *idemkit.Engine }
 
-func (p *proxy) engines(st *stores) (routeEngines, error) {
+func (p *proxy) engines(st *stores, obs idemkit.Observer) (routeEngines, error) {
 	var re routeEngines
-	opts := []idemkit.Option{idemkit.WithNamespace(p.cfg.Namespace), idemkit.WithObserver(idemkit.SlogObserver(p.log))}
+	opts := []idemkit.Option{idemkit.WithNamespace(p.cfg.Namespace), idemkit.WithObserver(obs)}
 	var err error
 	if re.primary, err = idemkit.New(st.primary, opts...); err != nil {
 		return re, err

@@ -364,6 +364,27 @@ func TestHealthIsTheProxysOwn(t *testing.T) {
 	}
 }
 
+// The proxy serves idemkit's metrics on /metrics, never forwarded: after a
+// first request and its replay, the counters say so.
+func TestMetricsAreTheProxysOwn(t *testing.T) {
+	up, us := newGoUpstream(t)
+	srv, _ := startProxy(t, parseConfig(t, baseConfig, us.URL, "mem://"))
+	for range 2 {
+		res, b := send(t, srv.URL+"/orders", "POST", "alice", "k-1", `{"sku":"a"}`)
+		wantStatus(t, res, b, http.StatusCreated)
+	}
+	res, b := send(t, srv.URL+"/metrics", "GET", "", "", "")
+	wantStatus(t, res, b, http.StatusOK)
+	for _, want := range []string{`idemkit_mode="do",idemkit_outcome="admitted"`, `idemkit_mode="do",idemkit_outcome="replayed"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, b)
+		}
+	}
+	if up.count("/metrics") != 0 || strings.Contains(string(b), "alice") || strings.Contains(string(b), "k-1") {
+		t.Fatalf("metrics reached the upstream (%d) or hold a principal or key", up.count("/metrics"))
+	}
+}
+
 func TestWindowRejectsRepeats(t *testing.T) {
 	up, us := newGoUpstream(t)
 	srv, _ := startProxy(t, parseConfig(t, baseConfig, us.URL, "mem://"))

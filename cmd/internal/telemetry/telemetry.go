@@ -1,0 +1,82 @@
+// Package telemetry wires idemkit's OpenTelemetry observer for the
+// project's programs: metrics served in Prometheus format, a span per
+// engine call, and log lines that carry the call's trace ID.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemkit/idemkit"
+	idemotel "github.com/idemkit/idemkit/otel"
+)
+
+// Telemetry is a program's OpenTelemetry wiring: idemkit's metrics for
+// GET /metrics in Prometheus format, and spans for every engine call (kept
+// in process: nothing is exported, but log lines carry their trace IDs).
+type Telemetry struct {
+	// Observer is the engine's observer (idemkit.WithObserver).
+	Observer *idemotel.Observer
+	// Metrics serves the metrics in Prometheus format.
+	Metrics http.Handler
+	meters  *sdkmetric.MeterProvider
+	tracers *sdktrace.TracerProvider
+}
+
+// New builds the providers and the observer; next (the logger's observer)
+// still gets every event.
+func New(next idemkit.Observer) (*Telemetry, error) {
+	reg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	t := &Telemetry{
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		meters:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)),
+		tracers: sdktrace.NewTracerProvider(),
+	}
+	t.Observer, err = idemotel.NewObserver(idemotel.WithMeterProvider(t.meters),
+		idemotel.WithTracerProvider(t.tracers), idemotel.WithNext(next))
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// WithMetrics serves the metrics on GET /metrics beside app.
+func (t *Telemetry) WithMetrics(app http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", t.Metrics)
+	mux.Handle("/", app)
+	return mux
+}
+
+// TraceLog is a slog.Handler that adds the trace and span IDs of the
+// record's context, so a log line leads to its trace.
+type TraceLog struct{ slog.Handler }
+
+// Handle adds trace_id and span_id when ctx carries a span.
+func (h TraceLog) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps the wrapper around the derived handler.
+func (h TraceLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return TraceLog{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup keeps the wrapper around the derived handler.
+func (h TraceLog) WithGroup(name string) slog.Handler { return TraceLog{h.Handler.WithGroup(name)} }

@@ -48,7 +48,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, e
 	case "bolt":
 		return openBolt(cfg.boltPath)
 	case "memory":
-		return openMemory(), nil
+		return openMemory()
 	case "redis":
 		return openRedis(ctx, cfg, log)
 	}
@@ -93,9 +93,12 @@ func openBolt(path string) (*backend, error) {
 }
 
 // openMemory keeps the idempotency records and the orders in memory.
-func openMemory() *backend {
-	st := memstore.New(memstore.WithSweepInterval(time.Minute))
-	return &backend{store: st, orders: newMemoryOrders(), closers: []func() error{st.Close}}
+func openMemory() (*backend, error) {
+	st, err := memstore.New(memstore.WithSweepInterval(time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	return &backend{store: st, orders: newMemoryOrders(), closers: []func() error{st.Close}}, nil
 }
 
 // openRedis keeps the idempotency records in Redis and the orders in
@@ -116,7 +119,9 @@ func openRedis(ctx context.Context, cfg config, log *slog.Logger) (*backend, err
 		closers: []func() error{client.Close},
 	}
 	if cfg.fallback {
-		addFallback(be, log)
+		if err := addFallback(be, log); err != nil {
+			return nil, errors.Join(err, client.Close())
+		}
 	}
 	return be, nil
 }
@@ -124,11 +129,15 @@ func openRedis(ctx context.Context, cfg config, log *slog.Logger) (*backend, err
 // addFallback puts be's store behind a circuit breaker that switches to an
 // in-process memory store while it fails. The tiered store stops before
 // the Redis client closes.
-func addFallback(be *backend, log *slog.Logger) {
-	mem := memstore.New(memstore.WithSweepInterval(time.Minute))
+func addFallback(be *backend, log *slog.Logger) error {
+	mem, err := memstore.New(memstore.WithSweepInterval(time.Minute))
+	if err != nil {
+		return err
+	}
 	tiered := policy.NewTiered(be.store, mem, policy.WithTierObserver(logTierEvent(log)))
 	be.store = tiered
 	be.closers = append([]func() error{tiered.Close}, append(be.closers, mem.Close)...)
+	return nil
 }
 
 // newRedisClient returns a client for one Redis server, or for a Redis

@@ -35,7 +35,8 @@ type testApp struct {
 func newTestApp(t *testing.T, st store.Store, window time.Duration, opts ...idemkit.Option) *testApp {
 	t.Helper()
 	if st == nil {
-		mem := memstore.New()
+		mem, err := memstore.New()
+		require.NoError(t, err)
 		t.Cleanup(func() { _ = mem.Close() })
 		st = mem
 	}

@@ -252,7 +252,8 @@ func TestListOrders(t *testing.T) {
 
 func TestHealthz(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		mem := memstore.New()
+		mem, err := memstore.New()
+		require.NoError(t, err)
 		a := newTestApp(t, mem, time.Second)
 		w := a.get("/healthz", "")
 		require.Equal(t, http.StatusOK, w.Code)
@@ -275,7 +276,8 @@ func TestHealthz(t *testing.T) {
 // With the store down, fail-closed refuses orders and fail-open creates
 // them unguarded.
 func TestStoreDown(t *testing.T) {
-	down := memstore.New()
+	down, err := memstore.New()
+	require.NoError(t, err)
 	require.NoError(t, down.Close())
 
 	closed := newTestApp(t, down, time.Second)

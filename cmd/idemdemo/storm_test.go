@@ -78,7 +78,8 @@ func TestStormRepeated(t *testing.T) {
 // noDedupKey for no index). Tokens are still issued, so the storm can run.
 func unguardedServer(t *testing.T, keyOf, tokenKey func(*http.Request) string) *httptest.Server {
 	t.Helper()
-	mem := memstore.New()
+	mem, err := memstore.New()
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = mem.Close() })
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)

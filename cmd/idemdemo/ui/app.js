@@ -21,7 +21,7 @@ function log(list, cls, text) {
   li.className = cls;
   li.textContent = now() + "  " + text;
   list.append(li);
-  while (list.children.length > 14) list.firstElementChild.remove();
+  while (list.children.length > 24) list.firstElementChild.remove();
 }
 
 // refreshOrders shows the caller's orders (GET /orders).
@@ -95,8 +95,7 @@ function keyVariant() {
   const show = () => { shown.textContent = key ? key : "minted on the next click"; };
 
   async function send(sub, attempt) {
-    const tag = sub.key.slice(0, 8);
-    log(list, "send", `attempt ${attempt}, key ${tag}…`);
+    log(list, "send", `sent, attempt ${attempt}`);
     let res;
     try {
       res = await fetch("/orders", {
@@ -115,7 +114,8 @@ function keyVariant() {
       done(sub);
     } else if (res.status === 409 || res.status >= 500) {
       const after = Number(res.headers.get("Retry-After") || 1);
-      return retry(sub, attempt, after, `${res.status} ${await problemText(res)}`);
+      const why = res.status === 409 ? "409 still running" : `${res.status} ${await problemText(res)}`;
+      return retry(sub, attempt, after, why);
     } else {
       log(list, "err", `${res.status} ${await problemText(res)}`);
       done(sub);
@@ -128,7 +128,7 @@ function keyVariant() {
       log(list, "err", `${why}; giving up after ${attempt} attempts`);
       return;
     }
-    log(list, "wait", `${why}; retrying in ${afterSeconds}s with the same key`);
+    log(list, "wait", `${why}; retry in ${afterSeconds}s, same key`);
     setTimeout(() => send(sub, attempt + 1), afterSeconds * 1000);
   }
 

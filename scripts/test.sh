@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of the module: gofmt, go vet, and
 # go test -race ./... (which starts its own redis-server processes on free
-# loopback ports). Installs redis-server with apt-get where it is missing.
+# loopback ports). Installs redis-server, and chromium for the browser tests
+# of cmd/idemdemo, with apt-get where they are missing.
 #
 #   ./scripts/test.sh            all checks and tests
 #   ./scripts/test.sh -run Foo   extra flags go to go test
@@ -19,6 +20,22 @@ if ! need_redis; then
   # The package may start a server on 6379; the tests never use it.
 fi
 need_redis || { echo "redis-server is required by the tests and could not be installed" >&2; exit 1; }
+
+# --- Chromium, for the browser tests of cmd/idemdemo (TestBrowser) ---------
+# Debian's chromium package, installed with apt-get when missing. Once it is
+# there the tests require it (IDEMDEMO_CHROMIUM); only when it cannot be
+# installed do they skip, saying why.
+if ! command -v chromium >/dev/null; then
+  echo "== installing chromium (apt-get), for the browser tests"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  { $SUDO apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } ||
+    echo "warning: chromium could not be installed; the browser tests will be skipped" >&2
+fi
+if command -v chromium >/dev/null; then
+  export IDEMDEMO_CHROMIUM="$(command -v chromium)"
+fi
+# ---------------------------------------------------------------------------
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bench/*'))

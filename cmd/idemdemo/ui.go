@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -180,7 +181,7 @@ func tail(s string, n int) string {
 
 // render executes the named template, answering 500 if it fails.
 func (u *ui) render(w http.ResponseWriter, status int, name string, data any) {
-	var b strings.Builder
+	var b bytes.Buffer
 	if err := uiTemplates.ExecuteTemplate(&b, name, data); err != nil {
 		u.s.log.Error("browser page: render", "template", name, "error", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
@@ -191,7 +192,7 @@ func (u *ui) render(w http.ResponseWriter, status int, name string, data any) {
 	h.Set("Content-Security-Policy", "default-src 'self'")
 	h.Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write(b.Bytes())
 }
 
 // uiOrder is what a form post asks for, parsed by form.
@@ -212,6 +213,11 @@ func (u *ui) form(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, uiMaxForm)
 		if err := r.ParseForm(); err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, fmt.Sprintf("the form is over %d bytes", uiMaxForm), http.StatusRequestEntityTooLarge)
+				return
+			}
 			http.Error(w, "the form could not be read", http.StatusBadRequest)
 			return
 		}

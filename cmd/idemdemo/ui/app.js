@@ -21,7 +21,7 @@ function log(list, cls, text) {
   li.className = cls;
   li.textContent = now() + "  " + text;
   list.append(li);
-  while (list.children.length > 24) list.firstElementChild.remove();
+  while (list.children.length > 40) list.firstElementChild.remove();
 }
 
 // refreshOrders shows the caller's orders (GET /orders).

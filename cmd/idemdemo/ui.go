@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,16 +23,20 @@ import (
 // Everything it needs (templates, script, style) is embedded in the
 // binary; nothing is loaded from elsewhere.
 //
-//	GET  /                        the page; issues a fresh one-time token per render
-//	GET  /ui/                     its script and style sheet
-//	POST /ui/orders/unprotected   HTML form post with no protection at all
-//	POST /ui/orders/token         HTML form post spending the page's one-time token
+//	GET  /                       the page; issues a fresh one-time token per render
+//	GET  /ui/app.js, /ui/style.css
+//	                             its script and style sheet
+//	POST /ui/orders/unprotected  HTML form post with no protection at all
+//	POST /ui/orders/token        HTML form post spending the page's one-time token
 //
 // The JavaScript variants use the JSON API: POST /orders with an
 // Idempotency-Key, and POST /orders/quick (the dedup window).
 
 //go:embed ui
 var uiFiles embed.FS
+
+// uiAssets are the files of ui/ served as they are; the templates are not.
+var uiAssets = []string{"app.js", "style.css"}
 
 // uiTemplates are the page and the result page of the form posts.
 var uiTemplates = template.Must(template.ParseFS(uiFiles, "ui/*.html"))
@@ -118,13 +121,13 @@ func registerUI(mux *http.ServeMux, s *server, window time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("browser page: %w", err)
 	}
-	static, err := fs.Sub(uiFiles, "ui")
-	if err != nil {
-		return fmt.Errorf("browser page: %w", err)
-	}
 	u := &ui{s: s, window: window, token: token}
 	mux.HandleFunc("GET /{$}", u.page)
-	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(static)))
+	for _, name := range uiAssets {
+		mux.HandleFunc("GET /ui/"+name, func(w http.ResponseWriter, r *http.Request) {
+			http.ServeFileFS(w, r, uiFiles, "ui/"+name)
+		})
+	}
 	mux.Handle("POST /ui/orders/unprotected", u.form(u.createOrder("unprotected", nil)))
 	// The token middleware reads the Idempotency-Token header, so form
 	// copies the form field there before the middleware runs.

@@ -106,6 +106,9 @@ func TestUIPageLoadsNothingFromElsewhere(t *testing.T) {
 	}
 	require.Contains(t, a.uiGet("/ui/app.js", user).Header().Get("Content-Type"), "javascript")
 	require.Contains(t, a.uiGet("/ui/style.css", user).Header().Get("Content-Type"), "text/css")
+	for _, hidden := range []string{"/ui/", "/ui/index.html", "/ui/result.html"} {
+		require.Equal(t, http.StatusNotFound, a.uiGet(hidden, user).Code, hidden)
+	}
 	files, err := fs.Glob(uiFiles, "ui/*")
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"ui/app.js", "ui/index.html", "ui/result.html", "ui/style.css"}, files)

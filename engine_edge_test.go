@@ -320,3 +320,35 @@ func TestEdgeDoWaitsForHeartbeatUnderWay(t *testing.T) {
 		require.Zero(t, s.running.Load(), "a heartbeat's store call outlived Do")
 	}
 }
+
+// lostSwapReply applies its next CompareAndSwap, then reports it as failed
+// with ok == false, as a store does when the reply is lost.
+type lostSwapReply struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (l *lostSwapReply) CompareAndSwap(ctx context.Context, k string, old, v []byte, ttl time.Duration) (bool, error) {
+	ok, err := l.Store.CompareAndSwap(ctx, k, old, v, ttl)
+	if l.armed.CompareAndSwap(true, false) {
+		return false, store.Unavailable("cas", errors.New("reply lost"))
+	}
+	return ok, err
+}
+
+// A token use whose claim landed but whose reply was lost must put the
+// token back, or the owner's retry gets "in progress" until the lease ends.
+func TestEdgeTokenClaimWithLostReplyIsPutBack(t *testing.T) {
+	l := &lostSwapReply{Store: newMem(t)}
+	e, err := idemkit.New(l, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	ctx := context.Background()
+	tok, err := e.IssueToken(ctx, "alice")
+	require.NoError(t, err)
+	l.armed.Store(true)
+	_, err = e.UseToken(ctx, "alice", tok.Value, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+	require.ErrorIs(t, err, idemkit.ErrUnavailable)
+	res, err := e.UseToken(ctx, "alice", tok.Value, func(context.Context) ([]byte, error) { return []byte("paid"), nil })
+	require.NoError(t, err, "the retry finds the token usable")
+	assert.Equal(t, "paid", string(res.Value))
+}

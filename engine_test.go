@@ -627,13 +627,6 @@ func TestSettled(t *testing.T) {
 	assert.False(t, idemkit.Settled(nil))
 }
 
-func TestCheckOptions(t *testing.T) {
-	require.NoError(t, idemkit.CheckOptions())
-	require.NoError(t, idemkit.CheckOptions(idemkit.WithWindow(time.Second), idemkit.WithFailureMode(idemkit.FailOpen)))
-	require.ErrorIs(t, idemkit.CheckOptions(idemkit.WithWindow(0)), idemkit.ErrInvalid)
-	require.ErrorIs(t, idemkit.CheckOptions(idemkit.WithNamespace("other")), idemkit.ErrInvalid)
-}
-
 // quirky is a Store that misreports in the two ways real backends can:
 // SetNX that wrote but returns an error (replicas did not confirm), and
 // SetNX that wrote but reports the caller's own value as existing (a retry

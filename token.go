@@ -98,8 +98,12 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 	for {
 		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, cfg.lease)
 		if err != nil {
-			if ok { // applied but reported as failed: put the token back
-				_, _ = e.store.CompareAndSwap(detach(ctx), sk, enc, issuedToken, cfg.tokenTTL)
+			// The swap may have landed (a lost reply reports ok == false):
+			// put the token back if it holds our unique claim.
+			if !errors.Is(err, store.ErrInvalid) {
+				if undone, uerr := e.store.CompareAndSwap(detach(ctx), sk, enc, issuedToken, cfg.tokenTTL); undone || uerr != nil {
+					e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: ModeToken, Key: token, Err: errors.Join(err, uerr)})
+				}
 			}
 			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
 		}

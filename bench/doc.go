@@ -1,6 +1,7 @@
-// Package bench compares idemkit's net/http Idempotency-Key middleware
-// (adapters/idemhttp over store/redisstore) with Fiber v3's
-// middleware/idempotency over its Redis storage (gofiber/storage/redis/v3).
+// Package bench compares idemkit's Idempotency-Key middlewares over
+// store/redisstore — adapters/idemhttp on net/http and adapters/idemfiber on
+// Fiber — with Fiber v3's middleware/idempotency over its Redis storage
+// (gofiber/storage/redis/v3), each beside its HTTP stack's one-GET floor.
 //
 // It is a separate module so that Fiber and its dependencies never enter the
 // idemkit module. It holds only tests and benchmarks, plus cmd/benchtable,

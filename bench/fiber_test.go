@@ -20,6 +20,13 @@ func startFiber(tb testing.TB, o *orders, guarded bool) string {
 		app.Use(idempotency.New(fiberConfig(tb)))
 	}
 	app.Post(orderPath, fiberHandler(o))
+	return serveFiber(tb, app)
+}
+
+// serveFiber serves app on a loopback port until the test ends and
+// returns its base URL.
+func serveFiber(tb testing.TB, app *fiber.App) string {
+	tb.Helper()
 	ln := listen(tb)
 	done := make(chan error, 1)
 	go func() { done <- app.Listener(ln, fiber.ListenConfig{DisableStartupMessage: true}) }()

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -26,7 +27,11 @@ func startNetHTTP(tb testing.TB, h http.Handler) string {
 
 // orderHandler is orders.create as a net/http handler.
 func orderHandler(o *orders) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil { // a real handler reads the order
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		id, body := o.create()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Location", location(id))

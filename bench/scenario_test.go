@@ -25,15 +25,29 @@ type stack struct {
 	start func(tb testing.TB, o *orders) string
 }
 
-// The two stacks with their default duplicate handling.
+// The stacks with their default duplicate handling.
 var (
-	idemkitStack = stack{"idemkit", func(tb testing.TB, o *orders) string { return startIdemkit(tb, o) }}
-	fiberStack   = stack{"fiber", func(tb testing.TB, o *orders) string { return startFiber(tb, o, true) }}
+	idemkitStack      = stack{"idemkit", func(tb testing.TB, o *orders) string { return startIdemkit(tb, o, false) }}
+	idemkitFiberStack = stack{"idemkit-fiber", func(tb testing.TB, o *orders) string { return startIdemkitFiber(tb, o, false) }}
+	fiberStack        = stack{"fiber", func(tb testing.TB, o *orders) string { return startFiber(tb, o, true) }}
 )
 
-// guardedStacks are the stacks compared in the first-execution and replay
-// scenarios.
-var guardedStacks = []stack{idemkitStack, fiberStack}
+// guardedStacks are the stacks compared in the first-execution scenario.
+var guardedStacks = []stack{idemkitStack, idemkitFiberStack, fiberStack}
+
+// replayStacks adds the idemkit stacks with a near cache in front of Redis
+// (policy.NewNearCache), where a replay of a settled record makes no round
+// trip.
+var replayStacks = []stack{
+	idemkitStack,
+	{"idemkit-near", func(tb testing.TB, o *orders) string { return startIdemkit(tb, o, true) }},
+	idemkitFiberStack,
+	{"idemkit-fiber-near", func(tb testing.TB, o *orders) string { return startIdemkitFiber(tb, o, true) }},
+	fiberStack,
+}
+
+// parallelStacks are the stacks of the scaling benchmarks.
+var parallelStacks = guardedStacks
 
 // stormStacks are the stacks compared under concurrent duplicates: idemkit
 // answers a duplicate of an in-flight request with 409 by default, and with
@@ -41,9 +55,23 @@ var guardedStacks = []stack{idemkitStack, fiberStack}
 var stormStacks = []stack{
 	idemkitStack,
 	{"idemkit-wait", func(tb testing.TB, o *orders) string {
-		return startIdemkit(tb, o, idemhttp.WithWait(0))
+		return startIdemkit(tb, o, false, idemhttp.WithWait(0))
 	}},
+	idemkitFiberStack,
 	fiberStack,
+}
+
+// floorStack is one HTTP stack without middleware: bare serves the
+// handler alone, oneGET the handler after one raw Redis GET.
+type floorStack struct {
+	name   string
+	bare   func(tb testing.TB, o *orders) string
+	oneGET func(tb testing.TB, o *orders) string
+}
+
+var floorStacks = []floorStack{
+	{"nethttp", func(tb testing.TB, o *orders) string { return startNetHTTP(tb, routeOrders(orderHandler(o))) }, startNetHTTPFloor},
+	{"fiber", func(tb testing.TB, o *orders) string { return startFiber(tb, o, false) }, startFiberFloor},
 }
 
 // storm sends n requests with key at once, spread in turn over urls, and

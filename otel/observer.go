@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -31,19 +33,24 @@ const (
 // the chain.
 type Observer struct {
 	tracer    trace.Tracer
-	outcomes  metric.Int64Counter
 	work      metric.Float64Histogram
-	inFlight  metric.Int64UpDownCounter
 	evictions metric.Int64Counter
 	breaker   metric.Int64Counter
 	conflicts metric.Int64Counter
 	next      idemkit.Observer
 	tracing   bool
 
-	// attrs holds one prepared measurement option per mode and outcome,
-	// so recording an outcome allocates nothing for its attributes.
-	attrs map[attrKey]metric.MeasurementOption
-	modes map[idemkit.Mode]metric.MeasurementOption
+	// Outcomes and claims in flight are counted in atomics on the request
+	// path and reported by callbacks when the metrics are collected: an
+	// outcome costs one atomic add, not a synchronous instrument call.
+	counts   [len(modes)][len(kinds)]atomic.Int64
+	inFlight [len(modes)]atomic.Int64
+	other    sync.Map // attrKey -> *atomic.Int64, for kinds newer than this package
+
+	// attrs holds one prepared attribute set per mode and outcome, so
+	// recording allocates nothing for its attributes.
+	attrs [len(modes)][len(kinds)]metric.MeasurementOption
+	modes [len(modes)]metric.MeasurementOption
 }
 
 type attrKey struct {
@@ -52,24 +59,51 @@ type attrKey struct {
 }
 
 // kinds are the engine's event kinds, prepared in advance.
-var kinds = []idemkit.EventKind{
+var kinds = [...]idemkit.EventKind{
 	idemkit.EventAdmitted, idemkit.EventDuplicate, idemkit.EventReplayed, idemkit.EventInProgress,
 	idemkit.EventMismatch, idemkit.EventLeaseLost, idemkit.EventReleased, idemkit.EventStoreError,
 	idemkit.EventFailOpen, idemkit.EventTokenIssued, idemkit.EventTokenInvalid, idemkit.EventTooLarge,
 	idemkit.EventAmbiguous, idemkit.EventForgotten, idemkit.EventCompleted,
 }
 
-var modes = []idemkit.Mode{idemkit.ModeGuard, idemkit.ModeDo, idemkit.ModeToken}
+var modes = [...]idemkit.Mode{idemkit.ModeGuard, idemkit.ModeDo, idemkit.ModeToken}
 
 func (o *Observer) prepare() {
-	o.attrs = map[attrKey]metric.MeasurementOption{}
-	o.modes = map[idemkit.Mode]metric.MeasurementOption{}
-	for _, m := range modes {
-		o.modes[m] = metric.WithAttributeSet(attribute.NewSet(keyMode.String(string(m))))
-		for _, k := range kinds {
-			o.attrs[attrKey{m, k}] = measurement(m, k)
+	for mi, m := range modes {
+		o.modes[mi] = metric.WithAttributeSet(attribute.NewSet(keyMode.String(string(m))))
+		for ki, k := range kinds {
+			o.attrs[mi][ki] = measurement(m, k)
 		}
 	}
+}
+
+// modeIndex and kindIndex find a mode's and a kind's place in the arrays
+// above, or -1.
+func modeIndex(m idemkit.Mode) int {
+	switch m {
+	case idemkit.ModeGuard:
+		return 0
+	case idemkit.ModeDo:
+		return 1
+	case idemkit.ModeToken:
+		return 2
+	}
+	return -1
+}
+
+var kindIndexes = func() map[idemkit.EventKind]int {
+	m := make(map[idemkit.EventKind]int, len(kinds))
+	for i, k := range kinds {
+		m[k] = i
+	}
+	return m
+}()
+
+func kindIndex(k idemkit.EventKind) int {
+	if i, ok := kindIndexes[k]; ok {
+		return i
+	}
+	return -1
 }
 
 func measurement(m idemkit.Mode, k idemkit.EventKind) metric.MeasurementOption {
@@ -150,12 +184,14 @@ func NewObserver(opts ...Option) (*Observer, error) {
 
 func (o *Observer) instruments(m metric.Meter) error {
 	var errs [6]error
-	o.outcomes, errs[0] = m.Int64Counter("idemkit.outcomes", metric.WithUnit("{outcome}"),
-		metric.WithDescription("Engine outcomes by mode and outcome."))
+	_, errs[0] = m.Int64ObservableCounter("idemkit.outcomes", metric.WithUnit("{outcome}"),
+		metric.WithDescription("Engine outcomes by mode and outcome."),
+		metric.WithInt64Callback(o.reportOutcomes))
 	o.work, errs[1] = m.Float64Histogram("idemkit.work.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long admitted work ran."))
-	o.inFlight, errs[2] = m.Int64UpDownCounter("idemkit.claims.in_flight", metric.WithUnit("{claim}"),
-		metric.WithDescription("Do and token executions running now."))
+	_, errs[2] = m.Int64ObservableUpDownCounter("idemkit.claims.in_flight", metric.WithUnit("{claim}"),
+		metric.WithDescription("Do and token executions running now."),
+		metric.WithInt64Callback(o.reportInFlight))
 	o.evictions, errs[3] = m.Int64Counter("idemkit.evictions", metric.WithUnit("{entry}"),
 		metric.WithDescription("Live entries a bounded store pushed out."))
 	o.breaker, errs[4] = m.Int64Counter("idemkit.breaker.transitions", metric.WithUnit("{transition}"),
@@ -165,23 +201,59 @@ func (o *Observer) instruments(m metric.Meter) error {
 	return errors.Join(errs[:]...)
 }
 
+// reportOutcomes reports every outcome counted so far.
+func (o *Observer) reportOutcomes(_ context.Context, obs metric.Int64Observer) error {
+	for mi := range modes {
+		for ki := range kinds {
+			if n := o.counts[mi][ki].Load(); n > 0 {
+				obs.Observe(n, o.attrs[mi][ki].(metric.ObserveOption))
+			}
+		}
+	}
+	o.other.Range(func(k, v any) bool {
+		key := k.(attrKey)
+		obs.Observe(v.(*atomic.Int64).Load(), measurement(key.mode, key.kind).(metric.ObserveOption))
+		return true
+	})
+	return nil
+}
+
+// reportInFlight reports the Do and token executions running now.
+func (o *Observer) reportInFlight(_ context.Context, obs metric.Int64Observer) error {
+	for mi, m := range modes {
+		if m != idemkit.ModeGuard {
+			obs.Observe(o.inFlight[mi].Load(), o.modes[mi].(metric.ObserveOption))
+		}
+	}
+	return nil
+}
+
+// count adds one outcome, and returns its prepared attributes (nil for a
+// mode or kind newer than this package).
+func (o *Observer) count(ev idemkit.Event) (int, metric.MeasurementOption) {
+	mi, ki := modeIndex(ev.Mode), kindIndex(ev.Kind)
+	if mi < 0 || ki < 0 {
+		c, _ := o.other.LoadOrStore(attrKey{ev.Mode, ev.Kind}, new(atomic.Int64))
+		c.(*atomic.Int64).Add(1)
+		return -1, measurement(ev.Mode, ev.Kind)
+	}
+	o.counts[mi][ki].Add(1)
+	return mi, o.attrs[mi][ki]
+}
+
 // Observe records ev: a count by mode and outcome, the work's duration,
 // claims in flight, and an event on the call's span.
 func (o *Observer) Observe(ctx context.Context, ev idemkit.Event) {
-	attrs, ok := o.attrs[attrKey{ev.Mode, ev.Kind}]
-	if !ok { // an event kind newer than this package
-		attrs = measurement(ev.Mode, ev.Kind)
-	}
-	o.outcomes.Add(ctx, 1, attrs)
-	switch ev.Kind {
-	case idemkit.EventAdmitted:
-		if ev.Mode != idemkit.ModeGuard {
-			o.inFlight.Add(ctx, 1, o.modes[ev.Mode])
-		}
-	case idemkit.EventCompleted, idemkit.EventReleased, idemkit.EventLeaseLost:
-		if ev.Mode != idemkit.ModeGuard && ev.Duration > 0 {
-			o.inFlight.Add(ctx, -1, o.modes[ev.Mode])
-			o.work.Record(ctx, ev.Duration.Seconds(), attrs)
+	mi, attrs := o.count(ev)
+	if mi >= 0 && ev.Mode != idemkit.ModeGuard {
+		switch ev.Kind {
+		case idemkit.EventAdmitted:
+			o.inFlight[mi].Add(1)
+		case idemkit.EventCompleted, idemkit.EventReleased, idemkit.EventLeaseLost:
+			if ev.Duration > 0 {
+				o.inFlight[mi].Add(-1)
+				o.work.Record(ctx, ev.Duration.Seconds(), attrs.(metric.RecordOption))
+			}
 		}
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {

@@ -10,7 +10,6 @@ import (
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/redisstore"
 )
 
@@ -94,16 +93,16 @@ func compare(b *testing.B, base, other store.Store) {
 // bare primary (base), in one run; the target ratio is at most 1.05.
 func BenchmarkTiered(b *testing.B) {
 	b.Run("memstore", func(b *testing.B) {
-		primary := memstore.New()
+		primary := newMem(b)
 		fill(b, primary)
-		compare(b, primary, policy.NewTiered(primary, memstore.New()))
+		compare(b, primary, mustTiered(b, primary, newMem(b)))
 		b.Run("bare/SetNX/parallel", func(b *testing.B) { benchParallel(b, primary) })
-		b.Run("tiered/SetNX/parallel", func(b *testing.B) { benchParallel(b, policy.NewTiered(primary, memstore.New())) })
+		b.Run("tiered/SetNX/parallel", func(b *testing.B) { benchParallel(b, mustTiered(b, primary, newMem(b))) })
 	})
 	b.Run("redis", func(b *testing.B) {
 		primary := benchRedis(b)
 		fill(b, primary)
-		compare(b, primary, policy.NewTiered(primary, memstore.New()))
+		compare(b, primary, mustTiered(b, primary, newMem(b)))
 	})
 }
 
@@ -112,13 +111,13 @@ func BenchmarkTiered(b *testing.B) {
 func BenchmarkBudget(b *testing.B) {
 	for _, backend := range []string{"memstore", "redis"} {
 		b.Run(backend, func(b *testing.B) {
-			var s store.Store = memstore.New()
+			var s store.Store = newMem(b)
 			if backend == "redis" {
 				s = benchRedis(b)
 			}
 			fill(b, s)
-			b.Run("detached", func(b *testing.B) { compare(b, s, policy.Budget(s, time.Second)) })
-			b.Run("inline", func(b *testing.B) { compare(b, s, policy.Budget(s, time.Second, policy.WithInline())) })
+			b.Run("detached", func(b *testing.B) { compare(b, s, mustBudget(b, s, time.Second)) })
+			b.Run("inline", func(b *testing.B) { compare(b, s, mustBudget(b, s, time.Second, policy.WithInline())) })
 		})
 	}
 }
@@ -128,7 +127,7 @@ func BenchmarkBudget(b *testing.B) {
 func BenchmarkNearCache(b *testing.B) {
 	s := benchRedis(b)
 	fill(b, s)
-	nc := policy.NewNearCache(s, policy.WithSettled(settledS))
+	nc := mustNear(b, s, settledS)
 	fill(b, nc) // every key held and settled: now cached
 	compare(b, s, nc)
 }

@@ -5,105 +5,94 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
 )
 
-// DefaultBudget is the time budget of each store call when Budget is given
-// a duration <= 0.
-const DefaultBudget = 100 * time.Millisecond
+// DefaultBudget is a time budget for a store call to a Redis on the same
+// network: above the p99.9 measured on a loaded 2-core machine. See the
+// package documentation ("Sizing the budget") for the measurements and for
+// how to size your own.
+const DefaultBudget = time.Second
 
 // DefaultMaxAbandoned is how many detached calls a Budget lets run on past
 // their budget (see WithMaxAbandoned).
 const DefaultMaxAbandoned = 1024
 
-// BudgetOption configures a store returned by Budget.
-type BudgetOption func(*budget)
+// BudgetOption configures a store returned by Budget. An invalid option
+// makes Budget return an error naming it.
+type BudgetOption func(*budget) error
 
-// WithInline makes the budget run each call on the caller's goroutine and
-// rely on the wrapped store to honour its context's deadline, which saves a
-// goroutine and a copy of the value per call (see the package benchmarks).
-// Use it only for stores known to return promptly once their context is
-// done: store/memstore does; store/redisstore does only when its go-redis
-// client has ContextTimeoutEnabled set (otherwise go-redis waits for its
-// own ReadTimeout, 3 s by default, whatever the context says). A store that
-// blocks regardless is no longer cut off at the budget. By default calls
-// are detached (see Budget).
+// WithInline runs each call on the caller's goroutine and relies on the
+// wrapped store to honour its context's deadline, saving a goroutine and a
+// copy of the value per call. A store that ignores its context is then no
+// longer cut off at the budget; see the package documentation ("Time
+// budget"). It cannot be combined with WithMaxAbandoned.
 func WithInline() BudgetOption {
-	return func(b *budget) { b.inline = true }
+	return func(b *budget) error {
+		b.inline = true
+		return nil
+	}
 }
 
 // WithMaxAbandoned bounds how many detached calls cut off at their budget
-// may still be running (default DefaultMaxAbandoned): each holds a
-// goroutine and a copy of its values until the wrapped store returns, which
-// a hung store that ignores its context never does. While n calls are
-// abandoned, a new call fails at once with an error wrapping
-// store.ErrUnavailable instead of starting another. Values below 1 select
-// the default. It has no effect with WithInline.
+// may still be running (default DefaultMaxAbandoned); past the bound a new
+// call fails at once with an error wrapping store.ErrUnavailable. n must
+// be at least 1.
 func WithMaxAbandoned(n int) BudgetOption {
-	return func(b *budget) {
-		if n >= 1 {
-			b.maxAbandoned = int64(n)
+	return func(b *budget) error {
+		if n < 1 {
+			return invalid("WithMaxAbandoned(%d): must be at least 1", n)
 		}
+		b.maxAbandoned = int64(n)
+		b.maxAbandonedSet = true
+		return nil
 	}
 }
 
-// Budget returns a store.Store that gives each call to s its own time
-// budget of d (DefaultBudget when d <= 0), so a slow or hung store cannot
-// stall a request. A call that exceeds its budget returns an error wrapping
-// store.ErrUnavailable and context.DeadlineExceeded, which the engine treats
-// like any other outage (fail-closed, fail-open or a Tiered fallback).
-//
-// The caller's context still applies: when it is cancelled, or its own
-// deadline comes before the budget, the error wraps the caller's ctx.Err()
-// (and store.ErrUnavailable for a deadline), as the store contract says.
-// A context already done when a call starts returns at once without calling
-// s.
-//
-// By default each call is detached: it runs on its own goroutine while the
-// caller waits for its result or for the budget, whichever comes first, so
-// the caller gets its answer at the budget even from a store that ignores
-// its context. A call cut off this way keeps running in the background
-// until s returns (its context is cancelled, so a well-behaved store stops
-// at once); whether it took effect is unknown, as with any
-// ErrUnavailable. At most WithMaxAbandoned such calls run at a time; past
-// that, calls fail at once, so a hung store costs bounded memory. Values
-// passed in are copied first, so the caller may reuse them at once. The
-// detached mode costs a goroutine, a channel and a copy
-// per call, a few microseconds: noise next to a network round trip, but
-// measurable over an in-memory store; see WithInline. Detaching is what
-// makes the budget hold for a go-redis client with default options, which
-// does not let a context deadline interrupt a read.
+// Budget returns a store.Store that gives each call to s a time budget of
+// d: a call that overruns it returns an error wrapping store.ErrUnavailable
+// and context.DeadlineExceeded, and the caller's own cancellation is
+// reported as the caller's. By default each call is detached, so even a
+// store that ignores its context is cut off at d; see the package
+// documentation ("Time budget").
 //
 // The result implements store.Closer and store.Pinger exactly when s does:
-// Close closes s, and Ping runs s's Ping under the budget. Budget panics if
-// s is nil. The result is safe for concurrent use when s is.
-func Budget(s store.Store, d time.Duration, opts ...BudgetOption) store.Store {
+// it owns s, so Close closes s (once), and Ping runs s's Ping under the
+// budget. A nil s, a d <= 0 or an invalid option is an error wrapping
+// store.ErrInvalid.
+func Budget(s store.Store, d time.Duration, opts ...BudgetOption) (store.Store, error) {
 	if s == nil {
-		panic("policy: Budget of a nil store")
+		return nil, invalid("Budget: nil store")
 	}
 	if d <= 0 {
-		d = DefaultBudget
+		return nil, invalid("Budget: time budget %v: must be positive", d)
 	}
-	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned}
+	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned, cutOff: make(map[string]chan struct{})}
 	for _, o := range opts {
-		o(b)
+		if err := o(b); err != nil {
+			return nil, err
+		}
 	}
-	var closeS closeFunc
-	if c, ok := s.(store.Closer); ok {
-		closeS = c.Close
+	if b.inline && b.maxAbandonedSet {
+		return nil, invalid("WithMaxAbandoned: no calls are detached with WithInline")
 	}
-	return expose(b, s, closeS, b.ping)
+	return expose(b, s, (&onceCloser{s: s}).Close, b.ping), nil
 }
 
 type budget struct {
-	s            store.Store
-	d            time.Duration
-	inline       bool
-	maxAbandoned int64
-	abandoned    atomic.Int64 // detached calls cut off and still running
+	s               store.Store
+	d               time.Duration
+	inline          bool
+	maxAbandoned    int64
+	maxAbandonedSet bool
+	abandoned       atomic.Int64 // detached calls cut off and still running
+
+	mu     sync.Mutex
+	cutOff map[string]chan struct{} // key -> closed when its latest cut-off call returns
 }
 
 var _ store.Store = (*budget)(nil)
@@ -114,20 +103,23 @@ type outcome[T any] struct {
 	err error
 }
 
-// within runs call under the budget and maps a budget overrun to
-// ErrUnavailable.
-func within[T any](b *budget, ctx context.Context, op string, call func(context.Context) (T, error)) (T, error) {
+// within runs call, an operation on key ("" for none), under the budget
+// and maps a budget overrun to ErrUnavailable.
+func within[T any](b *budget, ctx context.Context, op, key string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, callerDone(op, err)
 	}
 	bctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
+	if err := b.waitCutOff(ctx, bctx, op, key); err != nil {
+		return zero, err
+	}
 	if b.inline {
 		v, err := call(bctx)
 		return v, b.check(ctx, bctx, op, err)
 	}
-	return detach(b, ctx, bctx, op, call)
+	return detach(b, ctx, bctx, op, key, call)
 }
 
 // States of a detached call.
@@ -139,35 +131,82 @@ const (
 
 // detachedCall is one call running on its own goroutine.
 type detachedCall[T any] struct {
-	done  chan outcome[T]
-	state atomic.Int32
+	key    string
+	done   chan outcome[T]
+	state  atomic.Int32
+	landed chan struct{} // closed when an abandoned call returns
 }
 
 // run makes the call and hands its outcome over; if the caller abandoned
-// it meanwhile, it no longer counts against the bound.
+// it meanwhile, it no longer counts against the bound, and calls waiting
+// for it on its key go on.
 func (c *detachedCall[T]) run(b *budget, bctx context.Context, call func(context.Context) (T, error)) {
 	v, err := call(bctx)
 	c.done <- outcome[T]{v, err}
 	if !c.state.CompareAndSwap(callRunning, callFinished) {
 		b.abandoned.Add(-1)
+		b.mu.Lock()
+		if b.cutOff[c.key] == c.landed {
+			delete(b.cutOff, c.key)
+		}
+		b.mu.Unlock()
+		close(c.landed)
 	}
+}
+
+// abandon marks c abandoned, unless it finished, and from then on makes
+// calls on its key wait for it (see waitCutOff).
+func (c *detachedCall[T]) abandon(b *budget) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+		return false
+	}
+	if c.key != "" {
+		b.cutOff[c.key] = c.landed
+	}
+	return true
+}
+
+// waitCutOff waits, within the budget, until no call on key that was cut
+// off at its budget is still running: such a call (a claim) may still
+// land, and the call that follows it (its undo) must not overtake it.
+func (b *budget) waitCutOff(ctx, bctx context.Context, op, key string) error {
+	if key == "" || b.abandoned.Load() == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	landed := b.cutOff[key]
+	b.mu.Unlock()
+	if landed == nil {
+		return nil
+	}
+	select {
+	case <-landed:
+		return nil
+	case <-bctx.Done():
+	}
+	if err := ctx.Err(); err != nil {
+		return callerDone(op, err)
+	}
+	return b.overrun(op, errors.New("an earlier call on the key, cut off at its budget, is still running"))
 }
 
 // detach runs call on its own goroutine and waits for it until bctx is
 // done, unless too many earlier calls are still running past their budget.
-func detach[T any](b *budget, ctx, bctx context.Context, op string, call func(context.Context) (T, error)) (T, error) {
+func detach[T any](b *budget, ctx, bctx context.Context, op, key string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if b.abandoned.Load() >= b.maxAbandoned {
 		return zero, fmt.Errorf("policy: %s: %w: %d calls still running past their time budget of %v", op, store.ErrUnavailable, b.maxAbandoned, b.d)
 	}
-	c := &detachedCall[T]{done: make(chan outcome[T], 1)}
+	c := &detachedCall[T]{key: key, done: make(chan outcome[T], 1), landed: make(chan struct{})}
 	go c.run(b, bctx, call)
 	select {
 	case r := <-c.done:
 		return r.v, b.check(ctx, bctx, op, r.err)
 	case <-bctx.Done():
 	}
-	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+	if !c.abandon(b) {
 		r := <-c.done // finished just in time: prefer the real answer
 		return r.v, b.check(ctx, bctx, op, r.err)
 	}
@@ -225,7 +264,7 @@ type setResult struct {
 // SetNX implements store.Store.
 func (b *budget) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	value = b.clone(value)
-	r, err := within(b, ctx, "SetNX", func(ctx context.Context) (setResult, error) {
+	r, err := within(b, ctx, "SetNX", key, func(ctx context.Context) (setResult, error) {
 		set, e, err := b.s.SetNX(ctx, key, value, ttl)
 		return setResult{set, e}, err
 	})
@@ -234,7 +273,7 @@ func (b *budget) SetNX(ctx context.Context, key string, value []byte, ttl time.D
 
 // Get implements store.Store.
 func (b *budget) Get(ctx context.Context, key string) (store.Entry, error) {
-	return within(b, ctx, "Get", func(ctx context.Context) (store.Entry, error) {
+	return within(b, ctx, "Get", key, func(ctx context.Context) (store.Entry, error) {
 		return b.s.Get(ctx, key)
 	})
 }
@@ -242,7 +281,7 @@ func (b *budget) Get(ctx context.Context, key string) (store.Entry, error) {
 // CompareAndSwap implements store.Store.
 func (b *budget) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	old, new = b.clone(old), b.clone(new)
-	return within(b, ctx, "CompareAndSwap", func(ctx context.Context) (bool, error) {
+	return within(b, ctx, "CompareAndSwap", key, func(ctx context.Context) (bool, error) {
 		return b.s.CompareAndSwap(ctx, key, old, new, ttl)
 	})
 }
@@ -250,14 +289,14 @@ func (b *budget) CompareAndSwap(ctx context.Context, key string, old, new []byte
 // CompareAndDelete implements store.Store.
 func (b *budget) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
 	old = b.clone(old)
-	return within(b, ctx, "CompareAndDelete", func(ctx context.Context) (bool, error) {
+	return within(b, ctx, "CompareAndDelete", key, func(ctx context.Context) (bool, error) {
 		return b.s.CompareAndDelete(ctx, key, old)
 	})
 }
 
 // Consume implements store.Store.
 func (b *budget) Consume(ctx context.Context, key string) ([]byte, error) {
-	return within(b, ctx, "Consume", func(ctx context.Context) ([]byte, error) {
+	return within(b, ctx, "Consume", key, func(ctx context.Context) ([]byte, error) {
 		return b.s.Consume(ctx, key)
 	})
 }
@@ -269,7 +308,7 @@ func (b *budget) ping(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	_, err := within(b, ctx, "Ping", func(ctx context.Context) (struct{}, error) {
+	_, err := within(b, ctx, "Ping", "", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, p.Ping(ctx)
 	})
 	return err

@@ -2,8 +2,12 @@ package policy_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,14 +29,14 @@ const hangDetector = 5 * time.Second
 func TestBudgetConformance(t *testing.T) {
 	t.Run("Detached", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			s := policy.Budget(memstore.New(), time.Second)
+			s := mustBudget(t, newMem(t), time.Second)
 			t.Cleanup(func() { _ = s.(store.Closer).Close() })
 			return s
 		})
 	})
 	t.Run("Inline", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			s := policy.Budget(memstore.New(), time.Second, policy.WithInline())
+			s := mustBudget(t, newMem(t), time.Second, policy.WithInline())
 			t.Cleanup(func() { _ = s.(store.Closer).Close() })
 			return s
 		})
@@ -54,7 +58,7 @@ func everyOp(ctx context.Context, s store.Store) map[string]error {
 func TestBudgetCutsOffStoreThatIgnoresContext(t *testing.T) {
 	f := newFaulty(t)
 	f.set(hanging) // blocks until the test ends, whatever its context says
-	s := policy.Budget(f, 50*time.Millisecond)
+	s := mustBudget(t, f, 50*time.Millisecond)
 	start := time.Now()
 	errs := everyOp(ctx, s)
 	assert.Less(t, time.Since(start), hangDetector)
@@ -63,7 +67,10 @@ func TestBudgetCutsOffStoreThatIgnoresContext(t *testing.T) {
 		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
 		assert.Contains(t, err.Error(), "50ms", op)
 	}
-	assert.EqualValues(t, 5, f.calls.Load())
+	assert.EqualValues(t, 1, f.calls.Load(), "later calls on the key wait behind the first, cut off and still running")
+	_, err := s.Get(ctx, "other key")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.EqualValues(t, 2, f.calls.Load(), "a call on another key reaches the store")
 }
 
 var ctx = context.Background()
@@ -71,25 +78,37 @@ var ctx = context.Background()
 func TestBudgetInlineWithStoreThatHonoursContext(t *testing.T) {
 	f := newFaulty(t)
 	f.set(stalling)
-	s := policy.Budget(f, 30*time.Millisecond, policy.WithInline())
+	s := mustBudget(t, f, 30*time.Millisecond, policy.WithInline())
 	for op, err := range everyOp(ctx, s) {
 		assert.ErrorIs(t, err, store.ErrUnavailable, op)
 		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
 	}
 }
 
-func TestBudgetDefault(t *testing.T) {
-	f := newFaulty(t)
-	f.set(hanging)
-	s := policy.Budget(f, 0)
-	_, err := s.Get(ctx, "k")
-	require.ErrorIs(t, err, store.ErrUnavailable)
-	assert.Contains(t, err.Error(), policy.DefaultBudget.String())
+func TestBudgetRejectsInvalidArguments(t *testing.T) {
+	m := newMem(t)
+	for name, c := range map[string]struct {
+		s     store.Store
+		d     time.Duration
+		opts  []policy.BudgetOption
+		names string
+	}{
+		"nil store":      {nil, time.Second, nil, "nil store"},
+		"zero budget":    {m, 0, nil, "time budget 0s"},
+		"negative":       {m, -time.Second, nil, "time budget -1s"},
+		"max abandoned":  {m, time.Second, []policy.BudgetOption{policy.WithMaxAbandoned(0)}, "WithMaxAbandoned(0)"},
+		"inline + bound": {m, time.Second, []policy.BudgetOption{policy.WithInline(), policy.WithMaxAbandoned(8)}, "WithInline"},
+	} {
+		s, err := policy.Budget(c.s, c.d, c.opts...)
+		assert.ErrorIs(t, err, store.ErrInvalid, name)
+		assert.ErrorContains(t, err, c.names, name)
+		assert.Nil(t, s, name)
+	}
 }
 
 func TestBudgetPassesThroughAnswers(t *testing.T) {
 	f := newFaulty(t)
-	s := policy.Budget(f, time.Second)
+	s := mustBudget(t, f, time.Second)
 	set, _, err := s.SetNX(ctx, "k", []byte("v"), time.Minute)
 	require.NoError(t, err)
 	require.True(t, set)
@@ -113,7 +132,7 @@ func TestBudgetCallerCancellationStaysTheCallers(t *testing.T) {
 		if inline {
 			opts = append(opts, policy.WithInline())
 		}
-		s := policy.Budget(f, time.Minute, opts...)
+		s := mustBudget(t, f, time.Minute, opts...)
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(20*time.Millisecond, cancel)
 		start := time.Now()
@@ -127,7 +146,7 @@ func TestBudgetCallerCancellationStaysTheCallers(t *testing.T) {
 func TestBudgetCallerDeadlineBeforeBudget(t *testing.T) {
 	f := newFaulty(t)
 	f.set(hanging)
-	s := policy.Budget(f, time.Minute)
+	s := mustBudget(t, f, time.Minute)
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	_, err := s.Get(dctx, "k")
@@ -138,7 +157,7 @@ func TestBudgetCallerDeadlineBeforeBudget(t *testing.T) {
 
 func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
 	f := newFaulty(t)
-	s := policy.Budget(f, time.Second)
+	s := mustBudget(t, f, time.Second)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	for op, err := range everyOp(cctx, s) {
@@ -148,8 +167,8 @@ func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
 }
 
 func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
-	r := &readingStore{bareStore: bareStore{memstore.New()}, release: make(chan struct{}), seen: make(chan []byte, 1)}
-	s := policy.Budget(r, 20*time.Millisecond)
+	r := &readingStore{bareStore: bareStore{newMem(t)}, release: make(chan struct{}), seen: make(chan []byte, 1)}
+	s := mustBudget(t, r, 20*time.Millisecond)
 	value := []byte("original")
 	_, _, err := s.SetNX(ctx, "k", value, time.Minute)
 	require.ErrorIs(t, err, store.ErrUnavailable)
@@ -159,22 +178,28 @@ func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
 }
 
 func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
-	bare := policy.Budget(bareStore{memstore.New()}, time.Second)
+	bare := mustBudget(t, bareStore{newMem(t)}, time.Second)
 	_, isCloser := bare.(store.Closer)
 	_, isPinger := bare.(store.Pinger)
 	assert.False(t, isCloser)
 	assert.False(t, isPinger)
 
-	mem := memstore.New()
-	closer := policy.Budget(mem, time.Second)
+	mem := newMem(t)
+	closer := mustBudget(t, mem, time.Second)
 	_, isPinger = closer.(store.Pinger)
 	assert.False(t, isPinger)
 	require.NoError(t, closer.(store.Closer).Close())
 	_, err := mem.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed, "Close must close the wrapped store")
 
+	c := &countingCloser{faultyStore: newFaulty(t)}
+	closeTwice := mustBudget(t, c, time.Second)
+	require.NoError(t, closeTwice.(store.Closer).Close())
+	require.NoError(t, closeTwice.(store.Closer).Close())
+	assert.EqualValues(t, 1, c.closes.Load(), "the wrapped store is closed once")
+
 	f := newFaulty(t)
-	both := policy.Budget(f, 30*time.Millisecond)
+	both := mustBudget(t, f, 30*time.Millisecond)
 	_, isCloser = both.(store.Closer)
 	require.True(t, isCloser)
 	p, isPinger := both.(store.Pinger)
@@ -186,12 +211,8 @@ func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
-func TestBudgetPanicsOnNilStore(t *testing.T) {
-	assert.Panics(t, func() { policy.Budget(nil, time.Second) })
-}
-
 // A Redis that accepts connections but never answers (a hung server, a
-// black-holed proxy): go-redis with default options waits for its 3 s
+// black-holed proxy): go-redis with default options waits for its 5 s
 // ReadTimeout whatever the context says; the budget answers at 50 ms.
 func TestBudgetCutsOffSilentRedis(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -222,10 +243,111 @@ func TestBudgetCutsOffSilentRedis(t *testing.T) {
 	rs, err := redisstore.New(client)
 	require.NoError(t, err)
 
-	s := policy.Budget(rs, 50*time.Millisecond)
+	s := mustBudget(t, rs, 50*time.Millisecond)
 	start := time.Now()
 	_, _, err = s.SetNX(ctx, "k", []byte("v"), time.Minute)
 	assert.Less(t, time.Since(start), hangDetector)
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A store that hangs forever, ignoring its context, must not make a
+// detached Budget pile up one goroutine per call: calls still running past
+// their budget are bounded, and beyond the bound a call fails at once.
+func TestBudgetBoundsAbandonedCalls(t *testing.T) {
+	f := newFaulty(t)
+	f.set(hanging) // released by the test's cleanup
+	s := mustBudget(t, f, time.Millisecond)
+	const bound = policy.DefaultMaxAbandoned
+	const calls = 2 * bound
+	before := runtime.NumGoroutine()
+	const workers = 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls / workers {
+				_, err := s.Get(ctx, fmt.Sprint("k", w, i))
+				assert.ErrorIs(t, err, store.ErrUnavailable)
+			}
+		})
+	}
+	wg.Wait()
+	// At most bound abandoned calls, plus one per worker that started
+	// before the others were counted as abandoned.
+	leaked := runtime.NumGoroutine() - before
+	assert.LessOrEqual(t, leaked, bound+workers, "goroutines left behind by %d calls to a hung store", calls)
+	assert.LessOrEqual(t, f.calls.Load(), int64(bound+workers), "calls handed to the hung store")
+}
+
+// Past the bound, calls fail at once without reaching the store; once the
+// hung calls return, calls reach the store again.
+func TestBudgetMaxAbandonedRecovers(t *testing.T) {
+	h := &hungGet{bareStore: bareStore{newMem(t)}, release: make(chan struct{})}
+	s := mustBudget(t, h, time.Millisecond, policy.WithMaxAbandoned(2))
+	for i := range 2 {
+		_, err := s.Get(ctx, fmt.Sprint("k", i))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	_, err := s.Get(ctx, "k2")
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "still running")
+	assert.LessOrEqual(t, h.calls.Load(), int64(2), "the third call never reached the store")
+
+	close(h.release)
+	require.Eventually(t, func() bool {
+		_, err := s.Get(ctx, "k")
+		return errors.Is(err, store.ErrNotFound)
+	}, hangDetector, time.Millisecond)
+}
+
+// lateClaim is a store whose SetNX blocks, ignoring its context, until
+// released, and then applies; a CompareAndDelete that reaches it while a
+// SetNX is still blocked records that it overtook the claim.
+type lateClaim struct {
+	bareStore
+	release   chan struct{}
+	blocked   atomic.Bool
+	overtaken atomic.Bool
+}
+
+func (l *lateClaim) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	l.blocked.Store(true)
+	<-l.release
+	defer l.blocked.Store(false)
+	// The request was sent before the budget ran out: it applies.
+	return l.bareStore.SetNX(context.WithoutCancel(ctx), key, value, ttl)
+}
+
+func (l *lateClaim) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	if l.blocked.Load() {
+		l.overtaken.Store(true)
+	}
+	return l.bareStore.CompareAndDelete(ctx, key, old)
+}
+
+// A claim cut off at the budget may still land; the engine then undoes it
+// with a CompareAndDelete. The undo must not overtake the claim still on
+// its way, or the claim lands after it and stays (an orphan that answers
+// "in progress" until its lease ends): a call on a key waits, within its
+// own budget, for a cut-off call on that key to return.
+func TestBudgetCallWaitsForACutOffCallOnItsKey(t *testing.T) {
+	l := &lateClaim{bareStore: bareStore{newMem(t)}, release: make(chan struct{})}
+	s := mustBudget(t, l, 300*time.Millisecond)
+	_, _, err := s.SetNX(ctx, "k", []byte("claim"), time.Minute)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.True(t, l.blocked.Load(), "the cut-off claim is still on its way")
+
+	time.AfterFunc(10*time.Millisecond, func() { close(l.release) }) // the claim lands later
+	ok, err := s.CompareAndDelete(ctx, "k", []byte("claim"))
+	assert.False(t, l.overtaken.Load(), "the undo reached the store before the claim it undoes")
+	if err == nil { // the claim landed within the undo's budget
+		assert.True(t, ok, "the undo deleted the claim")
+		_, err = l.bareStore.Get(ctx, "k")
+		assert.ErrorIs(t, err, store.ErrNotFound, "no orphan claim")
+	} else {
+		assert.ErrorIs(t, err, store.ErrUnavailable)
+	}
+	_, err = s.Get(ctx, "other")
+	assert.ErrorIs(t, err, store.ErrNotFound, "other keys do not wait")
 }

@@ -2,12 +2,13 @@ package policy_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -30,7 +31,7 @@ type faultyStore struct {
 }
 
 func newFaulty(t *testing.T) *faultyStore {
-	f := &faultyStore{Store: memstore.New(), release: make(chan struct{})}
+	f := &faultyStore{Store: newMem(t), release: make(chan struct{})}
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(f.release) }) })
 	return f
@@ -119,6 +120,119 @@ func (r *readingStore) SetNX(ctx context.Context, key string, value []byte, ttl 
 	return r.bareStore.SetNX(ctx, key, value, ttl)
 }
 
-var ctxb = context.Background()
+// mustBudget returns policy.Budget(s, d, opts...) or fails tb.
+func mustBudget(tb testing.TB, s store.Store, d time.Duration, opts ...policy.BudgetOption) store.Store {
+	tb.Helper()
+	b, err := policy.Budget(s, d, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
 
-func errorsIs(err, target error) bool { return errors.Is(err, target) }
+// mustTiered returns a Tiered over p and f that recognises the engine's
+// records, or fails tb.
+func mustTiered(tb testing.TB, p, f store.Store, opts ...policy.TieredOption) *policy.Tiered {
+	tb.Helper()
+	s, err := policy.NewTiered(p, f, idemkit.Supersedes, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// mustNear returns policy.NewNearCache(s, settled, opts...) or fails tb.
+func mustNear(tb testing.TB, s store.Store, settled func([]byte) bool, opts ...policy.NearOption) *policy.NearCache {
+	tb.Helper()
+	nc, err := policy.NewNearCache(s, settled, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc
+}
+
+// countingCloser is a faultyStore that counts calls to Close.
+type countingCloser struct {
+	*faultyStore
+	closes atomic.Int32
+}
+
+func (c *countingCloser) Close() error {
+	c.closes.Add(1)
+	return c.faultyStore.Close()
+}
+
+// pausingGet is a store whose first Get of key reads the entry and then
+// waits for release before returning it, so a test can hold a copy-forward
+// between its read of the fallback and its write to the primary.
+type pausingGet struct {
+	bareStore
+	key     string
+	paused  atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	// lateCAD is closed by the first CompareAndDelete of key that starts
+	// after release: the paused copier's last store call.
+	lateCAD  chan struct{}
+	lateOnce atomic.Bool
+}
+
+func (p *pausingGet) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	ok, err := p.bareStore.CompareAndDelete(ctx, key, old)
+	select {
+	case <-p.release:
+		if key == p.key && p.lateOnce.CompareAndSwap(false, true) {
+			close(p.lateCAD)
+		}
+	default:
+	}
+	return ok, err
+}
+
+// waitLateCAD waits for the paused copier to finish its copy.
+func (p *pausingGet) waitLateCAD(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.lateCAD:
+	case <-time.After(hangDetector):
+		t.Fatal("the copier never finished its copy")
+	}
+}
+
+func newPausingGet(t *testing.T, key string) *pausingGet {
+	return &pausingGet{bareStore: bareStore{newMem(t)}, key: key, entered: make(chan struct{}), release: make(chan struct{}), lateCAD: make(chan struct{})}
+}
+
+func (p *pausingGet) Get(ctx context.Context, key string) (store.Entry, error) {
+	e, err := p.bareStore.Get(ctx, key)
+	if key == p.key && p.paused.CompareAndSwap(false, true) {
+		close(p.entered)
+		<-p.release
+	}
+	return e, err
+}
+
+// hungGet is a store whose Get blocks, ignoring its context, until release
+// is closed.
+type hungGet struct {
+	bareStore
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (h *hungGet) Get(ctx context.Context, key string) (store.Entry, error) {
+	h.calls.Add(1)
+	<-h.release
+	return h.bareStore.Get(ctx, key)
+}
+
+// newMem returns a memstore closed when the test ends, or fails tb.
+func newMem(tb testing.TB) *memstore.Store {
+	tb.Helper()
+	m, err := memstore.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = m.Close() })
+	return m
+}

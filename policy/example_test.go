@@ -13,7 +13,7 @@ import (
 )
 
 // slowStore stands for a backend that stopped answering.
-type slowStore struct{ store.Store }
+type slowStore struct{ downStore }
 
 func (slowStore) Get(ctx context.Context, key string) (store.Entry, error) {
 	time.Sleep(time.Second) // ignores ctx, as a hung client might
@@ -21,49 +21,93 @@ func (slowStore) Get(ctx context.Context, key string) (store.Entry, error) {
 }
 
 func ExampleBudget() {
-	s := policy.Budget(slowStore{memstore.New()}, 20*time.Millisecond)
-	_, err := s.Get(context.Background(), "k")
+	s, err := policy.Budget(slowStore{}, 20*time.Millisecond)
+	if err != nil {
+		panic(err)
+	}
+	_, err = s.Get(context.Background(), "k")
 	fmt.Println(errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded))
 	// Output: true true
 }
 
-// downStore stands for a primary that cannot be reached.
-type downStore struct{ store.Store }
-
-func (downStore) SetNX(context.Context, string, []byte, time.Duration) (bool, store.Entry, error) {
-	return false, store.Entry{}, store.Unavailable("SetNX", errors.New("connection refused"))
+func ExampleBudget_invalid() {
+	_, err := policy.Budget(downStore{}, time.Second, policy.WithMaxAbandoned(0))
+	fmt.Println(errors.Is(err, store.ErrInvalid))
+	fmt.Println(err)
+	// Output:
+	// true
+	// policy: store: invalid argument: WithMaxAbandoned(0): must be at least 1
 }
 
+// downStore stands for a primary that cannot be reached.
+type downStore struct{}
+
+var errRefused = store.Unavailable("dial", errors.New("connection refused"))
+
+func (downStore) SetNX(context.Context, string, []byte, time.Duration) (bool, store.Entry, error) {
+	return false, store.Entry{}, errRefused
+}
+func (downStore) Get(context.Context, string) (store.Entry, error) { return store.Entry{}, errRefused }
+func (downStore) CompareAndSwap(context.Context, string, []byte, []byte, time.Duration) (bool, error) {
+	return false, errRefused
+}
+func (downStore) CompareAndDelete(context.Context, string, []byte) (bool, error) {
+	return false, errRefused
+}
+func (downStore) Consume(context.Context, string) ([]byte, error) { return nil, errRefused }
+
 func ExampleNewTiered() {
-	primary := downStore{memstore.New()} // in production: policy.Budget(redisstore, ...)
-	tiered := policy.NewTiered(primary, memstore.New(),
+	primary := downStore{} // in production: policy.Budget(redisstore, ...)
+	fallback, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	tiered, err := policy.NewTiered(primary, fallback, idemkit.Supersedes,
 		policy.WithFailureThreshold(2),
 		policy.WithTierObserver(func(ev policy.TierEvent) { fmt.Println("breaker:", ev.Kind) }))
-	defer tiered.Close()
+	if err != nil {
+		panic(err)
+	}
+	defer tiered.Close() // closes the primary and the fallback too
 
 	engine, err := idemkit.New(tiered, idemkit.WithObserver(nil))
 	if err != nil {
 		panic(err)
 	}
 	work := func(context.Context) error { fmt.Println("charged"); return nil }
-	for range 3 { // a request and two repeats, while the primary is down
-		if err := engine.Guard(context.Background(), "order-42", work); err != nil {
-			fmt.Println(errors.Is(err, idemkit.ErrDuplicate))
+	for range 4 { // a request and three retries, while the primary is down
+		err := engine.Guard(context.Background(), "order-42", work)
+		switch {
+		case err == nil:
+			fmt.Println("admitted")
+		case errors.Is(err, idemkit.ErrUnavailable):
+			fmt.Println("unavailable: the primary may hold the claim, retry later")
+		case errors.Is(err, idemkit.ErrDuplicate):
+			fmt.Println("duplicate")
 		}
 	}
 	st := tiered.Stats()
-	fmt.Println(st.State, st.FallbackOps, st.Journal)
+	fmt.Println(st.State, st.PrimaryFailed, st.FallbackOps, st.Journal)
 	// Output:
-	// charged
 	// breaker: open
-	// true
-	// true
-	// open 3 1
+	// unavailable: the primary may hold the claim, retry later
+	// charged
+	// admitted
+	// duplicate
+	// duplicate
+	// open 2 3 1
 }
 
 func ExampleNewNearCache() {
-	remote := memstore.New() // in production: the shared store, e.g. Redis
-	near := policy.NewNearCache(remote, policy.WithSettled(idemkit.Settled))
+	remote, err := memstore.New() // in production: the shared store, e.g. Redis
+	if err != nil {
+		panic(err)
+	}
+	near, err := policy.NewNearCache(remote, idemkit.Settled)
+	if err != nil {
+		panic(err)
+	}
+	defer near.Close() // closes remote too
 	engine, err := idemkit.New(near, idemkit.WithObserver(nil))
 	if err != nil {
 		panic(err)

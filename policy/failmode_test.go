@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -106,7 +105,7 @@ func TestFailureModePerCall(t *testing.T) {
 func TestBudgetTurnsHungStoreIntoFailureMode(t *testing.T) {
 	f := newFaulty(t)
 	f.set(hanging)
-	s := policy.Budget(f, 50*time.Millisecond)
+	s := mustBudget(t, f, 50*time.Millisecond)
 
 	closed, _ := newEngine(t, s)
 	ran := false

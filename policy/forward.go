@@ -12,14 +12,18 @@ import (
 // copyBatch is how many journaled keys the copier takes at a time.
 const copyBatch = 64
 
-// forwardIfJournaled copies key forward before an operation on the primary
-// touches it. It returns an error only when the primary failed or ctx
-// ended.
+// copyAttempts bounds how often a copy retries a primary whose value for
+// the key changed between its SetNX and its CompareAndSwap.
+const copyAttempts = 3
+
+// forwardIfJournaled brings key up to date in the primary before an
+// operation on the primary touches it. It returns an error only when the
+// primary failed or ctx ended.
 func (t *Tiered) forwardIfJournaled(ctx context.Context, key string) error {
 	if t.flags.Load()&flagJournal == 0 {
 		return nil
 	}
-	if _, ok := t.journal.deadline(key); !ok {
+	if _, ok := t.journal.get(key); !ok {
 		return nil
 	}
 	h, err := t.locks.lock(ctx, key)
@@ -30,19 +34,26 @@ func (t *Tiered) forwardIfJournaled(ctx context.Context, key string) error {
 	return t.forward(ctx, key)
 }
 
-// forward copies one journaled key from the fallback to the primary with
-// SetNX and its remaining TTL, then deletes it from the fallback. The
-// caller holds key's lock, so no other copy of key and no fallback write
-// to it runs meanwhile: a key is copied at most once, and an operation
-// that finds it no longer journaled finds it in the primary. It returns an
-// error only when the primary failed or ctx ended (the key stays
-// journaled); every other outcome is settled, counted and reported.
+// forward replays key's deferred deletes on the primary, then copies the
+// value the fallback holds for key to the primary with its remaining TTL
+// and deletes it from the fallback. The caller holds key's lock, so no
+// other copy of key and no fallback write to it runs meanwhile: a key is
+// copied at most once, and an operation that finds it no longer journaled
+// finds it in the primary. It returns an error only when the primary failed
+// or ctx ended (what remains stays journaled); every other outcome is
+// settled, counted and reported.
 func (t *Tiered) forward(ctx context.Context, key string) error {
-	deadline, ok := t.journal.deadline(key)
+	je, ok := t.journal.get(key)
 	if !ok {
 		return nil
 	}
-	if !deadline.After(time.Now()) {
+	if err := t.replayDeletes(ctx, key, je.deletes); err != nil {
+		return err
+	}
+	switch {
+	case je.expires.IsZero():
+		return nil
+	case !je.expires.After(time.Now()):
 		t.settle(key, TierEvent{}, &t.skipped)
 		return nil
 	}
@@ -57,7 +68,7 @@ func (t *Tiered) forward(ctx context.Context, key string) error {
 		t.settle(key, TierEvent{Kind: TierCopyFailed, Key: key, Err: err}, &t.failed)
 		return nil
 	}
-	set, existing, err := t.primary.SetNX(ctx, key, e.Value, e.TTL)
+	kind, err := t.copyValue(ctx, key, e)
 	switch {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, store.ErrUnavailable)):
 		return err
@@ -70,21 +81,77 @@ func (t *Tiered) forward(ctx context.Context, key string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.copyTimeout)
 	_, _ = t.fallback.CompareAndDelete(dctx, key, e.Value)
 	cancel()
-	if set || bytes.Equal(existing.Value, e.Value) {
-		t.settle(key, TierEvent{Kind: TierCopied, Key: key}, &t.copied)
-	} else {
-		t.settle(key, TierEvent{Kind: TierConflict, Key: key}, &t.conflicts)
-	}
+	t.settle(key, TierEvent{Kind: kind, Key: key}, t.counter(kind))
 	return nil
 }
 
-// settle removes key from the journal and, if this call removed it, counts
-// the outcome and reports ev (unless ev has no kind).
-func (t *Tiered) settle(key string, ev TierEvent, counter interface{ Add(uint64) uint64 }) {
-	if !t.journal.remove(key) {
+// copyValue writes e to the primary unless the primary holds a value of
+// its own for key, and says which: TierCopied (written, or already there),
+// TierSuperseded (the primary held an earlier state of e, which e
+// replaced) or TierConflict (the primary's value was kept).
+func (t *Tiered) copyValue(ctx context.Context, key string, e store.Entry) (TierEventKind, error) {
+	for range copyAttempts {
+		set, held, err := t.primary.SetNX(ctx, key, e.Value, e.TTL)
+		switch {
+		case err != nil:
+			return "", err
+		case set || bytes.Equal(held.Value, e.Value):
+			return TierCopied, nil
+		case !t.supersedes(held.Value, e.Value):
+			return TierConflict, nil
+		}
+		swapped, err := t.primary.CompareAndSwap(ctx, key, held.Value, e.Value, e.TTL)
+		switch {
+		case err != nil:
+			return "", err
+		case swapped:
+			return TierSuperseded, nil
+		}
+		// The primary's value changed meanwhile: look again.
+	}
+	return TierConflict, nil
+}
+
+// replayDeletes sends key's deferred deletes to the primary, dropping each
+// from the journal once the primary has answered it.
+func (t *Tiered) replayDeletes(ctx context.Context, key string, deletes [][]byte) error {
+	for i, old := range deletes {
+		_, err := t.primary.CompareAndDelete(ctx, key, old)
+		switch {
+		case err != nil && (ctx.Err() != nil || errors.Is(err, store.ErrUnavailable)):
+			t.journal.replayed(key, i)
+			return err
+		case err != nil:
+			t.failed.Add(1)
+			t.emit(TierEvent{Kind: TierCopyFailed, Key: key, Err: err})
+		default:
+			t.replayedDeletes.Add(1)
+		}
+	}
+	t.journal.replayed(key, len(deletes))
+	return nil
+}
+
+// counter returns the counter of a copy outcome.
+func (t *Tiered) counter(kind TierEventKind) counter {
+	switch kind {
+	case TierSuperseded:
+		return &t.superseded
+	case TierConflict:
+		return &t.conflicts
+	}
+	return &t.copied
+}
+
+type counter interface{ Add(uint64) uint64 }
+
+// settle forgets key's value in the journal and, if this call forgot it,
+// counts the outcome and reports ev (unless ev has no kind).
+func (t *Tiered) settle(key string, ev TierEvent, c counter) {
+	if !t.journal.settle(key) {
 		return
 	}
-	counter.Add(1)
+	c.Add(1)
 	if ev.Kind != "" {
 		t.emit(ev)
 	}
@@ -105,9 +172,10 @@ func (t *Tiered) startCopier() {
 	go t.copyForward()
 }
 
-// copyForward copies journaled keys to the primary until the journal is
-// empty, the breaker leaves the closed state, the primary fails, or t is
-// closed. An operation on the primary starts it again while keys remain.
+// copyForward brings journaled keys up to date in the primary until the
+// journal is empty, the breaker leaves the closed state, the primary
+// fails, or t is closed. An operation on the primary starts it again while
+// keys remain.
 func (t *Tiered) copyForward() {
 	defer t.wg.Done()
 	defer t.copying.Store(false)
@@ -139,7 +207,7 @@ func (t *Tiered) copyOne(key string) bool {
 	defer cancel()
 	if err := t.forward(ctx, key); err != nil {
 		if t.ctx.Err() == nil && errors.Is(err, store.ErrUnavailable) {
-			t.primaryFailed(err)
+			t.recordFailure(err)
 		}
 		return false
 	}

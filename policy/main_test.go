@@ -15,6 +15,10 @@ type quietLogger struct{}
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
+	if os.Getenv(burnEnv) != "" {
+		burnUntilStdinCloses() // a CPU load process of TestBudgetSizingUnderCPULoad
+		return
+	}
 	redis.SetLogger(quietLogger{})
 	os.Exit(m.Run())
 }

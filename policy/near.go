@@ -15,30 +15,17 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// NearCache is an in-process layer in front of a store.Store that remembers
-// keys this instance has seen held with a settled value (see WithSettled),
-// so that repeats are answered without a round trip.
+// NearCache is an in-process layer in front of a store.Store that
+// remembers keys this instance has seen held with a settled value, and
+// answers repeats of them without a round trip. It only ever answers
+// "held", never "free", and never past the TTL the store reported; see the
+// package documentation ("Near cache").
 //
-// When SetNX or Get returns a settled value (the existing entry, or the one
-// SetNX just stored), the cache keeps a copy until the local time the call
-// started plus the TTL the store reported: never past the entry's expiry in
-// the store. A later SetNX or Get of that key answers "held", with the
-// cached value and the remaining TTL (whole milliseconds, never more than
-// the store's), without calling the store. The cache never answers "free":
-// a key it does not hold goes to the store. CompareAndSwap,
-// CompareAndDelete and Consume always go to the store and drop the key from
-// the cache, before and after the call. A change made through another path
-// (another instance, another NearCache) to a settled value is not seen until
-// the cached copy expires; the settled predicate promises there is none.
-//
-// The cache is bounded (WithNearCapacity, least recently used keys go
-// first), split into independently locked shards, and keeps no value
-// larger than WithNearMaxValue. Values are copied in and out. Close closes
-// the wrapped store if it is a store.Closer; Ping forwards to it if it is a
-// store.Pinger and returns nil otherwise. A NearCache is safe for concurrent
-// use.
+// A NearCache owns the store it wraps: Close closes it. It is safe for
+// concurrent use.
 type NearCache struct {
 	s        store.Store
+	closer   onceCloser
 	settled  func([]byte) bool
 	maxValue int
 	shards   []nearShard
@@ -66,20 +53,29 @@ type nearEntry struct {
 	expires time.Time
 }
 
-// NewNearCache returns a NearCache over s configured by opts. It panics if
-// s is nil.
-func NewNearCache(s store.Store, opts ...NearOption) *NearCache {
-	if s == nil {
-		panic("policy: NewNearCache of a nil store")
+// NewNearCache returns a NearCache over s. settled says which values can
+// be cached: a value for which it returns true must not change before it
+// expires, by anyone. With the idemkit engine pass idemkit.Settled. A nil
+// s or settled, or an invalid option, is an error wrapping
+// store.ErrInvalid.
+func NewNearCache(s store.Store, settled func(value []byte) bool, opts ...NearOption) (*NearCache, error) {
+	switch {
+	case s == nil:
+		return nil, invalid("NewNearCache: nil store")
+	case settled == nil:
+		return nil, invalid("NewNearCache: nil settled predicate")
 	}
 	c := nearConfig{capacity: DefaultNearCapacity, maxValue: DefaultNearMaxValue}
 	for _, o := range opts {
-		o(&c)
+		if err := o(&c); err != nil {
+			return nil, err
+		}
 	}
 	n := nearShards(c.capacity)
 	nc := &NearCache{
 		s:        s,
-		settled:  c.settled,
+		closer:   onceCloser{s: s},
+		settled:  settled,
 		maxValue: c.maxValue,
 		shards:   make([]nearShard, n),
 		mask:     uint64(n - 1),
@@ -89,7 +85,7 @@ func NewNearCache(s store.Store, opts ...NearOption) *NearCache {
 	for i := range nc.shards {
 		nc.shards[i].lru, _ = simplelru.NewLRU[string, nearEntry](per, nil) // per >= 1: no error
 	}
-	return nc
+	return nc, nil
 }
 
 // nearShards picks a power of two at least 16 and at least four times
@@ -127,7 +123,7 @@ func (nc *NearCache) lookup(key string) (store.Entry, uint64, bool) {
 // fill caches value for key until start+ttl if it is settled and no forget
 // ran on the shard since the lookup that saw generation gen.
 func (nc *NearCache) fill(key string, value []byte, ttl time.Duration, start time.Time, gen uint64) {
-	if nc.settled == nil || len(value) > nc.maxValue || !nc.settled(value) {
+	if len(value) > nc.maxValue || !nc.settled(value) {
 		return
 	}
 	e := nearEntry{value: bytes.Clone(value), expires: start.Add(ttl)}
@@ -226,7 +222,8 @@ func (nc *NearCache) Stats() NearStats {
 }
 
 // Close drops every cached key and closes the wrapped store if it is a
-// store.Closer.
+// store.Closer. Only the first call closes the store; later calls return
+// its result.
 func (nc *NearCache) Close() error {
 	for i := range nc.shards {
 		sh := &nc.shards[i]
@@ -235,10 +232,7 @@ func (nc *NearCache) Close() error {
 		sh.lru.Purge()
 		sh.mu.Unlock()
 	}
-	if c, ok := nc.s.(store.Closer); ok {
-		return c.Close()
-	}
-	return nil
+	return nc.closer.Close()
 }
 
 // Ping forwards to the wrapped store if it is a store.Pinger, and returns

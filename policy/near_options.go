@@ -9,44 +9,38 @@ const (
 	DefaultNearMaxValue = 64 << 10
 )
 
-// NearOption configures a NearCache.
-type NearOption func(*nearConfig)
+// NearOption configures a NearCache. An invalid option makes NewNearCache
+// return an error naming it.
+type NearOption func(*nearConfig) error
 
 type nearConfig struct {
-	settled  func(value []byte) bool
 	capacity int
 	maxValue int
 }
 
-// WithSettled sets the predicate that says which values can be cached: a
-// value for which settled returns true must not change before it expires,
-// by anyone. The default, nil, caches nothing, so a NearCache without this
-// option only passes calls through. With the idemkit engine, pass
-// idemkit.Settled, which accepts completed results and Guard claims kept
-// until expiry.
-func WithSettled(settled func(value []byte) bool) NearOption {
-	return func(c *nearConfig) { c.settled = settled }
-}
-
 // WithNearCapacity sets how many keys the cache remembers (default
-// DefaultNearCapacity); the least recently used are forgotten first. Values
-// below 1 select the default.
+// DefaultNearCapacity); the least recently used are forgotten first. n
+// must be at least 1.
 func WithNearCapacity(n int) NearOption {
-	return func(c *nearConfig) {
-		if n >= 1 {
-			c.capacity = n
+	return func(c *nearConfig) error {
+		if n < 1 {
+			return invalid("WithNearCapacity(%d): must be at least 1", n)
 		}
+		c.capacity = n
+		return nil
 	}
 }
 
 // WithNearMaxValue sets the largest value, in bytes, the cache keeps
-// (default DefaultNearMaxValue). Values below 0 select the default; 0
-// caches only empty values.
+// (default DefaultNearMaxValue); larger values always go to the store. n
+// must not be negative; 0 caches only empty values.
 func WithNearMaxValue(n int) NearOption {
-	return func(c *nearConfig) {
-		if n >= 0 {
-			c.maxValue = n
+	return func(c *nearConfig) error {
+		if n < 0 {
+			return invalid("WithNearMaxValue(%d): must not be negative", n)
 		}
+		c.maxValue = n
+		return nil
 	}
 }
 

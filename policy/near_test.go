@@ -25,11 +25,11 @@ func settledS(v []byte) bool { return bytes.HasPrefix(v, []byte("S")) }
 func TestNearCacheConformance(t *testing.T) {
 	for name, settled := range map[string]func([]byte) bool{
 		"CacheEverything": func([]byte) bool { return true },
-		"CacheNothing":    nil,
+		"CacheNothing":    func([]byte) bool { return false },
 	} {
 		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) store.Store {
-				s := policy.NewNearCache(memstore.New(), policy.WithSettled(settled))
+				s := mustNear(t, newMem(t), settled)
 				t.Cleanup(func() { _ = s.Close() })
 				return s
 			})
@@ -39,7 +39,7 @@ func TestNearCacheConformance(t *testing.T) {
 
 func newNear(t *testing.T, opts ...policy.NearOption) (*policy.NearCache, *faultyStore) {
 	f := newFaulty(t)
-	return policy.NewNearCache(f, append([]policy.NearOption{policy.WithSettled(settledS)}, opts...)...), f
+	return mustNear(t, f, settledS, opts...), f
 }
 
 func TestNearCacheHitAvoidsRoundTrip(t *testing.T) {
@@ -177,16 +177,25 @@ func TestNearCacheRespectsExpiry(t *testing.T) {
 	assert.True(t, set)
 }
 
-func TestNearCacheWithoutPredicateCachesNothing(t *testing.T) {
-	f := newFaulty(t)
-	nc := policy.NewNearCache(f)
-	for range 3 {
-		_, _, err := nc.SetNX(ctx, "k", []byte("S-done"), time.Minute)
-		require.NoError(t, err)
+func TestNewNearCacheRejectsInvalidArguments(t *testing.T) {
+	for name, build := range map[string]func() (*policy.NearCache, error){
+		"nil store":   func() (*policy.NearCache, error) { return policy.NewNearCache(nil, settledS) },
+		"nil settled": func() (*policy.NearCache, error) { return policy.NewNearCache(newMem(t), nil) },
+		"capacity 0": func() (*policy.NearCache, error) {
+			return policy.NewNearCache(newMem(t), settledS, policy.WithNearCapacity(0))
+		},
+		"max value -1": func() (*policy.NearCache, error) {
+			return policy.NewNearCache(newMem(t), settledS, policy.WithNearMaxValue(-1))
+		},
+	} {
+		nc, err := build()
+		assert.ErrorIs(t, err, store.ErrInvalid, name)
+		assert.Nil(t, nc, name)
 	}
-	assert.EqualValues(t, 3, f.calls.Load())
-	assert.Zero(t, nc.Stats().Hits)
-	assert.Zero(t, nc.Stats().Entries)
+	_, err := policy.NewNearCache(newMem(t), settledS, policy.WithNearCapacity(-3))
+	assert.ErrorContains(t, err, "WithNearCapacity(-3)", "the error names the option")
+	_, err = policy.NewNearCache(newMem(t), settledS, policy.WithNearMaxValue(-1))
+	assert.ErrorContains(t, err, "WithNearMaxValue(-1)")
 }
 
 func TestNearCacheBounds(t *testing.T) {
@@ -256,7 +265,7 @@ func TestNearCacheOneWinner(t *testing.T) {
 // completed Do are answered from the cache.
 func TestNearCacheWithEngine(t *testing.T) {
 	f := newFaulty(t)
-	nc := policy.NewNearCache(f, policy.WithSettled(idemkit.Settled))
+	nc := mustNear(t, f, idemkit.Settled)
 	e, _ := newEngine(t, nc)
 	run := func(context.Context) error { return nil }
 	require.NoError(t, e.Guard(ctx, "req", run))
@@ -286,15 +295,17 @@ func TestNearCacheWithEngine(t *testing.T) {
 	assert.Greater(t, f.calls.Load(), calls)
 }
 
-func TestNearCacheForwardsCloseAndPing(t *testing.T) {
-	f := newFaulty(t)
-	nc := policy.NewNearCache(f)
+func TestNearCacheClosesItsStoreOnceAndForwardsPing(t *testing.T) {
+	f := &countingCloser{faultyStore: newFaulty(t)}
+	nc := mustNear(t, f, settledS)
 	require.NoError(t, nc.Ping(ctx))
 	f.set(failing)
 	require.ErrorIs(t, nc.Ping(ctx), store.ErrUnavailable)
 	require.NoError(t, nc.Close())
+	require.NoError(t, nc.Close(), "Close is idempotent")
+	assert.EqualValues(t, 1, f.closes.Load(), "the wrapped store is closed once")
 	f.set(healthy)
 	_, err := f.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed)
-	assert.NoError(t, policy.NewNearCache(bareStore{memstore.New()}).Ping(ctx))
+	assert.NoError(t, mustNear(t, bareStore{newMem(t)}, settledS).Ping(ctx))
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,57 +18,34 @@ import (
 const (
 	flagNotClosed uint32 = 1 << iota // the breaker is open or half-open
 	flagDirty                        // a primary failure since the last success
-	flagJournal                      // fallback keys wait to be copied forward
+	flagJournal                      // the journal owes the primary something
 )
 
 // errExcluded stands, inside the breaker, for an error caused by the
 // caller's own context: it counts neither as a success nor as a failure.
 var errExcluded = errors.New("policy: caller's context done")
 
+// errNotInFallback is the cause of the ErrUnavailable a Tiered returns when
+// the fallback cannot answer for a key it never received.
+var errNotInFallback = errors.New("the primary is unavailable and the fallback never held the key")
+
+// errDeleteDeferred is the cause of the ErrUnavailable a Tiered returns for
+// a CompareAndDelete it could not confirm on the primary.
+var errDeleteDeferred = errors.New("delete deferred until the primary answers")
+
 // Tiered is a store.Store over a primary store (typically Redis) and a
-// fallback (typically memstore or boltstore), switched by a circuit breaker
-// (github.com/sony/gobreaker/v2).
+// fallback (typically memstore), switched by a circuit breaker. While the
+// breaker is closed, operations go to the primary only, and a primary
+// failure is returned as it is (wrapping store.ErrUnavailable); once the
+// breaker is open, operations go to the fallback. Keys written to the
+// fallback are copied forward to the primary when it answers again. See
+// the package documentation ("Tiered fallback") for what this guarantees.
 //
-// While the breaker is closed every operation goes to the primary only. An
-// operation the primary fails with an error wrapping store.ErrUnavailable
-// (a Budget overrun, a refused connection) is a failure: it is answered at
-// once by the fallback (counted in TieredStats.Retried), so the caller
-// still gets an answer. Other errors (ErrInvalid, ErrNotFound, ErrCorrupt)
-// and errors caused by the caller's own context are not failures and are
-// returned as they are. After the configured number of consecutive failures
-// (WithFailureThreshold) the breaker opens and operations go to the
-// fallback without trying the primary. After the cool-down (WithCoolDown)
-// the breaker is half-open: the next operation probes the primary; if the
-// primary answers, the breaker closes, otherwise it opens again.
-//
-// Every key the fallback stores (a SetNX that set, a CompareAndSwap that
-// swapped) is remembered in a bounded journal. When the primary answers
-// again, a background goroutine copies each journaled key that is still
-// live to the primary with SetNX and its remaining TTL, then deletes it from
-// the fallback. If the primary already holds another value for the key, a
-// claim made meanwhile through another instance, the primary's value wins:
-// the conflict is counted and reported (TierConflict). An operation on a
-// journaled key copies that key forward first, so once the primary answers,
-// this instance never sees its own outage claims as free. A copy-forward of
-// a key and a change to that key in the fallback never interleave (they
-// share a per-key lock, striped), so a key is copied at most once, a value
-// consumed or deleted meanwhile is not brought back, and a value written
-// meanwhile is not dropped from the journal.
-//
-// What tiering guarantees during an outage: requests that reach this
-// instance are deduplicated among themselves from the moment the fallback
-// takes over, and their claims reach the primary when it returns. What it
-// does not guarantee: deduplication across instances (each has its own
-// fallback), nor against keys claimed in the primary before the outage
-// (the fallback has never seen them), nor against data the primary itself
-// lost (a Redis restarted without persistence). A Tiered is therefore
-// weaker than fail-closed and stronger than fail-open.
-//
-// Close stops the background copy-forward; it does not close the primary
-// or the fallback, which the caller owns. A Tiered is safe for concurrent
-// use.
+// A Tiered owns its primary and fallback: Close closes both. It is safe for
+// concurrent use.
 type Tiered struct {
 	primary, fallback store.Store
+	supersedes        func(held, candidate []byte) bool
 	cb                *gobreaker.CircuitBreaker[struct{}]
 	flags             atomic.Uint32
 	state             atomic.Int32
@@ -76,15 +54,18 @@ type Tiered struct {
 	observer          func(TierEvent)
 	copyTimeout       time.Duration
 
-	fallbackOps, retried, dropped      atomic.Uint64
-	copied, conflicts, skipped, failed atomic.Uint64
+	fallbackOps, primaryFailed, dropped      atomic.Uint64
+	copied, superseded, conflicts, skipped   atomic.Uint64
+	failed, deferredDeletes, replayedDeletes atomic.Uint64
 
-	ctx     context.Context // cancelled by Close
-	cancel  context.CancelFunc
-	mu      sync.Mutex // guards closed and the start of the copier
-	closed  bool
-	copying atomic.Bool
-	wg      sync.WaitGroup
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	mu        sync.Mutex // guards closed and the start of the copier
+	closed    bool
+	copying   atomic.Bool
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var (
@@ -93,19 +74,32 @@ var (
 	_ store.Pinger = (*Tiered)(nil)
 )
 
-// NewTiered returns a Tiered store over primary and fallback, configured by
-// opts. It panics if either store is nil.
-func NewTiered(primary, fallback store.Store, opts ...TieredOption) *Tiered {
-	if primary == nil || fallback == nil {
-		panic("policy: NewTiered with a nil store")
+// NewTiered returns a Tiered store over primary and fallback. supersedes
+// tells copy-forward when the fallback's value for a key (candidate) is a
+// later state of the value the primary holds (held): it then replaces it,
+// where otherwise the primary's value wins. With the idemkit engine pass
+// idemkit.Supersedes; for other values, a function that returns false.
+// A nil store or predicate, or an invalid option, is an error wrapping
+// store.ErrInvalid.
+func NewTiered(primary, fallback store.Store, supersedes func(held, candidate []byte) bool, opts ...TieredOption) (*Tiered, error) {
+	switch {
+	case primary == nil:
+		return nil, invalid("NewTiered: nil primary")
+	case fallback == nil:
+		return nil, invalid("NewTiered: nil fallback")
+	case supersedes == nil:
+		return nil, invalid("NewTiered: nil supersedes predicate")
 	}
 	c := defaultTieredConfig()
 	for _, o := range opts {
-		o(&c)
+		if err := o(&c); err != nil {
+			return nil, err
+		}
 	}
 	t := &Tiered{
 		primary:     primary,
 		fallback:    fallback,
+		supersedes:  supersedes,
 		observer:    c.observer,
 		copyTimeout: c.copyTimeout,
 	}
@@ -121,7 +115,12 @@ func NewTiered(primary, fallback store.Store, opts ...TieredOption) *Tiered {
 		IsExcluded:    func(err error) bool { return errors.Is(err, errExcluded) },
 		OnStateChange: t.stateChanged,
 	})
-	return t
+	return t, nil
+}
+
+// invalid returns an error wrapping store.ErrInvalid.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("policy: %w: "+format, append([]any{store.ErrInvalid}, args...)...)
 }
 
 // stateChanged mirrors the breaker's state into t's atomics and reports it.
@@ -158,15 +157,18 @@ func (t *Tiered) State() BreakerState { return BreakerState(t.state.Load()) }
 // Stats returns the Tiered's counters.
 func (t *Tiered) Stats() TieredStats {
 	return TieredStats{
-		State:          t.State(),
-		FallbackOps:    t.fallbackOps.Load(),
-		Retried:        t.retried.Load(),
-		Journal:        t.journal.len(),
-		JournalDropped: t.dropped.Load(),
-		Copied:         t.copied.Load(),
-		Conflicts:      t.conflicts.Load(),
-		Skipped:        t.skipped.Load(),
-		CopyFailed:     t.failed.Load(),
+		State:           t.State(),
+		FallbackOps:     t.fallbackOps.Load(),
+		PrimaryFailed:   t.primaryFailed.Load(),
+		Journal:         t.journal.len(),
+		JournalDropped:  t.dropped.Load(),
+		Copied:          t.copied.Load(),
+		Superseded:      t.superseded.Load(),
+		Conflicts:       t.conflicts.Load(),
+		Skipped:         t.skipped.Load(),
+		CopyFailed:      t.failed.Load(),
+		DeferredDeletes: t.deferredDeletes.Load(),
+		ReplayedDeletes: t.replayedDeletes.Load(),
 	}
 }
 
@@ -192,46 +194,136 @@ func verdict(ctx context.Context, err error) error {
 // fast reports whether an operation may go straight to the primary.
 func (t *Tiered) fast() bool { return t.flags.Load() == 0 }
 
-// primaryFailed records a failure seen on the fast path (or by the copier)
-// with the breaker.
-func (t *Tiered) primaryFailed(err error) {
+// recordFailure tells the breaker about a primary failure seen outside it
+// (on the fast path, or by the copier).
+func (t *Tiered) recordFailure(err error) {
 	t.flags.Or(flagDirty)
 	_, _ = t.cb.Execute(func() (struct{}, error) { return struct{}{}, err })
 }
 
-// viaPrimary runs call on the primary through the breaker, first copying
-// key forward if it is journaled. It reports whether the primary answered;
-// if not (breaker open, or a failure), the caller turns to the fallback.
-func (t *Tiered) viaPrimary(ctx context.Context, key string, call func() error) (bool, error) {
-	var callErr error
+// route is where an operation ended up.
+type route int
+
+const (
+	// answered: the primary answered, or the caller's context ended.
+	answered route = iota
+	// unknown: the call reached the primary and failed with
+	// ErrUnavailable; whether it took effect is unknown.
+	unknown
+	// diverted: the call never reached the primary (the breaker is open,
+	// or the primary failed while the key was being copied forward to it);
+	// the fallback answers it.
+	diverted
+)
+
+// viaPrimary runs call on the primary through the breaker, first bringing
+// key up to date there if it is journaled, and says where the operation
+// ended up.
+func (t *Tiered) viaPrimary(ctx context.Context, key string, call func() error) (route, error) {
+	var forwardErr, callErr error
 	_, err := t.cb.Execute(func() (struct{}, error) {
-		if callErr = t.forwardIfJournaled(ctx, key); callErr == nil {
-			callErr = call()
+		if forwardErr = t.forwardIfJournaled(ctx, key); forwardErr != nil {
+			return struct{}{}, verdict(ctx, forwardErr)
 		}
+		callErr = call()
 		return struct{}{}, verdict(ctx, callErr)
 	})
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return false, nil
-	}
-	if failure(ctx, callErr) {
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests):
+		return diverted, nil
+	case failure(ctx, forwardErr):
 		t.flags.Or(flagDirty)
-		t.retried.Add(1)
-		return false, nil
+		return diverted, nil
+	case forwardErr != nil:
+		return answered, forwardErr
+	case failure(ctx, callErr):
+		t.flags.Or(flagDirty)
+		return unknown, callErr
 	}
 	if ctx.Err() == nil {
 		t.primaryAnswered()
 	}
-	return true, callErr
+	return answered, callErr
 }
 
 // primaryAnswered clears the failure streak once the breaker is closed and
-// starts copying journaled keys forward.
+// starts bringing journaled keys forward.
 func (t *Tiered) primaryAnswered() {
 	if t.State() != BreakerClosed {
 		return
 	}
 	t.flags.And(^flagDirty)
 	t.startCopier()
+}
+
+// tierOp is one store operation, as run by tier.
+type tierOp[T any] struct {
+	key string
+	// call runs the operation on s.
+	call func(s store.Store) (T, error)
+	// lost, if set, runs when the primary failed the call: its outcome is
+	// unknown.
+	lost func()
+	// settle, if set, turns the fallback's answer into the Tiered's; it
+	// runs under the key's lock, so it never interleaves with a
+	// copy-forward of the key.
+	settle func(v T, err error) (T, error)
+}
+
+// lostOnFastPath checks the primary's answer to an operation on the fast
+// path (breaker closed, nothing journaled, no recent failure), which
+// avoids tier's closures. It reports whether the primary failed, so the
+// outcome is unknown; the failure is recorded with the breaker.
+func (t *Tiered) lostOnFastPath(ctx context.Context, err error) bool {
+	return err != nil && t.failedOnFastPath(ctx, err) // inlined: no call on success
+}
+
+func (t *Tiered) failedOnFastPath(ctx context.Context, err error) bool {
+	if !failure(ctx, err) {
+		return false
+	}
+	t.recordFailure(err)
+	t.primaryFailed.Add(1)
+	return true
+}
+
+// tier runs op on the primary while the breaker lets it through, and on
+// the fallback otherwise. A primary failure is returned: the operation may
+// have taken effect there, so it is never applied to the fallback as well.
+func tier[T any](ctx context.Context, t *Tiered, op tierOp[T]) (T, error) {
+	var v T
+	r, err := t.viaPrimary(ctx, op.key, func() (err error) {
+		v, err = op.call(t.primary)
+		return err
+	})
+	switch r {
+	case answered:
+		return v, err
+	case unknown:
+		t.primaryFailed.Add(1)
+		if op.lost != nil {
+			op.lost()
+		}
+		return v, err
+	}
+	t.fallbackOps.Add(1)
+	h, err := t.locks.lock(ctx, op.key)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer h.unlock()
+	v, err = op.call(t.fallback)
+	if op.settle != nil {
+		return op.settle(v, err)
+	}
+	return v, err
+}
+
+// notInFallback is the error for an operation the fallback answered with
+// "absent" for a key it never received: the primary may hold the key.
+func notInFallback(op string) error {
+	return store.Unavailable("policy: tiered "+op, errNotInFallback)
 }
 
 // journalWrite remembers a key the fallback stored, with its TTL.
@@ -242,158 +334,140 @@ func (t *Tiered) journalWrite(key string, ttl time.Duration) {
 	}
 }
 
-// onFallback runs change, an operation that may change key in the
-// fallback, under key's lock, so that it never interleaves with a
-// copy-forward of key: a copy that read the key's old value cannot then
-// settle it and drop the new one, nor write a consumed or deleted value to
-// the primary.
-func (t *Tiered) onFallback(ctx context.Context, key string, change func() error) error {
-	t.fallbackOps.Add(1)
-	h, err := t.locks.lock(ctx, key)
-	if err != nil {
-		return err
+// deferDelete remembers a CompareAndDelete the primary must still get.
+func (t *Tiered) deferDelete(key string, old []byte) {
+	if !t.journal.deferDelete(key, old) {
+		t.dropped.Add(1)
+		t.emit(TierEvent{Kind: TierJournalFull, Key: key})
+		return
 	}
-	defer h.unlock()
-	return change()
+	t.deferredDeletes.Add(1)
 }
 
 // SetNX implements store.Store.
 func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	if t.fast() {
 		set, e, err := t.primary.SetNX(ctx, key, value, ttl)
-		if !failure(ctx, err) {
-			return set, e, err
-		}
-		t.primaryFailed(err)
-		t.retried.Add(1)
-	} else {
-		var set bool
-		var e store.Entry
-		answered, err := t.viaPrimary(ctx, key, func() (err error) {
-			set, e, err = t.primary.SetNX(ctx, key, value, ttl)
-			return err
-		})
-		if answered {
-			return set, e, err
-		}
+		t.lostOnFastPath(ctx, err)
+		return set, e, err
 	}
-	var set bool
-	var e store.Entry
-	err := t.onFallback(ctx, key, func() (err error) {
-		set, e, err = t.fallback.SetNX(ctx, key, value, ttl)
-		if set && err == nil {
-			t.journalWrite(key, ttl)
-		}
-		return err
+	r, err := tier(ctx, t, tierOp[setResult]{
+		key: key,
+		call: func(s store.Store) (setResult, error) {
+			set, e, err := s.SetNX(ctx, key, value, ttl)
+			return setResult{set, e}, err
+		},
+		settle: func(r setResult, err error) (setResult, error) {
+			if r.set && err == nil {
+				t.journalWrite(key, ttl)
+			}
+			return r, err
+		},
 	})
-	return set, e, err
+	return r.set, r.e, err
 }
 
-// Get implements store.Store.
+// Get implements store.Store. While the breaker is open, a key the
+// fallback never received is unavailable, not absent.
 func (t *Tiered) Get(ctx context.Context, key string) (store.Entry, error) {
 	if t.fast() {
 		e, err := t.primary.Get(ctx, key)
-		if !failure(ctx, err) {
-			return e, err
-		}
-		t.primaryFailed(err)
-		t.retried.Add(1)
-	} else {
-		var e store.Entry
-		answered, err := t.viaPrimary(ctx, key, func() (err error) {
-			e, err = t.primary.Get(ctx, key)
-			return err
-		})
-		if answered {
-			return e, err
-		}
+		t.lostOnFastPath(ctx, err)
+		return e, err
 	}
-	t.fallbackOps.Add(1)
-	return t.fallback.Get(ctx, key)
+	return tier(ctx, t, tierOp[store.Entry]{
+		key:  key,
+		call: func(s store.Store) (store.Entry, error) { return s.Get(ctx, key) },
+		settle: func(e store.Entry, err error) (store.Entry, error) {
+			if errors.Is(err, store.ErrNotFound) && !t.journal.holds(key) {
+				return e, notInFallback("Get")
+			}
+			return e, err
+		},
+	})
 }
 
-// CompareAndSwap implements store.Store.
+// CompareAndSwap implements store.Store. While the breaker is open, a
+// swap of a key the fallback never received is unavailable.
 func (t *Tiered) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	if t.fast() {
 		ok, err := t.primary.CompareAndSwap(ctx, key, old, new, ttl)
-		if !failure(ctx, err) {
-			return ok, err
-		}
-		t.primaryFailed(err)
-		t.retried.Add(1)
-	} else {
-		var ok bool
-		answered, err := t.viaPrimary(ctx, key, func() (err error) {
-			ok, err = t.primary.CompareAndSwap(ctx, key, old, new, ttl)
-			return err
-		})
-		if answered {
-			return ok, err
-		}
+		t.lostOnFastPath(ctx, err)
+		return ok, err
 	}
-	var ok bool
-	err := t.onFallback(ctx, key, func() (err error) {
-		ok, err = t.fallback.CompareAndSwap(ctx, key, old, new, ttl)
-		if ok && err == nil {
-			t.journalWrite(key, ttl)
-		}
-		return err
+	return tier(ctx, t, tierOp[bool]{
+		key:  key,
+		call: func(s store.Store) (bool, error) { return s.CompareAndSwap(ctx, key, old, new, ttl) },
+		settle: func(ok bool, err error) (bool, error) {
+			switch {
+			case err != nil:
+			case ok:
+				t.replaced(key, old)
+				t.journalWrite(key, ttl)
+			case !t.journal.holds(key):
+				return false, notInFallback("CompareAndSwap")
+			}
+			return ok, err
+		},
 	})
-	return ok, err
 }
 
-// CompareAndDelete implements store.Store.
+// replaced records that the fallback no longer holds old for key: a copy
+// of old that reached the primary with its reply lost must go too, so the
+// delete is replayed there before key is copied forward.
+func (t *Tiered) replaced(key string, old []byte) { t.deferDelete(key, old) }
+
+// CompareAndDelete implements store.Store. A delete the primary did not
+// confirm (it failed, or the breaker is open and the fallback did not hold
+// old) returns an error wrapping store.ErrUnavailable and is replayed on
+// the primary when it answers again, before anything else touches the key
+// there.
 func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
 	if t.fast() {
 		ok, err := t.primary.CompareAndDelete(ctx, key, old)
-		if !failure(ctx, err) {
-			return ok, err
+		if t.lostOnFastPath(ctx, err) {
+			t.deferDelete(key, old)
 		}
-		t.primaryFailed(err)
-		t.retried.Add(1)
-	} else {
-		var ok bool
-		answered, err := t.viaPrimary(ctx, key, func() (err error) {
-			ok, err = t.primary.CompareAndDelete(ctx, key, old)
-			return err
-		})
-		if answered {
-			return ok, err
-		}
+		return ok, err
 	}
-	var ok bool
-	err := t.onFallback(ctx, key, func() (err error) {
-		ok, err = t.fallback.CompareAndDelete(ctx, key, old)
-		return err
+	return tier(ctx, t, tierOp[bool]{
+		key:  key,
+		call: func(s store.Store) (bool, error) { return s.CompareAndDelete(ctx, key, old) },
+		lost: func() { t.deferDelete(key, old) },
+		settle: func(ok bool, err error) (bool, error) {
+			if err != nil {
+				return ok, err
+			}
+			t.replaced(key, old)
+			if !ok {
+				return false, store.Unavailable("policy: tiered CompareAndDelete", errDeleteDeferred)
+			}
+			return true, nil
+		},
 	})
-	return ok, err
 }
 
-// Consume implements store.Store.
+// Consume implements store.Store. While the breaker is open, a key the
+// fallback never received is unavailable, not absent.
 func (t *Tiered) Consume(ctx context.Context, key string) ([]byte, error) {
 	if t.fast() {
 		v, err := t.primary.Consume(ctx, key)
-		if !failure(ctx, err) {
-			return v, err
-		}
-		t.primaryFailed(err)
-		t.retried.Add(1)
-	} else {
-		var v []byte
-		answered, err := t.viaPrimary(ctx, key, func() (err error) {
-			v, err = t.primary.Consume(ctx, key)
-			return err
-		})
-		if answered {
-			return v, err
-		}
+		t.lostOnFastPath(ctx, err)
+		return v, err
 	}
-	var v []byte
-	err := t.onFallback(ctx, key, func() (err error) {
-		v, err = t.fallback.Consume(ctx, key)
-		return err
+	return tier(ctx, t, tierOp[[]byte]{
+		key:  key,
+		call: func(s store.Store) ([]byte, error) { return s.Consume(ctx, key) },
+		settle: func(v []byte, err error) ([]byte, error) {
+			switch {
+			case err == nil:
+				t.replaced(key, v)
+			case errors.Is(err, store.ErrNotFound) && !t.journal.holds(key):
+				return v, notInFallback("Consume")
+			}
+			return v, err
+		},
 	})
-	return v, err
 }
 
 // Ping reports whether the Tiered can serve: nil when the primary answers,
@@ -419,15 +493,26 @@ func ping(ctx context.Context, s store.Store) error {
 	return nil
 }
 
-// Close stops the background copy-forward and waits for it to exit. It
-// does not close the primary or the fallback. Operations still work after
-// Close, but keys are copied forward only when an operation touches them.
-// Close always returns nil.
+// Close stops the background copy-forward, waits for it to exit, and
+// closes the primary and the fallback (each if it is a store.Closer). Keys
+// still journaled are not copied forward. Only the first call does this;
+// later calls return its result.
 func (t *Tiered) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-	t.cancel()
-	t.wg.Wait()
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		t.mu.Unlock()
+		t.cancel()
+		t.wg.Wait()
+		t.closeErr = errors.Join(closeStore(t.primary), closeStore(t.fallback))
+	})
+	return t.closeErr
+}
+
+// closeStore closes s if it is a store.Closer.
+func closeStore(s store.Store) error {
+	if c, ok := s.(store.Closer); ok {
+		return c.Close()
+	}
 	return nil
 }

@@ -18,8 +18,9 @@ const (
 	DefaultCopyTimeout = time.Second
 )
 
-// TieredOption configures a Tiered store.
-type TieredOption func(*tieredConfig)
+// TieredOption configures a Tiered store. An invalid option makes
+// NewTiered return an error naming it.
+type TieredOption func(*tieredConfig) error
 
 type tieredConfig struct {
 	threshold   int
@@ -40,54 +41,65 @@ func defaultTieredConfig() tieredConfig {
 
 // WithFailureThreshold sets how many consecutive primary failures (errors
 // wrapping store.ErrUnavailable) open the breaker (default
-// DefaultFailureThreshold). Values below 1 select the default.
+// DefaultFailureThreshold). n must be at least 1.
 func WithFailureThreshold(n int) TieredOption {
-	return func(c *tieredConfig) {
-		if n >= 1 {
-			c.threshold = n
+	return func(c *tieredConfig) error {
+		if n < 1 {
+			return invalid("WithFailureThreshold(%d): must be at least 1", n)
 		}
+		c.threshold = n
+		return nil
 	}
 }
 
 // WithCoolDown sets how long the breaker stays open before one probe goes
-// to the primary (default DefaultCoolDown). Values <= 0 select the default.
+// to the primary (default DefaultCoolDown). d must be positive.
 func WithCoolDown(d time.Duration) TieredOption {
-	return func(c *tieredConfig) {
-		if d > 0 {
-			c.coolDown = d
+	return func(c *tieredConfig) error {
+		if d <= 0 {
+			return invalid("WithCoolDown(%v): must be positive", d)
 		}
+		c.coolDown = d
+		return nil
 	}
 }
 
-// WithJournalSize caps how many keys written to the fallback are remembered
-// for copy-forward (default DefaultJournalSize). A key written while the
-// journal is full is not copied forward; the Tiered counts it and reports
-// TierJournalFull. Values below 1 select the default.
+// WithJournalSize caps how many keys the journal remembers for the primary
+// (default DefaultJournalSize); see the package documentation ("Tiered
+// fallback"). n must be at least 1.
 func WithJournalSize(n int) TieredOption {
-	return func(c *tieredConfig) {
-		if n >= 1 {
-			c.journalSize = n
+	return func(c *tieredConfig) error {
+		if n < 1 {
+			return invalid("WithJournalSize(%d): must be at least 1", n)
 		}
+		c.journalSize = n
+		return nil
 	}
 }
 
 // WithCopyTimeout bounds each store call made by the background
-// copy-forward (default DefaultCopyTimeout). Values <= 0 select the default.
+// copy-forward (default DefaultCopyTimeout). d must be positive.
 func WithCopyTimeout(d time.Duration) TieredOption {
-	return func(c *tieredConfig) {
-		if d > 0 {
-			c.copyTimeout = d
+	return func(c *tieredConfig) error {
+		if d <= 0 {
+			return invalid("WithCopyTimeout(%v): must be positive", d)
 		}
+		c.copyTimeout = d
+		return nil
 	}
 }
 
 // WithTierObserver registers fn to receive every TierEvent (default: none).
-// fn is called synchronously: breaker state changes while the breaker's
-// lock is held, copy events on the goroutine doing the copy. It must be
-// fast, safe for concurrent use, and must not call the Tiered's store
-// methods; Stats and State are safe to call.
+// fn is called synchronously and must be fast, safe for concurrent use,
+// and must not call the Tiered's store methods. fn must not be nil.
 func WithTierObserver(fn func(TierEvent)) TieredOption {
-	return func(c *tieredConfig) { c.observer = fn }
+	return func(c *tieredConfig) error {
+		if fn == nil {
+			return invalid("WithTierObserver(nil)")
+		}
+		c.observer = fn
+		return nil
+	}
 }
 
 // TierEventKind names what a TierEvent reports.
@@ -98,8 +110,9 @@ const (
 	TierOpen        TierEventKind = "open"         // breaker opened: operations go to the fallback
 	TierHalfOpen    TierEventKind = "half_open"    // cool-down over: the next operation probes the primary
 	TierClosed      TierEventKind = "closed"       // the primary answered: operations go to it again
-	TierCopied      TierEventKind = "copied"       // a fallback claim was copied forward to the primary
-	TierConflict    TierEventKind = "conflict"     // the primary already held another value for a copied key
+	TierCopied      TierEventKind = "copied"       // a fallback value was copied forward to the primary
+	TierSuperseded  TierEventKind = "superseded"   // a fallback value replaced an earlier state of it in the primary
+	TierConflict    TierEventKind = "conflict"     // the primary already held another value for a copied key; it was kept
 	TierCopyFailed  TierEventKind = "copy_failed"  // a key could not be copied forward (not an outage)
 	TierJournalFull TierEventKind = "journal_full" // a fallback key will not be copied forward
 )
@@ -146,24 +159,31 @@ type TieredStats struct {
 	State BreakerState
 	// FallbackOps counts operations answered by the fallback.
 	FallbackOps uint64
-	// Retried counts, among FallbackOps, operations the primary failed
-	// (with the breaker still letting them through) before the fallback
-	// answered them.
-	Retried uint64
-	// Journal is how many fallback keys wait to be copied forward.
+	// PrimaryFailed counts operations the primary failed while the
+	// breaker let them through; their error was returned.
+	PrimaryFailed uint64
+	// Journal is how many keys the journal holds: values to copy forward,
+	// deletes to replay.
 	Journal int
-	// JournalDropped counts fallback keys not journaled because the
-	// journal was full.
+	// JournalDropped counts fallback values and deferred deletes not
+	// journaled because the journal was full.
 	JournalDropped uint64
-	// Copied counts fallback keys copied forward to the primary.
+	// Copied counts fallback values copied forward to the primary.
 	Copied uint64
+	// Superseded counts fallback values that replaced an earlier state of
+	// themselves in the primary (see NewTiered's supersedes).
+	Superseded uint64
 	// Conflicts counts copied keys the primary already held with another
 	// value (claimed meanwhile elsewhere); the primary's value was kept.
 	Conflicts uint64
 	// Skipped counts journaled keys that expired or were deleted before
 	// they could be copied.
 	Skipped uint64
-	// CopyFailed counts keys that could not be copied for a reason other
-	// than an outage (a corrupt or invalid entry, a failing fallback).
+	// CopyFailed counts keys that could not be copied, and deletes that
+	// could not be replayed, for a reason other than an outage (a corrupt
+	// or invalid entry, a failing fallback).
 	CopyFailed uint64
+	// DeferredDeletes counts CompareAndDeletes the primary did not confirm,
+	// kept to be replayed on it; ReplayedDeletes counts those replayed.
+	DeferredDeletes, ReplayedDeletes uint64
 }

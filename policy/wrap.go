@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"sync"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -48,4 +49,17 @@ func expose(w, inner store.Store, close closeFunc, ping pingFunc) store.Store {
 		return withPinger{w, ping}
 	}
 	return w
+}
+
+// onceCloser closes s, if it is a store.Closer, on the first call to Close;
+// later calls return the first call's result.
+type onceCloser struct {
+	once sync.Once
+	s    store.Store
+	err  error
+}
+
+func (c *onceCloser) Close() error {
+	c.once.Do(func() { c.err = closeStore(c.s) })
+	return c.err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -88,7 +89,11 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, fmt.Errorf("store: open %s: %w: %v", Redact(rawURL), ErrInvalid, err)
+		// The parser's detail quotes the part it stopped at, which can be
+		// a piece of a password holding a reserved character
+		// (redis://:ab/cd@host stops at port "ab"): say where, not what.
+		detail := quoted.ReplaceAllString(err.Error(), "(…)")
+		return nil, fmt.Errorf("store: open %s: %w: %s (percent-encode / ? # @ : in a password)", Redact(rawURL), ErrInvalid, detail)
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("store: open %s: %w: a store URL needs a scheme (%s)", Redact(rawURL), ErrInvalid, strings.Join(Schemes(), "://, ")+"://")
@@ -103,12 +108,15 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	return open(ctx, u)
 }
 
+// quoted matches a Go-quoted string in an error text.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
 // secretParams are query parameters whose values Redact hides.
 var secretParams = []string{"password", "sentinel_password", "sentinelpassword", "token", "secret", "key", "tls_key"}
 
-// Redact returns rawURL with its password and secret-looking query
-// parameters replaced by "xxxxx", for error texts, logs and String
-// methods. A URL that does not parse is reduced to its scheme.
+// Redact returns rawURL with its password (or a user name given without
+// one) and secret-looking query parameters replaced by "xxxxx", for error
+// texts, logs and String methods. A URL that does not parse is reduced to its scheme.
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -123,6 +131,10 @@ func Redact(rawURL string) string {
 	}
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	} else if u.User != nil && u.User.Username() != "" {
+		// A user name without a password is most often a password written
+		// in the user's place (redis://SECRET@host).
+		u.User = url.User("xxxxx")
 	}
 	q := u.Query()
 	hidden := false

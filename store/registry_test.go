@@ -43,6 +43,8 @@ func TestOpenRefusalsNameTheProblemButNoSecret(t *testing.T) {
 		is   error
 	}{
 		"unknown scheme":    {"nosuch://u:" + secret + "@h/", `"nosuch"`, store.ErrUnknownScheme},
+		"slash in password": {"testdown://:" + secret + "/x@h/", "invalid port", store.ErrInvalid},
+		"lone user name":    {"nosuch://" + secret + "@h/", `"nosuch"`, store.ErrUnknownScheme},
 		"host:port":         {"localhost:" + secret, `"localhost"`, store.ErrUnknownScheme},
 		"no scheme":         {"/var/lib/idem.db", "needs a scheme", store.ErrInvalid},
 		"unparsable":        {"testdown://u:" + secret + "@h:port/%zz", "invalid", store.ErrInvalid},
@@ -69,6 +71,7 @@ func TestRedact(t *testing.T) {
 		"redis://:" + secret + "@h:6379/0":                                     "redis://:xxxxx@h:6379/0",
 		"redis://user:" + secret + "@h/?sentinel_password=" + secret + "&db=1": "redis://user:xxxxx@h/?db=1&sentinel_password=xxxxx",
 		"bolt:///var/lib/idem.db":                                              "bolt:///var/lib/idem.db",
+		"redis://" + secret + "@h:6379":                                        "redis://xxxxx@h:6379",
 		"redis://h:" + secret + "x/%zz":                                        "redis://<unparsable URL>",
 		secret:                                                                 secret,
 	}

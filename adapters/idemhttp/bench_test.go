@@ -23,9 +23,7 @@ var trivial = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 })
 
 func benchEngine(b *testing.B) *idemkit.Engine {
-	s := memstore.New(memstore.WithCapacity(1 << 20))
-	b.Cleanup(func() { _ = s.Close() })
-	return engineOver(b, s)
+	return engineOver(b, newMemstore(b, memstore.WithCapacity(1<<20)))
 }
 
 // benchMux registers trivial, wrapped by mw when it is not nil.

@@ -3,31 +3,47 @@
 // only and works with http.ServeMux and any router that accepts
 // func(http.Handler) http.Handler.
 //
+//	guard, err := idemhttp.Idempotency(engine, idemhttp.WithPrincipal(userID))
+//	mux.Handle("POST /orders", guard(createOrder))
+//
 // # Modes
 //
 // Each route picks the mode it needs; configuration is plain Go, per
-// route, with no global state:
+// route, checked once by the constructor, with no global state:
 //
 //   - Idempotency: the client sends an Idempotency-Key
 //     (draft-ietf-httpapi-idempotency-key-header). The first request runs
 //     the handler and its response is stored; a retry with the key gets the
 //     stored response with Idempotent-Replayed: true; a concurrent retry
-//     gets 409, a retry with another payload 422.
+//     gets 409 (or, WithWait, the response once stored), a retry with
+//     another payload 422.
 //   - Window: no client key. A repeat of the same request (principal,
 //     method, route, path, selected query parameters, canonical body)
 //     inside a short window gets 409 with Retry-After.
 //   - Token: TokenIssuer hands out one-time tokens bound to the principal;
-//     Token requires one on each request and spends it before the handler
-//     runs. A reused token gets the first outcome or 409.
+//     Token requires one on each request, in a header or a form field
+//     (WithTokenField), and spends it before the handler runs. A reused
+//     token gets the first outcome or 409.
 //
-// Every mode needs WithPrincipal: keys, fingerprints and tokens are scoped
-// by the caller, so one principal can never read another's stored
-// response, even with the same key. TrustedHeaderPrincipal reads the
-// principal from a header, which is only safe behind a gateway that sets
-// it and strips what clients send.
+// Only guarded methods (POST and PATCH by default, WithMethods) are
+// checked; other requests pass straight to the handler.
 //
-//	guard, err := idemhttp.Idempotency(engine, idemhttp.WithPrincipal(userID))
-//	mux.Handle("POST /orders", guard(createOrder))
+// # Principals and keys
+//
+// Every mode needs WithPrincipal. The principal is the engine scope
+// (idemkit.WithScope) of every key and token, so one principal can never
+// read another's stored response, even with the same key, and store keys
+// hold only digests of principals, keys and tokens. TrustedHeaderPrincipal
+// reads the principal from a header, which is only safe behind a gateway
+// that sets it and strips what clients send.
+//
+// Every key this package gives the engine starts with "http" (keying.Key),
+// so no other adapter's keys can meet them. Tokens need no such prefix:
+// the engine makes them, at random, and binds them to the principal, so a
+// token the application issues itself (engine.IssueToken, rendered into a
+// form) works with Token. An idempotency key or token is read as an RFC
+// 8941 sf-string or a bare token of 1 to MaxKeyLen printable ASCII
+// characters.
 //
 // # ServeMux and r.Pattern
 //
@@ -35,6 +51,24 @@
 // sets it only after routing, so wrap the handler you register on the mux,
 // as above, rather than the mux itself; around the mux the pattern is
 // empty and only the method and path name the operation.
+//
+// # Fingerprints
+//
+// Request bodies are read for the fingerprint up to WithMaxBody (1 MiB by
+// default; larger ones get 413) and restored for the handler. JSON bodies
+// are fingerprinted in canonical form (package keying), so member order,
+// whitespace and number spelling do not matter. Idempotency mode compares
+// the whole payload: a retry that differs in any member is another
+// request (422). Window mode drops the top-level keying.WindowVolatile
+// members (traceId, timestamp and the like), which change between two
+// clicks of one form. WithVolatile names more members to drop, by JSON
+// path; WithFingerprinter replaces the fingerprinter; WithQueryParams
+// selects the query parameters that count (Idempotency: all by default;
+// Window: none).
+//
+// WithPayloadWindow adds, in Idempotency mode, a guard for clients that
+// mint a new key per click: the same payload under another key within the
+// window gets 409 ProblemPayloadReused.
 //
 // # Stored responses
 //
@@ -45,30 +79,64 @@
 // client, and the key is released so a retry runs the handler again. A
 // replay carries the stored status, body and the allow-listed headers
 // (Content-Type, Content-Encoding, Location and WithReplayHeaders), byte
-// for byte.
+// for byte, with the replay header (WithReplayHeader).
 //
-// Streaming responses are not guarded: when the handler calls Flush or
-// Hijack (directly or through http.ResponseController), the response is
-// passed through as written and the key is released. So is a response
-// body over WithMaxStoredResponse, with a warning logged.
+// A response that cannot be stored, because it is over
+// WithMaxStoredResponse or streamed (the handler calls Flush or Hijack,
+// directly or through http.ResponseController), is passed through to the
+// client as written. Its key then keeps a terminal record (a tombstone,
+// as other idempotency middlewares keep): a retry gets 500 ProblemResponseNotStored, marked
+// replayed, not retryable, and the handler never runs twice. 500 because
+// the server, not the client, failed to keep the outcome, and not 409,
+// which the draft gives to a request in progress and clients retry.
+// WithUnstored(ReleaseKey, ReleaseKey) releases the key instead, so a
+// retry runs the handler again.
 //
-// Request bodies are read for the fingerprint up to WithMaxBody (1 MiB by
-// default; larger ones get 413) and restored for the handler. JSON bodies
-// are fingerprinted in canonical form (see package keying): whole in
-// Idempotency and Token mode, without the top-level keying.WindowVolatile
-// members in Window mode, and in both without the WithVolatile paths.
-//
-// # Errors
+// # Problem details
 //
 // The middleware answers its own errors with application/problem+json
-// (RFC 9457), Cache-Control: no-store, and a stable type URI under
-// ProblemBase, such as https://idemkit.dev/problems/in-progress; see the
-// Problem* constants. 409 and 503 carry Retry-After in whole seconds,
-// rounded up, at least 1, except the 409 for a spent token
-// (ProblemTokenUsed), which no retry can fix. When the store fails the route answers 503
-// (fail-closed, the default) or, with
-// WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen)), runs the
-// handler unguarded.
+// (RFC 9457) and Cache-Control: no-store. Each type URI is the base
+// (DefaultProblemBase, or WithProblemBase) followed by a name that
+// ProblemTypes documents with its status, title and description, so a
+// server can publish a page per type; the Problem* constants are the
+// default URIs. Three optional members, all on by default
+// (WithProblemMembers), follow what clients of the IETF draft expect:
+//
+//   - instance: a fresh urn:uuid per response (WithProblemInstance);
+//   - retryable: true exactly when the response carries Retry-After;
+//   - idempotency_key: in Idempotency mode, the client's own key, back to
+//     the same client. A token or principal is never echoed.
+//
+// Status codes:
+//
+//	400 key-missing, key-invalid, token-missing, token-invalid, body-unreadable
+//	401 unauthenticated       the principal function failed
+//	409 in-progress           first request still running; Retry-After
+//	409 duplicate             Window repeat; Retry-After is the window left
+//	409 payload-reused        same payload under a new key (WithPayloadWindow)
+//	409 token-used            token spent without a stored outcome
+//	413 body-too-large        request body over WithMaxBody
+//	422 key-mismatch          key reused with another payload
+//	500 response-not-stored   replay of a response too large or streamed to keep
+//	500 internal              unexpected engine outcome
+//	503 unavailable           store down, fail-closed; Retry-After
+//
+// Retry-After is in whole seconds, rounded up, at least 1.
+//
+// # Failure policy
+//
+// When the store fails a route answers 503 (fail-closed, the default) or,
+// with WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen)), runs
+// the handler unguarded. The choice is per route. TokenIssuer needs the
+// store whatever the policy.
+//
+// # Logs and secrets
+//
+// Log lines (WithLogger) name the kind of an error, never its text: store
+// errors name store keys, and with them keys, tokens and principals. An
+// internal error's log line carries the problem's instance, so an answer
+// can be matched to its line. Client-visible details never hold a token or
+// principal.
 //
 // # Client
 //

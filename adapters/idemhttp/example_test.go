@@ -1,17 +1,20 @@
 package idemhttp_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/store/memstore"
+	"github.com/idemkit/idemkit/store/storetest"
 )
 
 // show prints what a client would see of a response.
@@ -48,7 +51,8 @@ func post(h http.Handler, target, user string, header map[string]string, body st
 // made once and the retry gets the stored response. Reusing the key for
 // another payment is refused.
 func ExampleIdempotency() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	// X-User is set by the authenticating gateway in front of this service.
 	guard, err := idemhttp.Idempotency(engine, idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")))
 	if err != nil {
@@ -82,7 +86,8 @@ func ExampleIdempotency() {
 // A form submitted twice within the window (a double click) creates one
 // comment; the second submission gets 409 with the time left.
 func ExampleWindow() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	guard, err := idemhttp.Window(engine,
 		idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")),
 		idemhttp.WithEngineOptions(idemkit.WithWindow(10*time.Second)))
@@ -110,7 +115,8 @@ func ExampleWindow() {
 // rendered: submitting it again replays the order, and a forged token is
 // refused.
 func ExampleToken() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	principal := idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User"))
 	issuer, err := idemhttp.TokenIssuer(engine, principal)
 	if err != nil {
@@ -149,7 +155,8 @@ func ExampleToken() {
 // The client Transport adds an Idempotency-Key to every POST and keeps it
 // across its retries, so a retried payment is never made twice.
 func ExampleTransport() {
-	engine, _ := idemkit.New(memstore.New(), idemkit.WithObserver(nil))
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
 	guard, _ := idemhttp.Idempotency(engine, idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")))
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -171,4 +178,99 @@ func ExampleTransport() {
 	fmt.Println(resp.StatusCode, string(body))
 	// Output:
 	// 201 paid
+}
+
+// Fail-open is chosen per route: while the store is down, the comments
+// route runs its handler unguarded and the payments route refuses with
+// 503, so no payment can be made twice.
+func ExampleWithEngineOptions_failOpen() {
+	engine, _ := idemkit.New(storetest.Unavailable(), idemkit.WithObserver(nil))
+	principal := idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User"))
+	comments, _ := idemhttp.Window(engine, principal,
+		idemhttp.WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen)))
+	payments, _ := idemhttp.Idempotency(engine, principal) // fail-closed, the default
+	created := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", r.URL.Path+"/1")
+		w.WriteHeader(http.StatusCreated)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /comments", comments(created))
+	mux.Handle("POST /payments", payments(created))
+
+	show(post(mux, "/comments", "alice", nil, `{"text":"hi"}`))
+	show(post(mux, "/payments", "alice", map[string]string{"Idempotency-Key": "pay-1"}, `{"amount":100}`))
+	// Output:
+	// 201 /comments/1 replayed: false
+	// 503 https://idemkit.dev/problems/unavailable Retry-After: 1
+}
+
+// With WithWait a retry that arrives while the first request still runs
+// waits for its outcome and replays it, instead of getting 409.
+func ExampleWithWait() {
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
+	guard, _ := idemhttp.Idempotency(engine,
+		idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User")),
+		idemhttp.WithWait(5*time.Millisecond))
+	started, finish := make(chan struct{}), make(chan struct{})
+	payments := 0
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		payments++
+		close(started)
+		<-finish // a slow payment provider
+		w.Header().Set("Location", "/payments/1")
+		w.WriteHeader(http.StatusCreated)
+	})))
+
+	key := map[string]string{"Idempotency-Key": "pay-1"}
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- post(mux, "/payments", "alice", key, `{"amount":100}`) }()
+	<-started
+	retry := make(chan *httptest.ResponseRecorder)
+	go func() { retry <- post(mux, "/payments", "alice", key, `{"amount":100}`) }() // the client gave up and retried
+	close(finish)
+	show(<-first)
+	show(<-retry)
+	fmt.Println("payments:", payments)
+	// Output:
+	// 201 /payments/1 replayed: false
+	// 201 /payments/1 replayed: true
+	// payments: 1
+}
+
+// ProblemTypes lists every problem the middleware answers with, for a
+// documentation page per type URI.
+func ExampleProblemTypes() {
+	for _, pt := range idemhttp.ProblemTypes()[:4] {
+		fmt.Println(pt.Status, idemhttp.DefaultProblemBase+pt.Name, "-", pt.Title)
+	}
+	// Output:
+	// 400 https://idemkit.dev/problems/key-missing - Idempotency key missing
+	// 400 https://idemkit.dev/problems/key-invalid - Idempotency key invalid
+	// 409 https://idemkit.dev/problems/in-progress - Request in progress
+	// 422 https://idemkit.dev/problems/key-mismatch - Idempotency key reused with a different payload
+}
+
+// An HTML form carries its one-time token in a hidden field, as forms
+// cannot set headers; the handler still reads the whole form.
+func ExampleWithTokenField() {
+	mem, _ := memstore.New()
+	engine, _ := idemkit.New(mem, idemkit.WithObserver(nil))
+	principal := idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal("X-User"))
+	tok, _ := engine.IssueToken(context.Background(), "alice") // rendered into the form
+	guard, _ := idemhttp.Token(engine, principal, idemhttp.WithTokenField("idem_token"))
+	mux := http.NewServeMux()
+	mux.Handle("POST /checkout", guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/orders/"+r.PostFormValue("cart"))
+		w.WriteHeader(http.StatusCreated)
+	})))
+
+	form := url.Values{"cart": {"42"}, "idem_token": {tok.Value}}.Encode()
+	header := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	show(post(mux, "/checkout", "alice", header, form))
+	show(post(mux, "/checkout", "alice", header, form)) // submitted twice
+	// Output:
+	// 201 /orders/42 replayed: false
+	// 201 /orders/42 replayed: true
 }

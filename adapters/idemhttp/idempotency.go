@@ -1,6 +1,9 @@
 package idemhttp
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 
@@ -9,41 +12,14 @@ import (
 )
 
 // Idempotency returns middleware that makes a handler idempotent per
-// client key, following draft-ietf-httpapi-idempotency-key-header (and
-// Stripe's behaviour where the draft is silent).
-//
-// For guarded methods (POST and PATCH by default, see WithMethods) the key
-// is read from the Idempotency-Key header (WithKeyHeader) as an RFC 8941
-// sf-string or a bare token, 1 to MaxKeyLen printable ASCII characters.
-// The key is scoped by the principal (WithPrincipal, required) and the
-// request payload is fingerprinted: method, route pattern, path, query
-// (see WithQueryParams) and canonical body (see WithVolatile). Then:
-//
-//   - no key: 400 (unless WithOptionalKey); malformed key: 400; body over
-//     the cap: 413; principal error: 401;
-//   - first request: the handler runs, its response is sent and, when the
-//     store policy accepts its status, stored;
-//   - the key while the first request runs: 409 with Retry-After, or with
-//     WithWait the first response once it is stored;
-//   - the key with another payload: 422;
-//   - the key after a stored response: the stored status, allow-listed
-//     headers and body, with Idempotent-Replayed: true;
-//   - store down: 503 with Retry-After, or with
-//     WithEngineOptions(idemkit.WithFailureMode(idemkit.FailOpen)) the
-//     handler runs unguarded.
-//
-// Responses that are not stored (5xx by default) release the key, so a
-// retry runs the handler again. Streaming responses (the handler calls
-// Flush or Hijack) and responses over WithMaxStoredResponse are sent as
-// they are written and are not guarded: the key is released.
-//
-// Wrap the handler you register on an http.ServeMux, not the mux itself:
-// ServeMux sets r.Pattern only after routing, so middleware around the mux
-// sees an empty pattern. It returns an error wrapping idemkit.ErrInvalid
-// for a nil engine, a missing principal or an invalid option. The handlers
-// it returns are safe for concurrent use.
+// client key (draft-ietf-httpapi-idempotency-key-header): the first request
+// with a key runs the handler and its response is stored; a retry gets the
+// stored response, a concurrent one 409, one with another payload 422. See
+// the package doc for keys, fingerprints and status codes. It returns an
+// error wrapping idemkit.ErrInvalid for a nil engine, a missing principal
+// or an invalid option; its handlers are safe for concurrent use.
 func Idempotency(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
-	rt, err := newRoute(e, opts)
+	rt, err := newRoute(e, opts, modeKey)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +27,7 @@ func Idempotency(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Han
 }
 
 type keyHandler struct {
-	route
+	*route
 	next http.Handler
 }
 
@@ -63,30 +39,56 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, present, err := headerKey(r.Header[h.c.keyHeader])
 	switch {
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, ProblemKeyInvalid, h.c.keyHeader+": "+err.Error(), 0)
+		h.p.write(w, r, answer{kind: kindKeyInvalid, detail: h.c.keyHeader + ": " + err.Error()})
 		return
 	case !present && h.c.optionalKey:
 		h.next.ServeHTTP(w, r)
 		return
 	case !present:
-		writeProblem(w, http.StatusBadRequest, ProblemKeyMissing, "this request requires an "+h.c.keyHeader+" header", 0)
+		h.p.write(w, r, answer{kind: kindKeyMissing, detail: "this request requires an " + h.c.keyHeader + " header"})
 		return
 	}
 	body, ok := h.body(w, r)
 	if !ok {
 		return
 	}
-	fp := h.c.fp.Sum(principal, operation(r), h.params(r, true), body)
-	rec := newRecorder(w, h.c.maxStored)
-	res, err := h.e.Do(r.Context(), keying.Key("http", principal, key), fp, rec.run(h.next, r, h.c), h.c.callOpts...)
-	h.finish(w, r, rec, res, err, keyProblem)
+	fp := h.fp.Sum(principal, operation(r), h.params(r, true), body)
+	if h.payload != nil && !h.firstKeyFor(w, r, principal, key, fp) {
+		return
+	}
+	rec := newRecorder(w, h.c)
+	res, err := h.e.Do(r.Context(), keying.Key(transport, key), fp, rec.run(h.next, r), scope(principal))
+	h.finish(w, r, rec, res, err, key, keyProblem)
 }
 
-func keyProblem(w http.ResponseWriter, err error) bool {
+func keyProblem(err error) (answer, bool) {
 	if errors.Is(err, idemkit.ErrMismatch) {
-		writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyMismatch,
-			"this idempotency key was already used with a different request payload", 0)
+		return answer{kind: kindKeyMismatch, detail: "this idempotency key was already used with a different request payload"}, true
+	}
+	return common(err)
+}
+
+// firstKeyFor is the payload guard (WithPayloadWindow): it binds the
+// payload fingerprint fp to the first key it came with, for the window,
+// and answers 409 itself when fp came with another key. It reports
+// whether the request may go on.
+func (h *keyHandler) firstKeyFor(w http.ResponseWriter, r *http.Request, principal, key, fp string) bool {
+	sum := sha256.Sum256([]byte(key)) // the record holds a digest of the key, never the key
+	_, err := h.payload.Do(r.Context(), keying.Key(transport, "payload", fp), hex.EncodeToString(sum[:]),
+		func(context.Context) ([]byte, error) { return []byte{}, nil }, scope(principal))
+	if err == nil {
 		return true
 	}
-	return common(w, err)
+	a, ok := common(err)
+	if errors.Is(err, idemkit.ErrMismatch) {
+		a, ok = answer{kind: kindPayloadReused,
+			detail: "the same request was submitted a moment ago under another idempotency key; retry with that key"}, true
+	}
+	if !ok {
+		h.internal(w, r, err, key)
+		return false
+	}
+	a.key = key
+	h.p.write(w, r, a)
+	return false
 }

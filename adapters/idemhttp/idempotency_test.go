@@ -2,6 +2,8 @@ package idemhttp_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -81,10 +83,10 @@ func TestIdempotencyStatusPaths(t *testing.T) {
 			final: with(alice, func(q *req) { q.key = `"k-1"` }), status: 201, replayed: true, runs: 1},
 		{name: "reordered JSON is the same payload", before: []req{alice},
 			final: with(alice, func(q *req) { q.body = `{ "currency":"EUR", "amount":1e2 }` }), status: 201, replayed: true, runs: 1},
-		{name: "no field is volatile by default", before: []req{with(alice, func(q *req) { q.body = `{"amount":100,"sign":"+"}` })},
+		{name: "every member is compared by default", before: []req{with(alice, func(q *req) { q.body = `{"amount":100,"sign":"+"}` })},
 			final: with(alice, func(q *req) { q.body = `{"amount":100,"sign":"-"}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
-		{name: "no nested field is volatile by default", before: []req{with(alice, func(q *req) { q.body = `{"o":{"amount":100,"sign":"+"}}` })},
-			final: with(alice, func(q *req) { q.body = `{"o":{"amount":100,"sign":"-"}}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
+		{name: "nested members are compared by default", before: []req{with(alice, func(q *req) { q.body = `{"a":{"traceId":"x"}}` })},
+			final: with(alice, func(q *req) { q.body = `{"a":{"traceId":"y"}}` }), status: 422, problem: idemhttp.ProblemKeyMismatch, runs: 1},
 		{name: "extra volatile field", opts: []idemhttp.Option{idemhttp.WithVolatile("note")},
 			before: []req{with(alice, func(q *req) { q.body = `{"a":1,"note":"x"}` })},
 			final:  with(alice, func(q *req) { q.body = `{"a":1,"note":"y"}` }), status: 201, replayed: true, runs: 1},
@@ -324,97 +326,160 @@ func TestIdempotencyInProgressThenReplay(t *testing.T) {
 	assert.Equal(t, first.Body.String(), again.Body.String())
 }
 
-func TestIdempotencyStreamingIsNotGuarded(t *testing.T) {
+// unstoredCases are the two ways a key can end when its response cannot
+// be stored: a terminal record (the default) or a release.
+var unstoredCases = []struct {
+	name    string
+	opts    []idemhttp.Option
+	release bool
+}{
+	{name: "terminal by default"},
+	{name: "released when configured", release: true, opts: []idemhttp.Option{idemhttp.WithUnstored(idemhttp.ReleaseKey, idemhttp.ReleaseKey)}},
+}
+
+// requireUnstoredRetry checks the retry of a request whose response was
+// not stored: the handler runs again when the key was released, and
+// otherwise the retry gets ProblemResponseNotStored.
+func requireUnstoredRetry(t *testing.T, w *httptest.ResponseRecorder, release bool, runs int32) {
+	t.Helper()
+	if release {
+		assert.EqualValues(t, 2, runs, "a released key runs the handler again")
+		return
+	}
+	p := requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+	assert.False(t, *p.Retryable)
+	assert.EqualValues(t, 1, runs, "a terminal record never runs the handler again")
+}
+
+func TestIdempotencyStreamedResponse(t *testing.T) {
 	for name, stream := range map[string]func(w http.ResponseWriter) error{
 		"Flusher": func(w http.ResponseWriter) error { w.(http.Flusher).Flush(); return nil },
 		"ResponseController": func(w http.ResponseWriter) error {
 			return http.NewResponseController(w).Flush()
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			var runs atomic.Int32
-			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
-			h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				runs.Add(1)
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, "data: 1\n\n")
-				require.NoError(t, stream(w))
-				_, _ = io.WriteString(w, "data: 2\n\n")
-			}))
-			q := req{user: "alice", key: "stream"}
-			for i := range 2 {
+		for _, tc := range unstoredCases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				var runs atomic.Int32
+				mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser)...))
+				h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					runs.Add(1)
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, "data: 1\n\n")
+					require.NoError(t, stream(w))
+					_, _ = io.WriteString(w, "data: 2\n\n")
+				}))
+				q := req{user: "alice", key: "stream"}
 				w := serve(h, q)
 				assert.Equal(t, 200, w.Code)
 				assert.True(t, w.Flushed)
 				assert.Equal(t, "data: 1\n\ndata: 2\n\n", w.Body.String())
 				assert.False(t, isReplay(w))
-				assert.EqualValues(t, i+1, runs.Load(), "a streamed response releases the key")
+				requireUnstoredRetry(t, serve(h, q), tc.release, runs.Load())
+			})
+		}
+	}
+}
+
+func TestIdempotencyHijackedResponse(t *testing.T) {
+	for _, tc := range unstoredCases {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser)...))
+			served := make(chan struct{}, 2)
+			guarded := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				runs.Add(1)
+				conn, brw, err := http.NewResponseController(w).Hijack()
+				if !assert.NoError(t, err) {
+					return
+				}
+				defer conn.Close()
+				_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nraw ok")
+				_ = brw.Flush()
+			}))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				guarded.ServeHTTP(w, r)
+				served <- struct{}{} // the middleware is done with the key
+			}))
+			defer srv.Close()
+			send := func() (*http.Response, string) {
+				r, err := http.NewRequest(http.MethodPost, srv.URL, nil)
+				require.NoError(t, err)
+				r.Header.Set(userHeader, "alice")
+				r.Header.Set(idemhttp.DefaultKeyHeader, "hj")
+				resp, err := srv.Client().Do(r)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				<-served
+				return resp, string(b)
 			}
+			_, body := send()
+			assert.Equal(t, "raw ok", body)
+			resp, body := send()
+			if tc.release {
+				assert.Equal(t, "raw ok", body)
+				assert.EqualValues(t, 2, runs.Load(), "a released key runs the handler again")
+				return
+			}
+			assert.Equal(t, 500, resp.StatusCode)
+			assert.Equal(t, "true", resp.Header.Get(idemhttp.ReplayedHeader))
+			assert.Contains(t, body, idemhttp.ProblemResponseNotStored)
+			assert.EqualValues(t, 1, runs.Load(), "a terminal record never runs the handler again")
 		})
 	}
 }
 
-func TestIdempotencyHijackIsNotGuarded(t *testing.T) {
-	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
-	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		runs.Add(1)
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if !assert.NoError(t, err) {
-			return
+func TestIdempotencyLargeResponse(t *testing.T) {
+	for _, tc := range unstoredCases {
+		for _, size := range []string{"body over the cap", "headers take it over the cap"} {
+			t.Run(tc.name+"/"+size, func(t *testing.T) {
+				var logs bytes.Buffer
+				var runs atomic.Int32
+				mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser,
+					idemhttp.WithMaxStoredResponse(64), idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))...))
+				big := strings.Repeat("x", 100)
+				if size != "body over the cap" {
+					big = big[:60]
+				}
+				h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					runs.Add(1)
+					w.Header().Set("Content-Type", "text/plain")
+					w.WriteHeader(http.StatusCreated)
+					_, _ = io.WriteString(w, big[:50])
+					_, _ = io.WriteString(w, big[50:])
+				}))
+				q := req{user: "alice", key: "big"}
+				w := serve(h, q)
+				assert.Equal(t, 201, w.Code)
+				assert.Equal(t, big, w.Body.String())
+				assert.False(t, isReplay(w))
+				requireUnstoredRetry(t, serve(h, q), tc.release, runs.Load())
+				assert.Contains(t, logs.String(), "level=WARN")
+				assert.Contains(t, logs.String(), "not stored")
+			})
 		}
-		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nraw ok")
-		_ = brw.Flush()
-	})))
-	defer srv.Close()
-	send := func() (int, string) {
-		r, err := http.NewRequest(http.MethodPost, srv.URL, nil)
-		require.NoError(t, err)
-		r.Header.Set(userHeader, "alice")
-		r.Header.Set(idemhttp.DefaultKeyHeader, "hj")
-		resp, err := srv.Client().Do(r)
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		return resp.StatusCode, string(b)
 	}
-	_, body := send()
-	assert.Equal(t, "raw ok", body)
-	// The key is released when the handler returns, which can be just after
-	// the client has read the hijacked response: until then a repeat is
-	// in progress (409). Wait for the release, boundedly.
-	status, body := send()
-	for i := 0; status == http.StatusConflict && i < 200; i++ {
-		time.Sleep(5 * time.Millisecond)
-		status, body = send()
-	}
-	assert.Equal(t, "raw ok", body)
-	assert.EqualValues(t, 2, runs.Load(), "a hijacked response releases the key")
 }
 
-func TestIdempotencyLargeResponseIsNotStored(t *testing.T) {
-	var logs bytes.Buffer
-	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser,
-		idemhttp.WithMaxStoredResponse(64), idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
-	big := strings.Repeat("x", 100)
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		runs.Add(1)
-		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, big[:50])
-		_, _ = io.WriteString(w, big[50:])
-	}))
-	q := req{user: "alice", key: "big"}
-	for i := range 2 {
-		w := serve(h, q)
-		assert.Equal(t, 201, w.Code)
-		assert.Equal(t, big, w.Body.String())
-		assert.False(t, isReplay(w))
-		assert.EqualValues(t, i+1, runs.Load())
+// A token spent on a response that cannot be stored keeps a terminal
+// record too: its reuse gets ProblemResponseNotStored, not a second run.
+func TestTokenLargeResponse(t *testing.T) {
+	for _, tc := range unstoredCases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &api{}
+			mux := tokenMux(t, newEngine(t), a, append(tc.opts, idemhttp.WithMaxStoredResponse(8))...)
+			q := req{user: "alice", token: issue(t, mux, "alice")}
+			assert.Equal(t, 201, serve(mux, q).Code)
+			w := serve(mux, q)
+			if tc.release {
+				requireProblem(t, w, 409, idemhttp.ProblemTokenUsed)
+			} else {
+				requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+			}
+			assert.EqualValues(t, 1, a.runs.Load())
+		})
 	}
-	assert.Contains(t, logs.String(), "level=WARN")
-	assert.Contains(t, logs.String(), "not stored")
 }
 
 func TestIdempotencyEngineResultCap(t *testing.T) {
@@ -504,6 +569,13 @@ func TestConstructorsValidate(t *testing.T) {
 		"max body":        {byUser, idemhttp.WithMaxBody(0)},
 		"max stored":      {byUser, idemhttp.WithMaxStoredResponse(-1)},
 		"nil fingerprint": {byUser, idemhttp.WithFingerprinter(nil)},
+		"replay marker":   {byUser, idemhttp.WithReplayHeader("")},
+		"token field":     {byUser, idemhttp.WithTokenField("")},
+		"unstored":        {byUser, idemhttp.WithUnstored(idemhttp.ReleaseKey+1, idemhttp.KeepTerminal)},
+		"payload window":  {byUser, idemhttp.WithPayloadWindow(-time.Second)},
+		"problem base":    {byUser, idemhttp.WithProblemBase("problems/")},
+		"problem members": {byUser, idemhttp.WithProblemMembers(idemhttp.DefaultProblemMembers + 1)},
+		"nil instance":    {byUser, idemhttp.WithProblemInstance(nil)},
 		"volatile path":   {byUser, idemhttp.WithVolatile("items[]")},
 	}
 	for name, ctor := range ctors {
@@ -516,17 +588,26 @@ func TestConstructorsValidate(t *testing.T) {
 	assert.ErrorIs(t, err, idemkit.ErrInvalid)
 }
 
+// Engine options are checked once, when the route's view is built: an
+// invalid one, one set per engine (namespace) or one set per request by
+// the middleware itself (scope) fails the constructor.
 func TestInvalidEngineOptionIsRejectedAtConstruction(t *testing.T) {
 	e := newEngine(t)
-	bad := idemhttp.WithEngineOptions(idemkit.WithLease(-1))
-	_, err := idemhttp.Idempotency(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
-	_, err = idemhttp.Window(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
-	_, err = idemhttp.Token(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
-	_, err = idemhttp.TokenIssuer(e, byUser, bad)
-	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+	ctors := map[string]func(...idemhttp.Option) error{
+		"Idempotency": func(o ...idemhttp.Option) error { _, err := idemhttp.Idempotency(e, o...); return err },
+		"Window":      func(o ...idemhttp.Option) error { _, err := idemhttp.Window(e, o...); return err },
+		"Token":       func(o ...idemhttp.Option) error { _, err := idemhttp.Token(e, o...); return err },
+		"TokenIssuer": func(o ...idemhttp.Option) error { _, err := idemhttp.TokenIssuer(e, o...); return err },
+	}
+	for name, ctor := range ctors {
+		for why, opt := range map[string]idemkit.Option{
+			"negative lease": idemkit.WithLease(-1),
+			"namespace":      idemkit.WithNamespace("other"),
+			"scope":          idemkit.WithScope("alice"),
+		} {
+			assert.ErrorIs(t, ctor(byUser, idemhttp.WithEngineOptions(opt)), idemkit.ErrInvalid, "%s: %s", name, why)
+		}
+	}
 }
 
 func TestTrustedHeaderPrincipal(t *testing.T) {
@@ -541,4 +622,174 @@ func TestTrustedHeaderPrincipal(t *testing.T) {
 	r.Header.Add(userHeader, "mallory")
 	_, err = p(r)
 	assert.ErrorIs(t, err, idemhttp.ErrNoPrincipal, "a repeated header is ambiguous")
+}
+
+// A body encoded by the handler (Content-Encoding) means nothing without
+// that header: the replay must carry it, or the client gets gzip bytes
+// labelled as something else.
+func TestIdempotencyReplayKeepsContentEncoding(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"id":42}`))
+	require.NoError(t, zw.Close())
+	srv, c := liveServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(gz.Bytes())
+	})
+	fresh, freshBody := livePost(t, srv, c, "gz", nil)
+	again, againBody := livePost(t, srv, c, "gz", nil)
+	require.Equal(t, "true", again.Header.Get(idemhttp.ReplayedHeader))
+	assert.Equal(t, "gzip", fresh.Header.Get("Content-Encoding"))
+	assert.Equal(t, fresh.Header.Values("Content-Encoding"), again.Header.Values("Content-Encoding"))
+	assert.Equal(t, fresh.Header.Values("Content-Type"), again.Header.Values("Content-Type"))
+	assert.Equal(t, freshBody, againBody)
+}
+
+// Concurrent requests with one key from two principals: each principal's
+// handler runs once and nobody ever gets the other's response.
+func TestIdempotencyPrincipalsNeverShareResponses(t *testing.T) {
+	var runs sync.Map
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithWait(time.Millisecond)))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := r.Header.Get(userHeader)
+		n, _ := runs.LoadOrStore(u, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		time.Sleep(time.Millisecond)
+		_, _ = io.WriteString(w, "for "+u)
+	}))
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		user := []string{"alice", "bob"}[i%2]
+		wg.Go(func() {
+			w := serve(h, req{user: user, key: "shared"})
+			if w.Body.String() != "for "+user {
+				errs <- errors.New(user + " got " + w.Body.String())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	runs.Range(func(k, v any) bool {
+		assert.EqualValues(t, 1, v.(*atomic.Int32).Load(), "%s's handler runs", k)
+		return true
+	})
+}
+
+func TestIdempotencyPayloadWindow(t *testing.T) {
+	a := &api{}
+	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
+	order := req{user: "alice", key: "click-1", body: `{"sku":"x"}`}
+	require.Equal(t, 201, serve(mux, order).Code)
+
+	again := order
+	again.key = "click-2"
+	p := requireProblem(t, serve(mux, again), 409, idemhttp.ProblemPayloadReused)
+	assert.Equal(t, "click-2", p.IdempotencyKey)
+	assert.False(t, *p.Retryable)
+
+	assert.True(t, isReplay(serve(mux, order)), "a retry with the first key gets its outcome")
+	other := again
+	other.body = `{"sku":"y"}`
+	assert.Equal(t, 201, serve(mux, other).Code, "another payload under a new key runs")
+	bob := again
+	bob.user = "bob"
+	assert.Equal(t, 201, serve(mux, bob).Code, "another principal's payload is its own")
+	assert.EqualValues(t, 3, a.runs.Load())
+
+	plain := keyMux(t, newEngine(t), &api{})
+	require.Equal(t, 201, serve(plain, order).Code)
+	assert.Equal(t, 201, serve(plain, again).Code, "off by default")
+
+	_, err := idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithPayloadWindow(0))
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+func TestIdempotencyPayloadWindowEnds(t *testing.T) {
+	a := &api{}
+	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(20*time.Millisecond))
+	require.Equal(t, 201, serve(mux, req{user: "alice", key: "k1", body: "b"}).Code)
+	n := 1
+	require.Eventually(t, func() bool {
+		n++
+		return serve(mux, req{user: "alice", key: fmt.Sprint("k", n), body: "b"}).Code == 201
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.EqualValues(t, 2, a.runs.Load())
+}
+
+// Many clicks at once, each with its own key and the same payload: one
+// runs; every other is told the payload was already submitted.
+func TestIdempotencyPayloadWindowConcurrentKeysRunOnce(t *testing.T) {
+	a := &api{delay: time.Millisecond}
+	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
+	const n = 50
+	results := make([]*httptest.ResponseRecorder, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Go(func() {
+			r := req{user: "alice", key: fmt.Sprint("click-", i), body: `{"sku":"x"}`}.build()
+			start.Wait()
+			results[i] = httptest.NewRecorder()
+			mux.ServeHTTP(results[i], r)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	ran := 0
+	for _, w := range results {
+		switch w.Code {
+		case http.StatusCreated:
+			ran++
+		default:
+			requireProblem(t, w, 409, idemhttp.ProblemPayloadReused)
+		}
+	}
+	assert.Equal(t, 1, ran)
+	assert.EqualValues(t, 1, a.runs.Load())
+}
+
+// Racing requests with one key whose response is streamed: the handler
+// runs once, and every other request is told the first is in progress or
+// that its response was not stored.
+func TestIdempotencyConcurrentStreamedRunsOnce(t *testing.T) {
+	var runs atomic.Int32
+	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(time.Millisecond)
+	}))
+	const n = 50
+	results := make([]*httptest.ResponseRecorder, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Go(func() {
+			r := req{user: "alice", key: "stream"}.build()
+			start.Wait()
+			results[i] = httptest.NewRecorder()
+			h.ServeHTTP(results[i], r)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	streamed := 0
+	for _, w := range results {
+		switch w.Code {
+		case http.StatusOK:
+			streamed++
+		case http.StatusConflict:
+			requireProblem(t, w, 409, idemhttp.ProblemInProgress)
+		default:
+			requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+		}
+	}
+	assert.Equal(t, 1, streamed)
+	assert.EqualValues(t, 1, runs.Load())
 }

@@ -5,34 +5,34 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/keying"
 )
 
-// Header names and limits used when no option overrides them.
+// Header names and limits used when no option overrides them. The names
+// and MaxKeyLen are keying's, which every transport shares.
 const (
 	// DefaultKeyHeader is the request header that carries the client's
 	// idempotency key (draft-ietf-httpapi-idempotency-key-header).
-	DefaultKeyHeader = "Idempotency-Key"
+	DefaultKeyHeader = keying.KeyHeader
 	// DefaultTokenHeader is the request header that carries a one-time
 	// token in Token mode.
-	DefaultTokenHeader = "Idempotency-Token"
-	// ReplayedHeader is set to "true" on every replayed response, and
-	// never on a fresh one.
-	ReplayedHeader = "Idempotent-Replayed"
+	DefaultTokenHeader = keying.TokenHeader
+	// ReplayedHeader is the default replay header (WithReplayHeader):
+	// "true" on every replayed response, never on a fresh one.
+	ReplayedHeader = keying.ReplayedHeader
 	// DefaultMaxBody is the largest request body, in bytes, read for a
 	// fingerprint; larger bodies get 413.
 	DefaultMaxBody = 1 << 20
-	// DefaultMaxStoredResponse is the largest response body, in bytes,
-	// that is stored for replay. The engine's own cap
-	// (idemkit.WithMaxResultSize, default 1 MiB) applies to the encoded
-	// response (status, replayed headers and body) as well.
+	// DefaultMaxStoredResponse is the largest response, in bytes, stored
+	// for replay: see WithMaxStoredResponse.
 	DefaultMaxStoredResponse = 1 << 20
 	// MaxKeyLen is the longest idempotency key or token accepted, in
 	// characters.
-	MaxKeyLen = 255
+	MaxKeyLen = keying.MaxKeyLen
 )
 
 // ErrNoPrincipal is returned by principal functions such as
@@ -50,6 +50,8 @@ type config struct {
 	principal     func(*http.Request) (string, error)
 	keyHeader     string
 	tokenHeader   string
+	tokenField    string
+	replayHeader  string
 	methods       []string
 	store         func(status int) bool
 	replayHeaders []string
@@ -58,11 +60,16 @@ type config struct {
 	query         []string
 	querySet      bool
 	volatile      []string
-	fp            *keying.Fingerprinter // Idempotency and Token mode
-	windowFP      *keying.Fingerprinter // Window mode
-	callOpts      []idemkit.Option
+	fp            *keying.Fingerprinter // set by WithFingerprinter
+	engineOpts    []idemkit.Option
 	logger        *slog.Logger
 	optionalKey   bool
+	tooLarge      Unstored
+	streamed      Unstored
+	payloadWindow time.Duration
+	problemBase   string
+	members       ProblemMembers
+	instance      func(*http.Request) string
 	err           error
 }
 
@@ -70,16 +77,19 @@ func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		keyHeader:     DefaultKeyHeader,
 		tokenHeader:   DefaultTokenHeader,
+		replayHeader:  ReplayedHeader,
 		methods:       []string{http.MethodPost, http.MethodPatch},
 		store:         DefaultStorePolicy,
 		replayHeaders: []string{"Content-Type", "Content-Encoding", "Location"},
 		maxBody:       DefaultMaxBody,
 		maxStored:     DefaultMaxStoredResponse,
+		problemBase:   DefaultProblemBase,
+		members:       DefaultProblemMembers,
+		instance:      UUIDInstance,
 	}
 	for _, o := range opts {
 		o(c)
 	}
-	c.fingerprinters()
 	if c.err == nil && c.principal == nil {
 		c.invalid("WithPrincipal is required: keys and tokens are scoped by principal")
 	}
@@ -87,22 +97,6 @@ func newConfig(opts []Option) (*config, error) {
 		return nil, c.err
 	}
 	return c, nil
-}
-
-// fingerprinters builds the fingerprinters WithFingerprinter did not set:
-// Idempotency mode compares the whole body but the WithVolatile paths;
-// Window mode drops keying.WindowVolatile as well.
-func (c *config) fingerprinters() {
-	if c.fp != nil {
-		c.windowFP = c.fp
-		return
-	}
-	var err error
-	if c.fp, err = keying.NewFingerprinter(keying.WithVolatile(c.volatile...)); err != nil {
-		c.invalid("WithVolatile: %w", err)
-		return
-	}
-	c.windowFP, _ = keying.NewFingerprinter(keying.WithVolatile(keying.WindowVolatile()...), keying.WithVolatile(c.volatile...))
 }
 
 func (c *config) invalid(format string, args ...any) {
@@ -119,22 +113,14 @@ func (c *config) log() *slog.Logger {
 }
 
 func (c *config) guarded(method string) bool {
-	for _, m := range c.methods {
-		if m == method {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.methods, method)
 }
 
-// WithPrincipal sets how the caller of a request is identified. It is
-// required: every constructor returns an error wrapping idemkit.ErrInvalid
-// without it. Keys, fingerprints and tokens are scoped by the principal,
-// so a replay is only ever served to the principal whose request was
-// stored. When fn returns an error the request is answered with 401 and
-// the handler does not run. Returning "" is allowed and puts every such
-// request into one shared anonymous scope. fn must be safe for concurrent
-// use.
+// WithPrincipal sets how the caller of a request is identified; it is
+// required. The principal is the engine scope (idemkit.WithScope) of every
+// key and token, so a replay is only served to the principal whose request
+// was stored. When fn returns an error or "" the request gets 401 and the
+// handler does not run. fn must be safe for concurrent use.
 func WithPrincipal(fn func(*http.Request) (string, error)) Option {
 	return func(c *config) {
 		if fn == nil {
@@ -275,10 +261,12 @@ func WithMaxBody(n int64) Option {
 	}
 }
 
-// WithMaxStoredResponse sets the largest response body stored for replay
-// (default DefaultMaxStoredResponse). A larger response is sent to the
-// client as it is written, not stored, and its key released, with a
-// warning logged.
+// WithMaxStoredResponse sets the largest encoded response (status,
+// replayed headers and body) stored for replay (default
+// DefaultMaxStoredResponse). A larger response is sent to the client as it
+// is written; what its key keeps is set by WithUnstored. Keep it at or
+// under the engine's idemkit.WithMaxResultSize: a response under this cap
+// but over the engine's is released, with a warning.
 func WithMaxStoredResponse(n int) Option {
 	return func(c *config) {
 		if n <= 0 {
@@ -286,6 +274,35 @@ func WithMaxStoredResponse(n int) Option {
 			return
 		}
 		c.maxStored = n
+	}
+}
+
+// Unstored says what a key or token keeps when the handler's response
+// cannot be stored for replay. See WithUnstored.
+type Unstored uint8
+
+const (
+	// KeepTerminal (the default) stores a terminal record: a retry gets
+	// 500 ProblemResponseNotStored, marked replayed, and the handler does
+	// not run again.
+	KeepTerminal Unstored = iota
+	// ReleaseKey releases the key, so a retry runs the handler again (in
+	// Token mode the token is spent without a result: a reuse gets 409
+	// ProblemTokenUsed).
+	ReleaseKey
+)
+
+// WithUnstored sets what a key or token keeps when the response is over
+// WithMaxStoredResponse (tooLarge) or streamed, that is, the handler
+// called Flush or Hijack (streamed). Both default to KeepTerminal.
+// Idempotency and Token modes.
+func WithUnstored(tooLarge, streamed Unstored) Option {
+	return func(c *config) {
+		if tooLarge > ReleaseKey || streamed > ReleaseKey {
+			c.invalid("unknown Unstored value")
+			return
+		}
+		c.tooLarge, c.streamed = tooLarge, streamed
 	}
 }
 
@@ -299,19 +316,18 @@ func WithQueryParams(names ...string) Option {
 	}
 }
 
-// WithVolatile adds paths of JSON members dropped before a JSON body is
-// fingerprinted, written as for keying.WithVolatile ("timestamp" is a
-// top-level member, "meta.nonce" and "items[].ts" reach deeper). By default
+// WithVolatile adds paths of JSON members dropped before a request body
+// is fingerprinted, written as for keying.WithVolatile ("timestamp" is a
+// top-level member; "meta.nonce" and "items[].ts" reach deeper). By default
 // Idempotency mode compares the whole body and Window mode drops
-// keying.WindowVolatile (top-level traceId, timestamp, nonce, sign and
-// random). A malformed path makes the constructor fail.
+// keying.WindowVolatile. A malformed path makes the constructor fail.
 func WithVolatile(paths ...string) Option {
-	paths = append([]string(nil), paths...)
+	paths = slices.Clone(paths)
 	return func(c *config) { c.volatile = append(c.volatile, paths...) }
 }
 
-// WithFingerprinter sets the fingerprinter used for requests in every mode,
-// in place of the defaults described at WithVolatile, which it overrides.
+// WithFingerprinter sets the fingerprinter used for request bodies,
+// instead of the mode's default. It replaces WithVolatile.
 func WithFingerprinter(f *keying.Fingerprinter) Option {
 	return func(c *config) {
 		if f == nil {
@@ -322,19 +338,17 @@ func WithFingerprinter(f *keying.Fingerprinter) Option {
 	}
 }
 
-// WithEngineOptions passes engine options to every engine call the route
+// WithEngineOptions sets engine options for every engine call the route
 // makes, for example idemkit.WithFailureMode(idemkit.FailOpen),
-// idemkit.WithWindow, idemkit.WithRelease or idemkit.WithRetention. The
-// constructors reject invalid engine options (idemkit.CheckOptions).
+// idemkit.WithWindow or idemkit.WithRetention. They are validated once, by
+// the constructor (an error wraps idemkit.ErrInvalid).
 //
-// Do not give an engine used by this package an idemkit.ErrorCodec
-// (idemkit.WithErrorCodec) that marks every error final: the middleware
-// signals "do not store this response" (5xx by default, see
-// WithStorePolicy) with an error from the engine's fn, and such a codec
-// would store it and replay a 500 for the whole retention. Which responses
-// are final is WithStorePolicy's job here.
+// Do not give the engine an idemkit.ErrorCodec that marks every error
+// final: the middleware says "do not store this response" with an error,
+// and such a codec would store it. WithStorePolicy decides what is final.
 func WithEngineOptions(opts ...idemkit.Option) Option {
-	return func(c *config) { c.callOpts = append(c.callOpts, opts...) }
+	opts = slices.Clone(opts)
+	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
 }
 
 // WithWait makes a request that repeats one still in flight wait for the
@@ -346,9 +360,53 @@ func WithWait(poll time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings such as responses too large to
-// store (default slog.Default() at the time of logging).
+// store (default slog.Default() at the time of logging). Log lines never
+// hold keys, tokens, principals or store error texts.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
+}
+
+// WithReplayHeader sets the response header that marks a replay (default
+// ReplayedHeader).
+func WithReplayHeader(name string) Option {
+	return func(c *config) {
+		if !validHeaderName(name) {
+			c.invalid("invalid replay header name %q", name)
+			return
+		}
+		c.replayHeader = http.CanonicalHeaderKey(name)
+	}
+}
+
+// WithTokenField makes Token mode accept the token from the form field
+// name as well as from the token header (which wins when both are sent),
+// for server-rendered HTML forms, which cannot set headers. The field is
+// read from application/x-www-form-urlencoded and multipart/form-data
+// bodies of at most WithMaxBody bytes (larger ones get 413); the body
+// reaches the handler intact.
+func WithTokenField(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.invalid("empty token field name")
+			return
+		}
+		c.tokenField = name
+	}
+}
+
+// WithPayloadWindow makes Idempotency mode answer 409 ProblemPayloadReused
+// to a request whose payload (the fingerprint) was sent under another key
+// by the same principal less than d ago: a guard against clients that mint
+// a new key per click. A retry with the first key still gets its outcome.
+// Each guarded request costs one more store operation.
+func WithPayloadWindow(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("payload window must be positive, got %v", d)
+			return
+		}
+		c.payloadWindow = d
+	}
 }
 
 // validHeaderName reports whether s is a non-empty RFC 9110 token.

@@ -23,12 +23,13 @@ import (
 // later writes go directly to the client, and the response is not stored.
 type recorder struct {
 	w      http.ResponseWriter
+	c      *config
 	status int
 	header http.Header // the header map when the status was set
 	body   []byte
-	max    int
 	state  recState
 	ran    bool
+	tooBig bool // the response was over the stored-size cap
 }
 
 type recState uint8
@@ -47,8 +48,8 @@ var (
 	errPassedThrough = errors.New("idemhttp: response streamed, hijacked or too large; not stored")
 )
 
-func newRecorder(w http.ResponseWriter, max int) *recorder {
-	return &recorder{w: w, max: max}
+func newRecorder(w http.ResponseWriter, c *config) *recorder {
+	return &recorder{w: w, c: c}
 }
 
 // Header returns the real writer's header map.
@@ -94,7 +95,7 @@ func (rec *recorder) restoreHeader() {
 
 // Write captures p, or passes it through once the recorder has switched.
 func (rec *recorder) Write(p []byte) (int, error) {
-	if rec.state == capturing && len(rec.body)+len(p) > rec.max {
+	if rec.state == capturing && len(rec.body)+len(p) > rec.c.maxStored {
 		rec.passThrough(overflowed)
 	}
 	switch rec.state {
@@ -112,7 +113,7 @@ func (rec *recorder) Write(p []byte) (int, error) {
 
 // WriteString is Write for strings, without a conversion.
 func (rec *recorder) WriteString(s string) (int, error) {
-	if rec.state == capturing && len(rec.body)+len(s) <= rec.max {
+	if rec.state == capturing && len(rec.body)+len(s) <= rec.c.maxStored {
 		if rec.status == 0 {
 			rec.setStatus(http.StatusOK)
 		}
@@ -176,7 +177,7 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 func (rec *recorder) passThrough(st recState) {
 	rec.state = st
 	rec.restoreHeader()
-	rec.w.Header().Del(ReplayedHeader)
+	rec.w.Header().Del(rec.c.replayHeader)
 	if rec.status != 0 {
 		rec.w.WriteHeader(rec.status)
 	}
@@ -187,21 +188,43 @@ func (rec *recorder) passThrough(st recState) {
 }
 
 // run returns the engine work function: it runs next, then encodes the
-// captured response for the store, or returns an error so that the engine
-// does not store it.
-func (rec *recorder) run(next http.Handler, r *http.Request, c *config) func(context.Context) ([]byte, error) {
+// captured response for the store, or a terminal record when it cannot be
+// stored (WithUnstored), or returns an error so that the engine releases
+// the key.
+func (rec *recorder) run(next http.Handler, r *http.Request) func(context.Context) ([]byte, error) {
 	return func(context.Context) ([]byte, error) {
 		rec.ran = true
 		next.ServeHTTP(rec, r)
-		if rec.state != capturing {
-			return nil, errPassedThrough
+		c := rec.c
+		switch rec.state {
+		case capturing:
+		case overflowed:
+			rec.tooBig = true
+			return unstored(c.tooLarge, reasonTooLarge)
+		default:
+			return unstored(c.streamed, reasonStreamed)
 		}
 		rec.complete()
 		if !c.store(rec.status) {
 			return nil, errNotStored
 		}
-		return encodeResponse(rec.status, rec.w.Header(), c.replayHeaders, rec.body), nil
+		enc := encodeResponse(rec.status, rec.w.Header(), c.replayHeaders, rec.body)
+		if len(enc) > c.maxStored {
+			// The headers took it over the cap; the response itself is
+			// still to be sent (writeFresh).
+			rec.tooBig = true
+			return unstored(c.tooLarge, reasonTooLarge)
+		}
+		return enc, nil
 	}
+}
+
+// unstored is the outcome of a response that cannot be stored.
+func unstored(u Unstored, reason byte) ([]byte, error) {
+	if u == ReleaseKey {
+		return nil, errPassedThrough
+	}
+	return terminalRecord(reason), nil
 }
 
 // complete settles the captured response as net/http would have sent it:
@@ -224,14 +247,19 @@ func (rec *recorder) complete() {
 // writeFresh sends the captured response to the client.
 func (rec *recorder) writeFresh() {
 	h := rec.w.Header()
-	delete(h, ReplayedHeader)
-	writeResponse(rec.w, h, rec.status, rec.body)
+	delete(h, rec.c.replayHeader)
+	writeResponse(rec.w, h, rec.status, rec.body, nil)
 }
 
-// writeResponse sets Content-Length and sends status and body.
-func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte) {
+// writeResponse sets Content-Length and sends status and body. slot, when
+// not nil, is a one-value slice to hold the length.
+func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte, slot []string) {
 	if bodyAllowed(status) {
-		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+		if slot == nil {
+			slot = make([]string, 1)
+		}
+		slot[0] = strconv.Itoa(len(body))
+		h["Content-Length"] = slot
 	}
 	w.WriteHeader(status)
 	if len(body) > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 )
 
 // A stored response, version 1:
@@ -17,7 +18,38 @@ import (
 //	rest   body
 //
 // Only the headers on the replay allow-list are stored.
-const responseVersion = 1
+//
+// A terminal record stands for a response that could not be stored
+// (WithUnstored): [0] terminalVersion (2), [1] the reason.
+const (
+	responseVersion = 1
+	terminalVersion = 2
+)
+
+// Reasons a response was not stored, kept in a terminal record.
+const (
+	reasonTooLarge byte = 1 + iota
+	reasonStreamed
+)
+
+// terminalRecord returns the stored value that stands for a response not
+// kept for the given reason.
+func terminalRecord(reason byte) []byte { return []byte{terminalVersion, reason} }
+
+// terminalReason reports whether b is a terminal record and, if so, says
+// why the response was not stored.
+func terminalReason(b []byte) (string, bool) {
+	if len(b) != 2 || b[0] != terminalVersion {
+		return "", false
+	}
+	switch b[1] {
+	case reasonTooLarge:
+		return "the first request with this key was processed, but its response was too large to keep; it is not processed again", true
+	case reasonStreamed:
+		return "the first request with this key was processed, but its response was streamed and could not be kept; it is not processed again", true
+	}
+	return "", false
+}
 
 var errCorruptResponse = errors.New("idemhttp: corrupt stored response")
 
@@ -61,6 +93,7 @@ type storedResponse struct {
 	status  int
 	headers []storedHeader
 	body    []byte
+	spare   []string // two free value slots for replay
 }
 
 type storedHeader struct {
@@ -96,7 +129,10 @@ func decodeResponse(b []byte, allow []string) (storedResponse, error) {
 	sr.body = b[d.off:]
 	text := string(b[headerStart:d.off]) // one allocation for all header strings
 	sr.headers = make([]storedHeader, n)
-	vals := make([]string, total)
+	// Two more slots hold the replay header's and Content-Length's
+	// values, so a replay allocates no slice of its own.
+	vals := make([]string, total+2)
+	sr.spare = vals[total : total+2 : total+2]
 	t := decoder{b: b[:d.off], off: headerStart}
 	for i := range sr.headers {
 		sh := &sr.headers[i]
@@ -111,10 +147,8 @@ func decodeResponse(b []byte, allow []string) (storedResponse, error) {
 }
 
 func canonicalName(name string, allow []string) string {
-	for _, a := range allow {
-		if a == name {
-			return a
-		}
+	if i := slices.Index(allow, name); i >= 0 {
+		return allow[i]
 	}
 	return name
 }
@@ -166,13 +200,14 @@ func (d *decoder) text(text string, base int) string {
 	return text[d.off-n-base : d.off-base]
 }
 
-// replay writes a stored response: status, stored headers, body and
-// Idempotent-Replayed: true.
-func replay(w http.ResponseWriter, sr storedResponse) {
+// replay writes a stored response: status, stored headers, body and the
+// replay header set to "true".
+func replay(w http.ResponseWriter, sr storedResponse, replayHeader string) {
 	h := w.Header()
 	for _, sh := range sr.headers {
 		h[sh.name] = sh.values
 	}
-	h[ReplayedHeader] = []string{"true"}
-	writeResponse(w, h, sr.status, sr.body)
+	sr.spare[0] = "true"
+	h[replayHeader] = sr.spare[0:1:1]
+	writeResponse(w, h, sr.status, sr.body, sr.spare[1:2:2])
 }

@@ -11,32 +11,76 @@ import (
 	"net/url"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
+	"github.com/idemkit/idemkit/store"
 )
 
-// route is what every mode shares: the engine and the route's settings.
+// transport is the first part of every key this package gives the engine,
+// so no other adapter's keys can meet them.
+const transport = "http"
+
+// mode is the middleware a route serves.
+type mode uint8
+
+const (
+	modeKey mode = iota
+	modeWindow
+	modeToken
+	modeIssuer
+)
+
+// route is what every mode shares, built once per constructor call: the
+// engine view with the route's options applied, the settings, the
+// fingerprinter and the problem writer.
 type route struct {
-	e *idemkit.Engine
-	c *config
+	e       *idemkit.Engine
+	payload *idemkit.Engine // the payload guard's view (WithPayloadWindow), or nil
+	c       *config
+	fp      *keying.Fingerprinter
+	p       problems
 }
 
-func newRoute(e *idemkit.Engine, opts []Option) (route, error) {
+func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
 	if e == nil {
-		return route{}, fmt.Errorf("idemhttp: %w: nil engine", idemkit.ErrInvalid)
+		return nil, fmt.Errorf("idemhttp: %w: nil engine", idemkit.ErrInvalid)
 	}
 	c, err := newConfig(opts)
 	if err != nil {
-		return route{}, err
+		return nil, err
 	}
-	if err := idemkit.CheckOptions(c.callOpts...); err != nil {
-		return route{}, fmt.Errorf("idemhttp: engine options: %w", err)
+	view, err := e.With(c.engineOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("idemhttp: engine options: %w", err)
 	}
-	return route{e: e, c: c}, nil
+	rt := &route{e: view, c: c, fp: c.fp, p: newProblems(c)}
+	if c.payloadWindow > 0 {
+		if rt.payload, err = view.With(idemkit.WithRetention(c.payloadWindow)); err != nil {
+			return nil, fmt.Errorf("idemhttp: payload window: %w", err)
+		}
+	}
+	if rt.fp == nil {
+		if rt.fp, err = defaultFingerprinter(m, c.volatile); err != nil {
+			return nil, fmt.Errorf("idemhttp: %w: WithVolatile: %w", idemkit.ErrInvalid, err)
+		}
+	}
+	return rt, nil
+}
+
+// defaultFingerprinter is the mode's fingerprinter: Idempotency and Token
+// modes compare whole payloads but the paths named; Window mode drops
+// keying.WindowVolatile as well.
+func defaultFingerprinter(m mode, volatile []string) (*keying.Fingerprinter, error) {
+	opts := []keying.Option{keying.WithVolatile(volatile...)}
+	if m == modeWindow {
+		opts = append(opts, keying.WithVolatile(keying.WindowVolatile()...))
+	}
+	return keying.NewFingerprinter(opts...)
 }
 
 // enter passes requests of methods the route does not guard straight to
 // next, and identifies the caller of the others, answering 401 itself. It
 // reports whether the request is the middleware's to handle.
-func (rt route) enter(w http.ResponseWriter, r *http.Request, next http.Handler) (string, bool) {
+func (rt *route) enter(w http.ResponseWriter, r *http.Request, next http.Handler) (string, bool) {
 	if !rt.c.guarded(r.Method) {
 		next.ServeHTTP(w, r)
 		return "", false
@@ -45,10 +89,10 @@ func (rt route) enter(w http.ResponseWriter, r *http.Request, next http.Handler)
 }
 
 // principal identifies the caller, or answers 401.
-func (rt route) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (rt *route) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
 	p, err := rt.c.principal(r)
-	if err != nil {
-		writeProblem(w, http.StatusUnauthorized, ProblemUnauthenticated, "the caller of this request could not be identified", 0)
+	if err != nil || p == "" {
+		rt.p.write(w, r, answer{kind: kindUnauthenticated, detail: "the caller of this request could not be identified"})
 		return "", false
 	}
 	return p, true
@@ -58,7 +102,7 @@ var errBodyTooLarge = errors.New("idemhttp: request body too large")
 
 // body reads the request body, at most the configured cap, and restores it
 // for the handler. It answers 413 or 400 itself and reports false.
-func (rt route) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+func (rt *route) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	b, err := readBody(r, rt.c.maxBody)
 	var tooLarge *http.MaxBytesError // a server-wide http.MaxBytesReader
 	switch {
@@ -67,11 +111,10 @@ func (rt route) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		if tooLarge != nil {
 			limit = min(limit, tooLarge.Limit)
 		}
-		writeProblem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge,
-			fmt.Sprintf("the request body is over %d bytes", limit), 0)
+		rt.p.write(w, r, answer{kind: kindBodyTooLarge, detail: fmt.Sprintf("the request body is over %d bytes", limit)})
 		return nil, false
 	case err != nil:
-		writeProblem(w, http.StatusBadRequest, ProblemBodyUnreadable, "the request body could not be read", 0)
+		rt.p.write(w, r, answer{kind: kindBodyUnreadable, detail: "the request body could not be read"})
 		return nil, false
 	}
 	if r.Body != nil && r.Body != http.NoBody {
@@ -123,6 +166,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 }
 
+// scope is the per-call engine option that makes the principal own the
+// key: the engine keeps it in store keys only as a digest.
+func scope(principal string) idemkit.Option { return idemkit.WithScope(principal) }
+
 // operation names what the request does: its method, the ServeMux pattern
 // that matched it (r.Pattern) and its path, so the same body sent to
 // /orders/1 and /orders/2 are different operations.
@@ -132,7 +179,7 @@ func operation(r *http.Request) string {
 
 // params returns the query parameters that are part of the fingerprint:
 // the selected ones, or all of them when all is set and none were selected.
-func (rt route) params(r *http.Request, all bool) url.Values {
+func (rt *route) params(r *http.Request, all bool) url.Values {
 	if r.URL.RawQuery == "" {
 		return nil
 	}
@@ -157,9 +204,10 @@ func (rt route) params(r *http.Request, all bool) url.Values {
 
 // finish answers a request that went through Do or UseToken: the fresh
 // response when the handler ran, the stored one on a replay, or the
-// problem mapErr picks for err.
-func (rt route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, res idemkit.Result, err error,
-	mapErr func(http.ResponseWriter, error) bool) {
+// problem mapErr picks for err. key is the client's idempotency key, ""
+// in Token mode.
+func (rt *route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, res idemkit.Result, err error, key string,
+	mapErr func(error) (answer, bool)) {
 	if rec.ran {
 		rt.afterRun(r, rec, err)
 		if rec.state == capturing {
@@ -168,57 +216,102 @@ func (rt route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, re
 		return
 	}
 	if err == nil && res.Replayed {
-		sr, derr := decodeResponse(res.Value, rt.c.replayHeaders)
-		if derr != nil {
-			rt.c.log().ErrorContext(r.Context(), "idemhttp: stored response cannot be decoded", "error", derr)
-			writeProblem(w, http.StatusInternalServerError, ProblemInternal, "the stored response cannot be read", 0)
-			return
-		}
-		replay(w, sr)
+		rt.replay(w, r, res.Value, key)
 		return
 	}
-	if err != nil && mapErr(w, err) {
+	if a, ok := mapErr(err); ok {
+		a.key = key
+		rt.p.write(w, r, a)
 		return
 	}
-	rt.internal(w, r, err)
+	rt.internal(w, r, err, key)
+}
+
+// replay answers with a stored outcome.
+func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, key string) {
+	if why, ok := terminalReason(value); ok {
+		rt.p.write(w, r, answer{kind: kindResponseNotStored, detail: why, key: key, replay: true})
+		return
+	}
+	sr, err := decodeResponse(value, rt.c.replayHeaders)
+	if err != nil {
+		rt.internal(w, r, err, key)
+		return
+	}
+	replay(w, sr, rt.c.replayHeader)
 }
 
 // afterRun logs what went wrong around a handler that ran.
-func (rt route) afterRun(r *http.Request, rec *recorder, err error) {
+func (rt *route) afterRun(r *http.Request, rec *recorder, err error) {
 	ctx := r.Context()
 	switch {
-	case rec.state == overflowed:
-		rt.warn(ctx, "idemhttp: response over the stored-size cap sent unguarded and not stored; key released", r, slog.Int("max_stored", rt.c.maxStored))
+	case rec.tooBig:
+		rt.warn(ctx, "idemhttp: response over the stored-size cap sent unguarded and not stored", r,
+			slog.Int("max_stored", rt.c.maxStored), slog.Bool("key_released", rt.c.tooLarge == ReleaseKey))
 	case errors.Is(err, idemkit.ErrResultTooLarge):
-		rt.warn(ctx, "idemhttp: encoded response over the engine's result cap; not stored, key released", r, slog.Any("error", err))
-	case errors.Is(err, idemkit.ErrLeaseLost), errors.Is(err, idemkit.ErrUnavailable):
-		rt.warn(ctx, "idemhttp: handler ran but its response could not be recorded", r, slog.Any("error", err))
+		rt.warn(ctx, "idemhttp: encoded response over the engine's result cap; not stored, key released", r)
+	case err != nil && !errors.Is(err, errNotStored) && !errors.Is(err, errPassedThrough):
+		rt.warn(ctx, "idemhttp: handler ran but its response could not be recorded", r, slog.String("error", describe(err)))
 	}
 }
 
-func (rt route) warn(ctx context.Context, msg string, r *http.Request, attrs ...slog.Attr) {
+func (rt *route) warn(ctx context.Context, msg string, r *http.Request, attrs ...slog.Attr) {
 	attrs = append(attrs, slog.String("method", r.Method), slog.String("pattern", r.Pattern))
 	rt.c.log().LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 }
 
-// common maps the errors every mode shares; it reports whether it answered.
-func common(w http.ResponseWriter, err error) bool {
+// common maps the errors every mode shares; it reports whether it did.
+func common(err error) (answer, bool) {
 	var ce *idemkit.ConflictError
 	switch {
 	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrInProgress):
-		writeProblem(w, http.StatusConflict, ProblemInProgress,
-			"a request with this key is still being processed; retry after the delay given", ce.RetryAfter)
+		return answer{kind: kindInProgress, retry: ce.RetryAfter,
+			detail: "a request with this key is still being processed; retry after the delay given"}, true
 	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeProblem(w, http.StatusServiceUnavailable, ProblemUnavailable,
-			"duplicate protection is unavailable; the request was not processed", unavailableRetry)
-	default:
-		return false
+		return answer{kind: kindUnavailable, retry: unavailableRetry,
+			detail: "duplicate protection is unavailable; the request was not processed"}, true
 	}
-	return true
+	return answer{}, false
 }
 
-func (rt route) internal(w http.ResponseWriter, r *http.Request, err error) {
-	rt.c.log().ErrorContext(r.Context(), "idemhttp: unexpected engine outcome", "error", err,
-		"method", r.Method, "pattern", r.Pattern)
-	writeProblem(w, http.StatusInternalServerError, ProblemInternal, "the request could not be processed", 0)
+// internal answers 500 for an outcome no mode expects and logs it, without
+// the error's text (stores name keys in their errors): the log line and
+// the answer share the problem instance, so one can be found from the
+// other.
+func (rt *route) internal(w http.ResponseWriter, r *http.Request, err error, key string) {
+	a := answer{kind: kindInternal, detail: "the request could not be processed", key: key}
+	if rt.p.members&MemberInstance != 0 {
+		a.instance = rt.p.instance(r)
+	}
+	rt.c.log().LogAttrs(r.Context(), slog.LevelError, "idemhttp: unexpected engine outcome",
+		slog.String("error", describe(err)), slog.String("method", r.Method), slog.String("pattern", r.Pattern),
+		slog.String("instance", a.instance))
+	rt.p.write(w, r, a)
+}
+
+// describe names the kind of err in fixed words: error texts can hold
+// store keys, and with them raw keys, tokens and principals, so they never
+// reach a log line or a client.
+func describe(err error) string {
+	switch {
+	case err == nil:
+		return "none"
+	case errors.Is(err, context.Canceled):
+		return "request cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline exceeded"
+	case errors.Is(err, idemkit.ErrUnavailable):
+		return "store unavailable"
+	case errors.Is(err, store.ErrCorrupt):
+		return "corrupt record in the store"
+	case errors.Is(err, errCorruptResponse):
+		return "corrupt stored response"
+	case errors.Is(err, idemkit.ErrLeaseLost):
+		return "lease lost"
+	case errors.Is(err, idemkit.ErrResultTooLarge):
+		return "result over the engine's size cap"
+	case errors.Is(err, idemkit.ErrInvalid):
+		return "invalid argument"
+	}
+	return "unexpected error"
 }

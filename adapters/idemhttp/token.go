@@ -11,28 +11,14 @@ import (
 )
 
 // Token returns middleware that requires a one-time token, issued by
-// TokenIssuer to the same principal, on every guarded request (POST and
-// PATCH by default, see WithMethods). The token is read from the
-// Idempotency-Token header (WithTokenHeader), as a bare token or an
-// sf-string, and spent atomically before the handler runs:
-//
-//   - no token: 400; unknown, expired, forged or another principal's
-//     token: 400; principal error: 401;
-//   - first use: the handler runs; its response is sent and, when the
-//     store policy accepts its status, stored;
-//   - reuse after a stored response: the stored response with
-//     Idempotent-Replayed: true;
-//   - reuse after a response that was not stored (5xx by default,
-//     streaming, too large): 409;
-//   - reuse while the first use runs: 409 with Retry-After, or with
-//     WithWait the first response;
-//   - store down: 503 with Retry-After, or fail-open (see
-//     WithEngineOptions) the handler runs unguarded.
-//
-// Token mode does not read the request body. The handlers it returns are
-// safe for concurrent use.
+// TokenIssuer to the same principal, on every guarded request, and spends
+// it before the handler runs: the first use runs the handler; a reuse gets
+// the stored response, or 409 while the first runs or when its outcome was
+// not stored; an unknown, expired or other principal's token gets 400. The
+// token comes from the token header or, WithTokenField, a form field.
+// Errors and concurrency are as for Idempotency.
 func Token(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
-	rt, err := newRoute(e, opts)
+	rt, err := newRoute(e, opts, modeToken)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +26,7 @@ func Token(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, 
 }
 
 type tokenHandler struct {
-	route
+	*route
 	next http.Handler
 }
 
@@ -49,32 +35,54 @@ func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	token, present, err := headerKey(r.Header[h.c.tokenHeader])
-	switch {
-	case err != nil:
-		writeProblem(w, http.StatusBadRequest, ProblemTokenInvalid, h.c.tokenHeader+": "+err.Error(), 0)
-		return
-	case !present:
-		writeProblem(w, http.StatusBadRequest, ProblemTokenMissing, "this request requires an "+h.c.tokenHeader+" header", 0)
+	token, ok := h.token(w, r)
+	if !ok {
 		return
 	}
-	rec := newRecorder(w, h.c.maxStored)
-	res, err := h.e.UseToken(r.Context(), principal, token, rec.run(h.next, r, h.c), h.c.callOpts...)
-	h.finish(w, r, rec, res, err, tokenProblem)
+	rec := newRecorder(w, h.c)
+	res, err := h.e.UseToken(r.Context(), principal, token, rec.run(h.next, r))
+	h.finish(w, r, rec, res, err, "", tokenProblem)
 }
 
-func tokenProblem(w http.ResponseWriter, err error) bool {
+// token reads the request's token from the header or, failing that and
+// when WithTokenField is set, from the form field. It answers 400 or 413
+// itself and reports false.
+func (h *tokenHandler) token(w http.ResponseWriter, r *http.Request) (string, bool) {
+	token, present, err := headerKey(r.Header[h.c.tokenHeader])
+	from := h.c.tokenHeader
+	if !present && err == nil && h.c.tokenField != "" && isForm(r) {
+		body, ok := h.body(w, r)
+		if !ok {
+			return "", false
+		}
+		token, present, err = formToken(r, body, h.c.tokenField)
+		from = "form field " + h.c.tokenField
+	}
+	switch {
+	case err != nil:
+		h.p.write(w, r, answer{kind: kindTokenInvalid, detail: from + ": " + err.Error()})
+		return "", false
+	case !present && h.c.tokenField != "":
+		h.p.write(w, r, answer{kind: kindTokenMissing,
+			detail: "this request requires an " + h.c.tokenHeader + " header or a " + h.c.tokenField + " form field"})
+		return "", false
+	case !present:
+		h.p.write(w, r, answer{kind: kindTokenMissing, detail: "this request requires an " + h.c.tokenHeader + " header"})
+		return "", false
+	}
+	return token, true
+}
+
+func tokenProblem(err error) (answer, bool) {
 	switch {
 	case errors.Is(err, idemkit.ErrTokenUsed):
-		writeProblem(w, http.StatusConflict, ProblemTokenUsed,
-			"this token was already used and its outcome was not stored; request a new token", 0)
+		return answer{kind: kindTokenUsed,
+			detail: "this token was already used and its outcome was not stored; request a new token"}, true
 	case errors.Is(err, idemkit.ErrTokenInvalid):
-		writeProblem(w, http.StatusBadRequest, ProblemTokenInvalid,
-			"the token is unknown, expired or was not issued to this caller", 0)
-	default:
-		return common(w, err)
+		return answer{kind: kindTokenInvalid,
+			detail: "the token is unknown, expired or was not issued to this caller"}, true
 	}
-	return true
+	return common(err)
 }
 
 // IssuedToken is the JSON body TokenIssuer answers with.
@@ -85,34 +93,33 @@ type IssuedToken struct {
 	ExpiresIn int64 `json:"expires_in"`
 }
 
-// TokenIssuer returns a handler that issues one-time tokens for Token
-// mode: it answers 201 Created with an IssuedToken JSON body and
-// Cache-Control: no-store. The token is bound to the request's principal
-// (WithPrincipal, required; an error gets 401) and lives for the engine's
-// token TTL (idemkit.WithTokenTTL via WithEngineOptions, default 10m).
-// Issuing needs the store whatever the failure mode: when it fails the
-// answer is 503 with Retry-After. It answers every method; register it on
-// the mux with the method you want (e.g. "POST /tokens"). The handler is
-// safe for concurrent use.
+// TokenIssuer returns a handler that issues a one-time token bound to the
+// request's principal, answering 201 with an IssuedToken JSON body and
+// Cache-Control: no-store; the token lives for the engine's token TTL
+// (idemkit.WithTokenTTL). Issuing needs the store whatever the failure
+// mode (503 when it fails). It answers every method: register it with the
+// one you want.
 func TokenIssuer(e *idemkit.Engine, opts ...Option) (http.Handler, error) {
-	rt, err := newRoute(e, opts)
+	rt, err := newRoute(e, opts, modeIssuer)
 	if err != nil {
 		return nil, err
 	}
 	return &issuer{route: rt}, nil
 }
 
-type issuer struct{ route }
+type issuer struct{ *route }
 
 func (h *issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	principal, ok := h.principal(w, r)
 	if !ok {
 		return
 	}
-	tok, err := h.e.IssueToken(r.Context(), principal, h.c.callOpts...)
+	tok, err := h.e.IssueToken(r.Context(), principal)
 	if err != nil {
-		if !common(w, err) {
-			h.internal(w, r, err)
+		if a, ok := common(err); ok {
+			h.p.write(w, r, a)
+		} else {
+			h.internal(w, r, err, "")
 		}
 		return
 	}

@@ -1,11 +1,17 @@
 package idemhttp_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +171,123 @@ func TestTokenCustomHeader(t *testing.T) {
 	requireProblem(t, serve(mux, req{user: "alice", token: tok}), 400, idemhttp.ProblemTokenMissing)
 	w := serve(mux, req{user: "alice", header: http.Header{"X-Form-Token": {tok}}})
 	assert.Equal(t, 201, w.Code)
+}
+
+// formRequest builds a POST of an HTML form to /orders, URL-encoded or
+// multipart, with the fields in order.
+func formRequest(t *testing.T, multipartForm bool, user string, fields ...[2]string) *http.Request {
+	var body bytes.Buffer
+	contentType := "application/x-www-form-urlencoded"
+	if multipartForm {
+		mw := multipart.NewWriter(&body)
+		for _, f := range fields {
+			require.NoError(t, mw.WriteField(f[0], f[1]))
+		}
+		fw, err := mw.CreateFormFile("upload", "a.txt")
+		require.NoError(t, err)
+		_, _ = fw.Write([]byte("file bytes"))
+		require.NoError(t, mw.Close())
+		contentType = mw.FormDataContentType()
+	} else {
+		q := url.Values{}
+		for _, f := range fields {
+			q.Add(f[0], f[1])
+		}
+		body.WriteString(q.Encode())
+	}
+	r := httptest.NewRequest(http.MethodPost, "/orders", &body)
+	r.Header.Set("Content-Type", contentType)
+	r.Header.Set(userHeader, user)
+	return r
+}
+
+// formEcho parses the form as a handler would and echoes its fields.
+var formEcho = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseMultipartForm(1 << 20); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	_, _ = fmt.Fprintf(w, "cart=%s token=%s", r.PostFormValue("cart"), r.PostFormValue("idem_token"))
+})
+
+func TestTokenFromFormField(t *testing.T) {
+	for _, multipartForm := range []bool{false, true} {
+		t.Run(fmt.Sprint("multipart=", multipartForm), func(t *testing.T) {
+			e := newEngine(t)
+			mux := tokenMux(t, e, formEcho, idemhttp.WithTokenField("idem_token"))
+			tok := issue(t, mux, "alice")
+			send := func(fields ...[2]string) *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				mux.ServeHTTP(w, formRequest(t, multipartForm, "alice", fields...))
+				return w
+			}
+			w := send([2]string{"cart", "42"}, [2]string{"idem_token", tok})
+			require.Equal(t, 201, w.Code, "body %s", w.Body)
+			assert.Equal(t, "cart=42 token="+tok, w.Body.String(), "the handler reads the whole form")
+			again := send([2]string{"cart", "42"}, [2]string{"idem_token", tok})
+			assert.True(t, isReplay(again), "a resubmitted form replays")
+			requireProblem(t, send([2]string{"cart", "42"}), 400, idemhttp.ProblemTokenMissing)
+			requireProblem(t, send([2]string{"idem_token", tok}, [2]string{"idem_token", tok}), 400, idemhttp.ProblemTokenInvalid)
+			requireProblem(t, send([2]string{"idem_token", "forged-0123456789abcdef"}), 400, idemhttp.ProblemTokenInvalid)
+		})
+	}
+}
+
+func TestTokenFormFieldHeaderWinsAndLimits(t *testing.T) {
+	a := &api{}
+	mux := tokenMux(t, newEngine(t), a, idemhttp.WithTokenField("idem_token"), idemhttp.WithMaxBody(64))
+	tok := issue(t, mux, "alice")
+	r := formRequest(t, false, "alice", [2]string{"idem_token", "forged-0123456789abcdef"})
+	r.Header.Set(idemhttp.DefaultTokenHeader, tok)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	assert.Equal(t, 201, w.Code, "the header wins: %s", w.Body)
+
+	big := formRequest(t, false, "alice", [2]string{"idem_token", issue(t, mux, "alice")}, [2]string{"pad", strings.Repeat("x", 64)})
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, big)
+	requireProblem(t, w, 413, idemhttp.ProblemBodyTooLarge)
+
+	plain := tokenMux(t, newEngine(t), a)
+	w = httptest.NewRecorder()
+	plain.ServeHTTP(w, formRequest(t, false, "alice", [2]string{"idem_token", issue(t, plain, "alice")}))
+	requireProblem(t, w, 400, idemhttp.ProblemTokenMissing)
+	assert.EqualValues(t, 1, a.runs.Load())
+
+	_, err := idemhttp.Token(newEngine(t), byUser, idemhttp.WithTokenField(""))
+	assert.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+func TestTokenFormFieldConcurrentUsesRunOnce(t *testing.T) {
+	var runs atomic.Int32
+	mux := tokenMux(t, newEngine(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		formEcho(w, r)
+	}), idemhttp.WithTokenField("idem_token"), idemhttp.WithWait(time.Millisecond))
+	tok := issue(t, mux, "alice")
+	const n = 50
+	results := make([]*httptest.ResponseRecorder, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		r := formRequest(t, i%2 == 0, "alice", [2]string{"cart", "42"}, [2]string{"idem_token", tok})
+		wg.Go(func() {
+			start.Wait()
+			results[i] = httptest.NewRecorder()
+			mux.ServeHTTP(results[i], r)
+		})
+	}
+	start.Done()
+	wg.Wait()
+	fresh := 0
+	for _, w := range results {
+		require.Equal(t, 201, w.Code, "body %s", w.Body)
+		assert.Equal(t, "cart=42 token="+tok, w.Body.String())
+		if !isReplay(w) {
+			fresh++
+		}
+	}
+	assert.Equal(t, 1, fresh)
+	assert.EqualValues(t, 1, runs.Load())
 }

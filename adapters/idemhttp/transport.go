@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -25,25 +26,15 @@ const (
 )
 
 // Transport is an http.RoundTripper that makes unsafe requests safe to
-// retry. It adds an Idempotency-Key header, a fresh random key written as
-// an RFC 8941 sf-string, to POST and PATCH requests (see Methods) that
-// carry none, and retries a request with the same key when the attempt
-// failed with a network error, or was answered 503, or 409 because the
-// first attempt is still in progress (a problem of type ProblemInProgress,
-// or any other 409 that carries Retry-After). Every other response is
-// returned as it is.
-//
-// A request is retried only when that cannot run it twice: it carries an
-// idempotency key or has an idempotent method (GET, HEAD, OPTIONS, TRACE,
-// PUT, DELETE), and its body can be replayed (no body, or GetBody set, as
-// http.NewRequest does for bytes, strings and buffers). Otherwise it is
-// sent once. Retries wait with exponential backoff and jitter between
-// MinBackoff and MaxBackoff, or the server's Retry-After when it gives one;
-// a Retry-After longer than MaxBackoff ends the retries, and so does the
-// request's context.
-//
-// The zero value is ready to use, with the defaults below. A Transport is
-// safe for concurrent use; do not change its fields while it is in use.
+// retry: it adds a fresh Idempotency-Key (an sf-string) to POST and PATCH
+// requests that carry none, and retries with the same key after a network
+// error, a 503, or a 409 saying the first attempt is still in progress
+// (problem type "in-progress", or any 409 with Retry-After and no problem
+// body). It retries only what cannot run twice (a keyed request or an
+// idempotent method) and can be resent (no body, or GetBody set), waiting
+// with jittered exponential backoff or the server's Retry-After; a
+// Retry-After over MaxBackoff, or the request's context, ends the retries.
+// The zero value is ready to use; it is safe for concurrent use.
 type Transport struct {
 	// Base sends each attempt (default http.DefaultTransport).
 	Base http.RoundTripper
@@ -132,7 +123,7 @@ func (t *Transport) withKey(req *http.Request) (*http.Request, bool, error) {
 	if methods == nil {
 		methods = []string{http.MethodPost, http.MethodPatch}
 	}
-	if !contains(methods, req.Method) {
+	if !slices.Contains(methods, req.Method) {
 		return req, false, nil
 	}
 	newKey := t.NewKey
@@ -156,15 +147,6 @@ func (t *Transport) withKey(req *http.Request) (*http.Request, bool, error) {
 func sfString(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\\`)
 	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // retryable reports whether sending req twice is harmless and possible.
@@ -206,23 +188,14 @@ func (t *Transport) maxBackoff() time.Duration {
 	return DefaultMaxBackoff
 }
 
-// backoff returns the delay before retry attempt+1: MinBackoff doubled per
-// attempt, capped, with jitter over its upper half.
+// backoff returns the delay before retry attempt+1 (internal/backoff's
+// schedule from MinBackoff to MaxBackoff).
 func (t *Transport) backoff(attempt int) time.Duration {
 	d := t.MinBackoff
 	if d <= 0 {
 		d = DefaultMinBackoff
 	}
-	limit := t.maxBackoff()
-	for range attempt {
-		if d >= limit/2 {
-			d = limit
-			break
-		}
-		d *= 2
-	}
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
+	return backoff.Delay(d, t.maxBackoff(), attempt)
 }
 
 // retryAfter parses a Retry-After value: delay seconds or an HTTP date.
@@ -254,7 +227,14 @@ func inProgress(resp *http.Response) bool {
 		return false
 	}
 	var p Problem
-	return json.Unmarshal(head, &p) == nil && p.Type == ProblemInProgress
+	return json.Unmarshal(head, &p) == nil && isProblem(p.Type, kindInProgress)
+}
+
+// isProblem reports whether the type URI typ names the problem kind k
+// under any base (WithProblemBase).
+func isProblem(typ string, k problemKind) bool {
+	name := problemTypes[k].Name
+	return len(typ) > len(name) && strings.HasSuffix(typ, name) && strings.ContainsRune("/#:", rune(typ[len(typ)-len(name)-1]))
 }
 
 type peekedBody struct {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,4 +307,83 @@ func TestTransportWaitsForAnInProgressFirstAttempt(t *testing.T) {
 	assert.Equal(t, "true", resp.Header.Get(idemhttp.ReplayedHeader))
 	assert.EqualValues(t, 1, a.runs.Load())
 	assert.EqualValues(t, 3, attempts.Load(), "cancelled, 409, replay")
+}
+
+// A request with a nil Header is valid for http.Transport; the Transport
+// must not panic adding a key to it.
+func TestTransportNilHeader(t *testing.T) {
+	var got string
+	tr := &idemhttp.Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r.Header.Get(idemhttp.DefaultKeyHeader)
+		return status(201, nil, "")()
+	})}
+	u, err := url.Parse("http://example.test/orders")
+	require.NoError(t, err)
+	var resp *http.Response
+	require.NotPanics(t, func() { resp, err = tr.RoundTrip(&http.Request{Method: http.MethodPost, URL: u}) })
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.NotEmpty(t, got)
+}
+
+// closeCounter is a response body that records whether it was closed.
+type closeCounter struct {
+	io.Reader
+	closed *atomic.Int32
+}
+
+func (c closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// Every response the transport does not return is closed; the returned
+// one is not.
+func TestTransportClosesDiscardedResponses(t *testing.T) {
+	var closed, attempts atomic.Int32
+	tr := &idemhttp.Transport{MinBackoff: time.Millisecond, MaxRetries: 3,
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			attempts.Add(1)
+			if r.Body != nil {
+				_, _ = io.Copy(io.Discard, r.Body)
+				_ = r.Body.Close()
+			}
+			return &http.Response{StatusCode: 503, Header: http.Header{},
+				Body: closeCounter{strings.NewReader("down"), &closed}}, nil
+		})}
+	r, err := http.NewRequest(http.MethodPost, "http://example.test/", strings.NewReader("b"))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(r)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, attempts.Load())
+	assert.EqualValues(t, 3, closed.Load(), "the three discarded responses are closed")
+	_ = resp.Body.Close()
+	assert.EqualValues(t, 4, closed.Load())
+}
+
+// The transport knows an in-progress 409 by its type name under any
+// problem base (WithProblemBase), and no other 409 problem.
+func TestTransportRecognisesInProgressUnderAnyBase(t *testing.T) {
+	for typ, retried := range map[string]bool{
+		idemhttp.ProblemInProgress:                        true,
+		"https://docs.example.com/errors/in-progress":     true,
+		"urn:example:problems:in-progress":                true,
+		"https://docs.example.com/errors/#in-progress":    true,
+		"https://docs.example.com/errors/not-in-progress": false,
+		"in-progress":                 false,
+		idemhttp.ProblemPayloadReused: false,
+		idemhttp.ProblemDuplicate:     false,
+	} {
+		var attempts atomic.Int32
+		tr := &idemhttp.Transport{MinBackoff: time.Millisecond, MaxRetries: 1,
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				if attempts.Add(1) > 1 {
+					return status(201, nil, "done")()
+				}
+				return status(409, problemHeader(""), `{"type":"`+typ+`","status":409}`)()
+			})}
+		r, err := http.NewRequest(http.MethodPost, "http://example.test/", strings.NewReader("b"))
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(r)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, retried, attempts.Load() == 2, typ)
+	}
 }

@@ -6,30 +6,19 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
 )
 
-// Window returns middleware that rejects repeats of the same request
-// inside a time window, without any client key: a double click, a
-// resubmitted form, a client retry.
-//
-// A request is identified by its fingerprint: principal (WithPrincipal,
-// required), method, route pattern, path, the selected query parameters
-// (WithQueryParams; none by default) and the canonical body without its
-// volatile members (keying.WindowVolatile and WithVolatile). The first request runs the handler, which
-// writes straight to the client (nothing is stored or replayed); a repeat
-// inside the window gets 409 with Retry-After set to the window's
-// remaining time. The window (idemkit.WithWindow, default 5s) and what
-// ends it early (idemkit.WithRelease) are engine options, set per route
-// with WithEngineOptions; for idemkit.ReleaseOnError, a response the store
-// policy does not accept (5xx by default) counts as a failure.
-//
-// Only guarded methods (WithMethods) are checked. Bodies over the cap get
-// 413, principal errors 401, a store failure 503 (or, fail-open, the
-// handler runs). As with Idempotency, wrap the handler registered on the
-// ServeMux so that r.Pattern is set. The handlers it returns are safe for
-// concurrent use.
+// Window returns middleware that rejects a repeat of the same request
+// (by fingerprint, with no client key) inside a time window with 409 and
+// Retry-After: a double click, a resubmitted form. The handler writes
+// straight to the client; nothing is stored or replayed. The window
+// (idemkit.WithWindow, default 5s) and what ends it early
+// (idemkit.WithRelease; a response the store policy rejects counts as a
+// failure) are engine options, set with WithEngineOptions. Errors and
+// concurrency are as for Idempotency.
 func Window(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
-	rt, err := newRoute(e, opts)
+	rt, err := newRoute(e, opts, modeWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +26,7 @@ func Window(e *idemkit.Engine, opts ...Option) (func(http.Handler) http.Handler,
 }
 
 type windowHandler struct {
-	route
+	*route
 	next http.Handler
 }
 
@@ -50,9 +39,9 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fp := h.c.windowFP.Sum(principal, operation(r), h.params(r, false), body)
+	fp := h.fp.Sum(principal, operation(r), h.params(r, false), body)
 	ran := false
-	err := h.e.Guard(r.Context(), fp, func(context.Context) error {
+	err := h.e.Guard(r.Context(), keying.Key(transport, fp), func(context.Context) error {
 		ran = true
 		sw := &statusWriter{ResponseWriter: w}
 		h.next.ServeHTTP(sw, r)
@@ -60,17 +49,19 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return errNotStored
 		}
 		return nil
-	}, h.c.callOpts...)
+	}, scope(principal))
 	if ran {
 		return
 	}
 	var ce *idemkit.ConflictError
-	switch {
-	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrDuplicate):
-		writeProblem(w, http.StatusConflict, ProblemDuplicate,
-			"the same request was already submitted; retry after the delay given if it is meant to run again", ce.RetryAfter)
-	case common(w, err):
-	default:
-		h.internal(w, r, err)
+	a, ok := common(err)
+	if errors.As(err, &ce) && errors.Is(err, idemkit.ErrDuplicate) {
+		a, ok = answer{kind: kindDuplicate, retry: ce.RetryAfter,
+			detail: "the same request was already submitted; retry after the delay given if it is meant to run again"}, true
 	}
+	if !ok {
+		h.internal(w, r, err, "")
+		return
+	}
+	h.p.write(w, r, a)
 }

@@ -26,11 +26,15 @@ import (
 	"os/signal"
 	"syscall"
 
+	_ "github.com/go-sql-driver/mysql" // the mysql driver for mysql://
+	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for postgres://
+
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
 	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
 	_ "github.com/idemkit/idemkit/store/memstore"   // mem://
 	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
+	_ "github.com/idemkit/idemkit/store/sqlstore"   // postgres://, postgresql://, mysql://
 )
 
 // Exit statuses.

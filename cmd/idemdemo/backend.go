@@ -5,78 +5,100 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"net/url"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	_ "github.com/go-sql-driver/mysql" // the driver of mysql://
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/setup"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
-	"github.com/idemkit/idemkit/store/memstore"
-	"github.com/idemkit/idemkit/store/redisstore"
+	_ "github.com/idemkit/idemkit/store/memstore"   // mem://
+	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
+	_ "github.com/idemkit/idemkit/store/sqlstore"   // postgres://, mysql://
+	_ "github.com/jackc/pgx/v5/stdlib"              // the driver of postgres://
 )
 
-// redisCheckTimeout bounds the startup checks of a Redis store.
-const redisCheckTimeout = 2 * time.Second
+// storeCheckTimeout bounds the startup checks of the store.
+const storeCheckTimeout = 2 * time.Second
 
-// backend is where the service keeps its data: the idempotency store and
-// the orders.
+// backend is where the service keeps its data: the idempotency store (with
+// its budget, fallback and near cache) and the orders.
 type backend struct {
-	store  store.Store
-	orders orderRepo
+	store      store.Store
+	engineOpts []idemkit.Option // the failure mode
+	orders     orderRepo
+	ordersDesc string
+	// primary is the store opened from the store URL, under its wrappers.
+	primary store.Store
+	stack   *setup.Stack
 	// closers release the backend's resources, in order.
 	closers []func() error
 }
 
-// Close closes everything the backend opened, in order, and returns the
-// errors joined.
-func (b *backend) Close() error {
+// Close closes everything the backend opened, in order (the stores, and
+// the bbolt file if one was opened), and returns the errors joined.
+func (be *backend) Close() error {
 	var errs []error
-	for _, c := range b.closers {
+	for _, c := range be.closers {
 		errs = append(errs, c())
 	}
 	return errors.Join(errs...)
 }
 
-// openBackend opens the store cfg.storeKind names.
+// openBackend builds the store stack cfg.stack describes. When the store
+// is a bbolt file the orders go in the same file, so a restart finds both;
+// otherwise they are kept in memory, bounded.
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
-	switch cfg.storeKind {
-	case "bolt":
-		return openBolt(cfg.boltPath)
-	case "memory":
-		return openMemory()
-	case "redis":
-		return openRedis(ctx, cfg, log)
+	be := &backend{}
+	sc := cfg.stack
+	sc.Open = be.open
+	sc.OnTierEvent = logTierEvent(log)
+	st, err := setup.Build(ctx, sc)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown store %q", cfg.storeKind)
+	be.stack, be.store, be.engineOpts = st, st.Store, st.Options
+	be.closers = []func() error{st.Close}
+	if be.orders == nil {
+		be.orders = newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
+		be.ordersDesc = fmt.Sprintf("orders in memory (at most %d, %d per user)", maxMemoryOrders, maxMemoryOrdersPerUser)
+	}
+	checkStore(ctx, be.primary, log)
+	return be, nil
 }
 
-// describeStore says, for the banner, where cfg keeps its data.
-func describeStore(cfg config) string {
-	switch cfg.storeKind {
-	case "bolt":
-		return "bbolt file " + cfg.boltPath + " (idempotency records and orders)"
-	case "redis":
-		s := "Redis " + strings.Join(cfg.redisAddrs, ",") + ", orders in memory"
-		if cfg.fallback {
-			s += ", in-memory fallback while Redis is down"
-		}
-		return s
+// open opens one store of the stack. The first bbolt store (the primary)
+// is opened here rather than by store.Open so that the orders can share
+// its file.
+func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error) {
+	var s store.Store
+	var err error
+	if u, perr := url.Parse(rawURL); perr == nil && u.Scheme == "bolt" && be.primary == nil {
+		s, err = be.openBolt(rawURL)
+	} else {
+		s, err = store.Open(ctx, rawURL)
 	}
-	return "in memory (lost on exit)"
+	if err == nil && be.primary == nil {
+		be.primary = s
+	}
+	return s, err
 }
 
-// openBolt opens the bbolt file at path and keeps the idempotency records
-// (boltstore's bucket) and the orders (buckets of their own) in it, so a
-// restart finds both. The store is closed before the file.
-func openBolt(path string) (*backend, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+// openBolt opens the bbolt file of a bolt:// URL with the idempotency
+// records in boltstore's bucket and the orders in buckets of their own.
+func (be *backend) openBolt(rawURL string) (store.Store, error) {
+	c, err := boltstore.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(c.Path, 0o600, &bolt.Options{Timeout: c.OpenTimeout, NoSync: c.NoSync})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%s is locked by another process (is idemdemo already running?)", path)
+		return nil, fmt.Errorf("%s is locked by another process (is idemdemo already running?)", c.Path)
 	}
 	if err != nil {
 		return nil, err
@@ -85,89 +107,49 @@ func openBolt(path string) (*backend, error) {
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	st, err := boltstore.New(db, boltstore.DefaultBucket)
+	st, err := boltstore.New(db, c.Bucket, c.SweepOptions()...)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	return &backend{store: st, orders: orders, closers: []func() error{st.Close, db.Close}}, nil
+	be.orders, be.ordersDesc = orders, "orders in the same bbolt file"
+	return &boltFile{Store: st, db: db}, nil
 }
 
-// openMemory keeps the idempotency records and the orders in memory.
-func openMemory() (*backend, error) {
-	st, err := memstore.New(memstore.WithSweepInterval(time.Minute))
-	if err != nil {
-		return nil, err
-	}
-	return &backend{store: st, orders: newMemoryOrders(), closers: []func() error{st.Close}}, nil
+// boltFile is a boltstore over a DB it closes after itself.
+type boltFile struct {
+	*boltstore.Store
+	db *bolt.DB
 }
 
-// openRedis keeps the idempotency records in Redis and the orders in
-// memory. Each Redis call gets a time budget, so a hung Redis becomes a
-// store error (503, or an unguarded run with -on-store-error open) instead
-// of a hung request. With cfg.fallback, a memory store answers while Redis
-// is down.
-func openRedis(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
-	client := newRedisClient(cfg.redisAddrs)
-	rs, err := redisstore.New(client)
-	if err != nil {
-		return nil, errors.Join(err, client.Close())
-	}
-	checkRedis(ctx, rs, log)
-	be := &backend{
-		store:   policy.Budget(rs, policy.DefaultBudget, policy.WithInline()),
-		orders:  newMemoryOrders(),
-		closers: []func() error{client.Close},
-	}
-	if cfg.fallback {
-		if err := addFallback(be, log); err != nil {
-			return nil, errors.Join(err, client.Close())
+// Close closes the store, then the file.
+func (f *boltFile) Close() error { return errors.Join(f.Store.Close(), f.db.Close()) }
+
+// checkStore warns, without failing, when the store does not answer at
+// startup (the failure policy then decides what requests get) or, for
+// Redis, may evict keys.
+func checkStore(ctx context.Context, s store.Store, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	if p, ok := s.(store.Pinger); ok {
+		if err := p.Ping(ctx); err != nil {
+			log.Warn("the store does not answer; requests get the -on-store-error policy until it does", "error", err)
+			return
 		}
 	}
-	return be, nil
+	type evictionChecker interface{ CheckEvictionPolicy(context.Context) error }
+	if ec, ok := s.(evictionChecker); ok {
+		if err := ec.CheckEvictionPolicy(ctx); err != nil {
+			log.Warn("redis may evict idempotency records; set maxmemory-policy noeviction", "error", err)
+		}
+	}
 }
 
-// addFallback puts be's store behind a circuit breaker that switches to an
-// in-process memory store while it fails. The tiered store stops before
-// the Redis client closes.
-func addFallback(be *backend, log *slog.Logger) error {
-	mem, err := memstore.New(memstore.WithSweepInterval(time.Minute))
-	if err != nil {
-		return err
+// describe says, for the banner, where be keeps its data.
+func (be *backend) describe() string {
+	if be.stack == nil {
+		return be.ordersDesc
 	}
-	tiered := policy.NewTiered(be.store, mem, policy.WithTierObserver(logTierEvent(log)))
-	be.store = tiered
-	be.closers = append([]func() error{tiered.Close}, append(be.closers, mem.Close)...)
-	return nil
-}
-
-// newRedisClient returns a client for one Redis server, or for a Redis
-// Cluster when addrs lists several nodes. A failed command is not retried
-// (a retried write may have been applied already), and the caller's
-// deadline bounds every command.
-func newRedisClient(addrs []string) redis.UniversalClient {
-	maint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	if len(addrs) > 1 {
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true, MaintNotificationsConfig: maint,
-		})
-	}
-	return redis.NewClient(&redis.Options{
-		Addr: addrs[0], MaxRetries: -1, ContextTimeoutEnabled: true, MaintNotificationsConfig: maint,
-	})
-}
-
-// checkRedis warns, without failing, when Redis does not answer at startup
-// (the failure policy then decides what requests get) or may evict keys.
-func checkRedis(ctx context.Context, rs *redisstore.Store, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
-	defer cancel()
-	if err := rs.Ping(ctx); err != nil {
-		log.Warn("redis does not answer; requests get the -on-store-error policy until it does", "error", err)
-		return
-	}
-	if err := rs.CheckEvictionPolicy(ctx); err != nil {
-		log.Warn("redis may evict idempotency records; set maxmemory-policy noeviction", "error", err)
-	}
+	return be.stack.String() + "; " + be.ordersDesc
 }
 
 // logTierEvent logs the tiered store's breaker changes and copy problems.
@@ -175,9 +157,9 @@ func logTierEvent(log *slog.Logger) func(policy.TierEvent) {
 	return func(ev policy.TierEvent) {
 		switch ev.Kind {
 		case policy.TierOpen:
-			log.Warn("redis failing: answering from the in-memory fallback")
+			log.Warn("the store is failing: answering from the fallback")
 		case policy.TierClosed:
-			log.Info("redis answers again: fallback claims are copied back")
+			log.Info("the store answers again: fallback claims are copied back")
 		case policy.TierConflict, policy.TierCopyFailed, policy.TierJournalFull:
 			log.Warn("fallback copy-forward", "event", string(ev.Kind), "error", ev.Err)
 		}

@@ -74,7 +74,7 @@ func startBrowserDemo(t *testing.T) *browserDemo {
 	t.Cleanup(func() { _ = st.Close() })
 	e, err := idemkit.New(st, idemkit.WithObserver(nil))
 	require.NoError(t, err)
-	d := &browserDemo{orders: newMemoryOrders()}
+	d := &browserDemo{orders: newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)}
 	h, err := newHandler(e, d.orders, defaultConfig().window, discardLogger())
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

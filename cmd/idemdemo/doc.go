@@ -3,6 +3,7 @@
 // a durable store, and a load tool that fires duplicate storms at it.
 //
 //	go run ./cmd/idemdemo                 # serve on 127.0.0.1:8080, bbolt file ./idemdemo.db
+//	go run ./cmd/idemdemo -store redis://localhost:6379/0
 //	go run ./cmd/idemdemo storm           # duplicate storm against an in-process server
 //
 // # Endpoints
@@ -25,6 +26,9 @@
 //	                    replays the first response, a forged token gets 400.
 //	GET  /orders        the caller's orders, as a JSON array, oldest first.
 //	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
+//	GET  /metrics       idemkit's OpenTelemetry metrics in Prometheus format
+//	                    (idemkit_outcomes_total by mode and outcome, ...); log
+//	                    lines of an engine call carry its trace_id.
 //
 // The order routes take {"sku": "<non-empty string>", "qty": <integer > 0>}
 // (unknown fields and wrong types get 400, a body over 16 KiB gets 413) and
@@ -53,19 +57,31 @@
 //
 // # Stores
 //
-// -store bolt (the default) keeps the idempotency records and the orders in
-// one bbolt file (-bolt, default ./idemdemo.db), in separate buckets, so a
-// restart keeps both. -store memory keeps both in process memory.
-// -store redis keeps the idempotency records in Redis (-redis: one address,
-// or a comma-separated list of Redis Cluster nodes) and the orders in process
-// memory. -fallback (with -store redis) answers from an in-process memory
-// store while Redis is down, behind a circuit breaker. -on-store-error says
-// what happens when the store fails: closed (503, nothing runs unprotected)
-// or open (the order is created unguarded).
+// -store URL (or the IDEMKIT_STORE environment variable) chooses the
+// idempotency store; the default, bolt://idemdemo.db, keeps the idempotency
+// records and the orders in one bbolt file in the working directory, in
+// separate buckets, so a restart keeps both (delete the file to start
+// afresh). mem:// keeps both in process memory; redis://, rediss://,
+// redis+sentinel:// and redis+cluster:// keep the records in Redis (see
+// package store/redisstore for the URL forms and parameters), postgres://
+// and mysql:// in a table of PostgreSQL or MySQL/MariaDB (package
+// store/sqlstore; add create_table=true on a fresh database), and the
+// orders in process memory, at most 100,000 of them and 1,000 per user (further
+// orders get 507). A URL the demo cannot use stops it at start-up with an
+// error naming the problem; a Redis that does not answer does not (requests
+// then get the -on-store-error policy until it does).
+//
+// -fallback URL (IDEMKIT_FALLBACK), such as mem://, answers while the store
+// fails, behind a circuit breaker. -on-store-error (IDEMKIT_ON_STORE_ERROR)
+// says what happens when the store fails: closed (503, nothing runs
+// unprotected) or open (the order is created unguarded). -budget
+// (IDEMKIT_BUDGET) bounds each store call (policy.DefaultBudget, 1s, by default for Redis) and
+// -near-cache (IDEMKIT_NEAR_CACHE) keeps settled results in process. Flags
+// override the variables; package setup documents them.
 //
 // # Storm
 //
-//	idemdemo storm [-url URL] [-n 50] [-users 5] [-store bolt|memory]
+//	idemdemo storm [-url URL] [-n 50] [-users 5] [-store URL]
 //
 // For each user it sends n concurrent copies of one logical submission to
 // each mode (the same Idempotency-Key; the same body; the same token), then
@@ -75,8 +91,8 @@
 // own: it must have made exactly one order, and at most one of its copies
 // may have run the handler (a fresh 201); the command exits with status 1
 // otherwise. Without -url it starts
-// its own server on a loopback port over a temporary store; -url must be a
-// loopback address.
+// its own server on a loopback port over -store (by default a temporary
+// bbolt file); -url must be a loopback address.
 //
 // The process exits with status 2 on a usage error, and shuts down gracefully
 // on SIGINT or SIGTERM: in-flight requests finish (for up to 10 s, after which

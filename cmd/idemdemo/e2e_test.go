@@ -27,7 +27,7 @@ func TestEndToEnd(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "demo.db")
 	// A short lease, so that keys left in progress by the kill free
 	// themselves quickly after the restart.
-	args := []string{"-addr", "127.0.0.1:0", "-bolt", dbPath, "-lease", "2s", "-log-level", "warn"}
+	args := []string{"-addr", "127.0.0.1:0", "-store", "bolt://" + dbPath, "-lease", "2s", "-log-level", "warn"}
 	c := &http.Client{Timeout: 30 * time.Second}
 
 	p := startDemo(t, bin, args...)
@@ -406,7 +406,7 @@ func checkStormedOrders(t *testing.T, c *http.Client, url string, s stormed) {
 func checkStoreDown(t *testing.T, c *http.Client, bin string) {
 	t.Helper()
 	dead := freePort(t)
-	p := launchDemo(t, bin, "-addr", "127.0.0.1:0", "-store", "redis", "-redis", dead, "-log-level", "error")
+	p := launchDemo(t, bin, "-addr", "127.0.0.1:0", "-store", "redis://"+dead, "-log-level", "error")
 	want := func(r httpResponse, status int, typ string) {
 		t.Helper()
 		requireProblem(t, r.status, r.header, r.body, status, typ)
@@ -419,7 +419,7 @@ func checkStoreDown(t *testing.T, c *http.Client, bin string) {
 	assert.Empty(t, listOrdersHTTP(t, c, p.url, "erin"), "fail-closed ran nothing")
 	p.kill()
 
-	p = launchDemo(t, bin, "-addr", "127.0.0.1:0", "-store", "redis", "-redis", dead, "-on-store-error", "open", "-log-level", "error")
+	p = launchDemo(t, bin, "-addr", "127.0.0.1:0", "-store", "redis://"+dead, "-on-store-error", "open", "-log-level", "error")
 	r := postHTTP(t, c, p.url, "/orders", "erin", book, "Idempotency-Key", "down-1")
 	requireCreated(t, r.status, r.header, r.body, false)
 	assert.Len(t, listOrdersHTTP(t, c, p.url, "erin"), 1)

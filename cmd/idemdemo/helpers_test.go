@@ -35,14 +35,13 @@ type testApp struct {
 func newTestApp(t *testing.T, st store.Store, window time.Duration, opts ...idemkit.Option) *testApp {
 	t.Helper()
 	if st == nil {
-		mem, err := memstore.New()
-		require.NoError(t, err)
+		mem := newMemStore(t)
 		t.Cleanup(func() { _ = mem.Close() })
 		st = mem
 	}
 	e, err := idemkit.New(st, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
 	require.NoError(t, err)
-	orders := newMemoryOrders()
+	orders := newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
 	h, err := newHandler(e, orders, window, discardLogger())
 	require.NoError(t, err)
 	return &testApp{t: t, handler: h, orders: orders}
@@ -185,4 +184,12 @@ func doHTTP(t *testing.T, client *http.Client, method, url, user, body string, h
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return httpResponse{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// newMemStore returns a fresh memory store.
+func newMemStore(t testing.TB) *memstore.Store {
+	t.Helper()
+	mem, err := memstore.New()
+	require.NoError(t, err)
+	return mem
 }

@@ -24,7 +24,7 @@ import (
 // submission duplicated and one lost.
 func lopsidedServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	orders := newMemoryOrders()
+	orders := newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
 	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user := r.Header.Get(userHeader)
 		if !strings.HasSuffix(user, "user1") {

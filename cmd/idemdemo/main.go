@@ -11,13 +11,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/setup"
 )
 
 // shutdownTimeout bounds how long a graceful shutdown waits for in-flight
@@ -60,46 +60,56 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, cfg, stdout, newLogger(stderr, cfg.logLevel))
 }
 
-// config is the service's configuration, from its flags.
+// defaultStoreURL is the store without -store or IDEMKIT_STORE: the
+// embedded bbolt file, which keeps the orders too.
+const defaultStoreURL = "bolt://idemdemo.db"
+
+// config is the service's configuration, from its flags and the IDEMKIT_*
+// environment variables.
 type config struct {
-	addr       string
-	storeKind  string // "bolt", "memory" or "redis"
-	boltPath   string
-	redisAddrs []string
-	failure    idemkit.FailureMode
-	fallback   bool
-	window     time.Duration
-	lease      time.Duration
-	logLevel   slog.Level
+	addr     string
+	stack    setup.Config // store URL, fallback, failure mode, budget, near cache
+	window   time.Duration
+	lease    time.Duration
+	logLevel slog.Level
 }
 
-// defaultConfig is the configuration without flags.
+// defaultConfig is the configuration without flags or environment.
 func defaultConfig() config {
 	return config{
-		addr:       "127.0.0.1:8080",
-		storeKind:  "bolt",
-		boltPath:   "idemdemo.db",
-		redisAddrs: []string{"127.0.0.1:6379"},
-		failure:    idemkit.FailClosed,
-		window:     3 * time.Second,
-		lease:      idemkit.DefaultLease,
-		logLevel:   slog.LevelInfo,
+		addr:     "127.0.0.1:8080",
+		stack:    setup.Config{Store: defaultStoreURL},
+		window:   3 * time.Second,
+		lease:    idemkit.DefaultLease,
+		logLevel: slog.LevelInfo,
 	}
 }
 
-// parseFlags parses the service's flags. A bad flag prints the error and
-// the usage to stderr and returns an error wrapping errUsage.
+// parseFlags parses the service's flags over the IDEMKIT_* environment
+// variables (flags win). A bad flag or variable prints the error and the
+// usage to stderr and returns an error wrapping errUsage. Store URLs are
+// checked when the service starts, which opens them.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("idemdemo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { usage(fs) }
+	env, err := setup.FromEnv(os.Environ())
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+		return config{}, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if env.Store == "" {
+		env.Store = cfg.stack.Store
+	}
+	cfg.stack = env
 	fs.StringVar(&cfg.addr, "addr", cfg.addr, "listen `address`")
-	fs.Func("store", "idempotency store `kind`: bolt, memory or redis (default bolt)", oneOf(&cfg.storeKind, "bolt", "memory", "redis"))
-	fs.StringVar(&cfg.boltPath, "bolt", cfg.boltPath, "bbolt `file` of -store bolt (idempotency records and orders)")
-	fs.Func("redis", "Redis `address` of -store redis, or a comma-separated list of Cluster nodes (default 127.0.0.1:6379)", addrList(&cfg.redisAddrs))
-	fs.Func("on-store-error", "`policy` when the store fails: closed (answer 503) or open (run unguarded) (default closed)", failureMode(&cfg.failure))
-	fs.BoolVar(&cfg.fallback, "fallback", false, "with -store redis: fall back to an in-process memory store while Redis is down")
+	fs.StringVar(&cfg.stack.Store, "store", cfg.stack.Store, "idempotency store `URL`: bolt:///path/file.db, mem://, redis://[:password@]host:port/db,\nrediss://..., redis+sentinel://host:26379,host:26380/master, redis+cluster://host:7000,host:7001,\npostgres://user:password@host:5432/db?create_table=true, mysql://... (or IDEMKIT_STORE)")
+	fs.StringVar(&cfg.stack.Fallback, "fallback", cfg.stack.Fallback, "`URL` of a store answering while the store fails, such as mem:// (or IDEMKIT_FALLBACK; default none)")
+	fs.Func("on-store-error", "`policy` when the store fails: closed (answer 503) or open (run unguarded) (or IDEMKIT_ON_STORE_ERROR; default closed)", flagFunc(&cfg.stack.OnStoreError, setup.ParseFailureMode))
+	fs.Func("budget", "time `budget` of each store call, such as 100ms, or off (or IDEMKIT_BUDGET; default 1s for network stores, off for mem and bolt)", flagFunc(&cfg.stack.Budget, setup.ParseBudget))
+	fs.Func("near-cache", "`keys` of settled results cached in process, or off (or IDEMKIT_NEAR_CACHE; default off)", flagFunc(&cfg.stack.NearCache, setup.ParseNearCache))
 	fs.DurationVar(&cfg.window, "window", cfg.window, "dedup window of POST /orders/quick")
 	fs.DurationVar(&cfg.lease, "lease", cfg.lease, "how long an in-progress request keeps its key after a crash")
 	fs.TextVar(&cfg.logLevel, "log-level", cfg.logLevel, "log `level`: debug, info, warn or error")
@@ -123,8 +133,8 @@ func checkConfig(cfg config, rest []string) error {
 	switch {
 	case len(rest) > 0:
 		return fmt.Errorf("unexpected argument %q", rest[0])
-	case cfg.fallback && cfg.storeKind != "redis":
-		return errors.New("-fallback needs -store redis")
+	case cfg.stack.Store == "":
+		return errors.New("-store: empty URL")
 	case cfg.window <= 0:
 		return fmt.Errorf("-window %v: must be positive", cfg.window)
 	case cfg.lease <= 0:
@@ -140,52 +150,22 @@ func usage(fs *flag.FlagSet) {
 	fs.PrintDefaults()
 }
 
-// oneOf returns a flag setter that accepts one of values.
-func oneOf(dst *string, values ...string) func(string) error {
+// flagFunc returns a flag setter that parses with parse into dst.
+func flagFunc[T any](dst *T, parse func(string) (T, error)) func(string) error {
 	return func(v string) error {
-		for _, ok := range values {
-			if v == ok {
-				*dst = v
-				return nil
-			}
+		x, err := parse(v)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
-	}
-}
-
-// addrList returns a flag setter for a comma-separated list of addresses.
-func addrList(dst *[]string) func(string) error {
-	return func(v string) error {
-		var addrs []string
-		for a := range strings.SplitSeq(v, ",") {
-			if a = strings.TrimSpace(a); a == "" {
-				return errors.New("empty address")
-			}
-			addrs = append(addrs, a)
-		}
-		*dst = addrs
+		*dst = x
 		return nil
 	}
 }
 
-// failureMode returns a flag setter for -on-store-error.
-func failureMode(dst *idemkit.FailureMode) func(string) error {
-	return func(v string) error {
-		switch v {
-		case "closed":
-			*dst = idemkit.FailClosed
-		case "open":
-			*dst = idemkit.FailOpen
-		default:
-			return errors.New("must be closed or open")
-		}
-		return nil
-	}
-}
-
-// newLogger returns a text logger on w at level.
+// newLogger returns a text logger on w at level; lines logged inside an
+// engine call carry its trace_id and span_id.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(traceLog{slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})})
 }
 
 // serve runs the service until ctx is done, then shuts it down gracefully.
@@ -194,7 +174,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	printBanner(stdout, svc.url, cfg)
+	printBanner(stdout, svc.url, cfg, svc.backend.describe())
 	select {
 	case err := <-svc.served:
 		return fmt.Errorf("serve: %w", errors.Join(err, svc.stop()))
@@ -238,17 +218,26 @@ func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
 	return listen(cfg.addr, handler, be, log)
 }
 
-// newApp builds the engine over the backend's store and the routes over
-// the engine and the backend's orders.
+// newApp builds the engine over the backend's store, observed by
+// OpenTelemetry (metrics on GET /metrics, a span per engine call) and the
+// logger, and the routes over the engine and the backend's orders.
 func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
-	engine, err := idemkit.New(be.store,
-		idemkit.WithFailureMode(cfg.failure),
-		idemkit.WithLease(cfg.lease),
-		idemkit.WithObserver(idemkit.SlogObserver(log)))
+	tel, err := newTelemetry(idemkit.SlogObserver(log))
 	if err != nil {
 		return nil, err
 	}
-	return newHandler(engine, be.orders, cfg.window, log)
+	opts := append(append([]idemkit.Option(nil), be.engineOpts...),
+		idemkit.WithLease(cfg.lease),
+		idemkit.WithObserver(tel.observer))
+	engine, err := idemkit.New(be.store, opts...)
+	if err != nil {
+		return nil, err
+	}
+	app, err := newHandler(engine, be.orders, cfg.window, log)
+	if err != nil {
+		return nil, err
+	}
+	return tel.withMetrics(app), nil
 }
 
 // listen starts serving handler on addr.
@@ -373,25 +362,26 @@ func displayAddr(addr net.Addr) string {
 }
 
 // printBanner tells the user what is served and how to try each mode.
-func printBanner(w io.Writer, url string, cfg config) {
+func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
 	fmt.Fprintf(w, `idemdemo: order service listening on %[1]s
-  store: %[2]s; on store error: %[3]s; dedup window: %[4]v
-  caller: the %[5]s header, trusted as if an authenticating gateway had set it.
+  store: %[2]s; dedup window: %[3]v
+  caller: the %[4]s header, trusted as if an authenticating gateway had set it.
   This demo has no authentication of its own: do not expose it beyond localhost.
 
   POST /orders        create an order; Idempotency-Key header required, retries replay
-  POST /orders/quick  create an order; the same body again within %[4]v gets 409
+  POST /orders/quick  create an order; the same body again within %[3]v gets 409
   POST /tokens        issue a one-time token for POST /orders/form (Idempotency-Token header)
   GET  /orders        your orders
   GET  /healthz       200 when the store answers
+  GET  /metrics       idemkit's metrics (Prometheus format)
   test hooks: X-Demo-Delay: 2s (before creating), X-Demo-Stall: 2s (after), X-Demo-Fail: 500
 
 Try each line twice (the token line submits its form twice):
-  curl -i %[1]s/orders -H '%[5]s: alice' -H 'Idempotency-Key: order-1' -d '{"sku":"book","qty":1}'
-  curl -i %[1]s/orders/quick -H '%[5]s: alice' -d '{"sku":"pen","qty":2}'
-  T=$(curl -s -X POST %[1]s/tokens -H '%[5]s: alice' | sed -E 's/.*"token":"([^"]*)".*/\1/'); for i in 1 2; do curl -i %[1]s/orders/form -H '%[5]s: alice' -H "Idempotency-Token: $T" -d '{"sku":"mug","qty":1}'; done
-  curl -s %[1]s/orders -H '%[5]s: alice'
+  curl -i %[1]s/orders -H '%[4]s: alice' -H 'Idempotency-Key: order-1' -d '{"sku":"book","qty":1}'
+  curl -i %[1]s/orders/quick -H '%[4]s: alice' -d '{"sku":"pen","qty":2}'
+  T=$(curl -s -X POST %[1]s/tokens -H '%[4]s: alice' | sed -E 's/.*"token":"([^"]*)".*/\1/'); for i in 1 2; do curl -i %[1]s/orders/form -H '%[4]s: alice' -H "Idempotency-Token: $T" -d '{"sku":"mug","qty":1}'; done
+  curl -s %[1]s/orders -H '%[4]s: alice'
 
 Ctrl+C stops it gracefully.
-`, url, describeStore(cfg), cfg.failure, cfg.window, userHeader)
+`, url, storeDesc, cfg.window, userHeader)
 }

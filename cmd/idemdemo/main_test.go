@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/setup"
 )
 
 func TestParseFlagsDefaults(t *testing.T) {
@@ -26,42 +28,43 @@ func TestParseFlagsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, defaultConfig(), cfg)
 	assert.Equal(t, "127.0.0.1:8080", cfg.addr)
-	assert.Equal(t, "bolt", cfg.storeKind)
-	assert.Equal(t, "idemdemo.db", cfg.boltPath)
-	assert.Equal(t, idemkit.FailClosed, cfg.failure)
+	assert.Equal(t, "bolt://idemdemo.db", cfg.stack.Store)
+	assert.Equal(t, idemkit.FailClosed, cfg.stack.OnStoreError)
 	assert.Equal(t, 3*time.Second, cfg.window)
 }
 
 func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{
-		"-addr", "127.0.0.1:0", "-store", "redis", "-redis", "127.0.0.1:7000, 127.0.0.1:7001",
-		"-on-store-error", "open", "-fallback", "-window", "500ms", "-lease", "2s", "-log-level", "debug",
+		"-addr", "127.0.0.1:0", "-store", "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+		"-on-store-error", "open", "-fallback", "mem://", "-budget", "250ms", "-near-cache", "100",
+		"-window", "500ms", "-lease", "2s", "-log-level", "debug",
 	}, &syncBuffer{})
 	require.NoError(t, err)
 	assert.Equal(t, config{
-		addr: "127.0.0.1:0", storeKind: "redis", boltPath: "idemdemo.db",
-		redisAddrs: []string{"127.0.0.1:7000", "127.0.0.1:7001"}, failure: idemkit.FailOpen,
-		fallback: true, window: 500 * time.Millisecond, lease: 2 * time.Second, logLevel: slog.LevelDebug,
+		addr: "127.0.0.1:0",
+		stack: setup.Config{Store: "redis+cluster://127.0.0.1:7000,127.0.0.1:7001", Fallback: "mem://",
+			OnStoreError: idemkit.FailOpen, Budget: 250 * time.Millisecond, NearCache: 100},
+		window: 500 * time.Millisecond, lease: 2 * time.Second, logLevel: slog.LevelDebug,
 	}, cfg)
 }
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-store", "mongo"},
+		{"-store", ""},
+		{"-budget", "0"},
+		{"-budget", "soon"},
+		{"-near-cache", "-1"},
 		{"-on-store-error", "maybe"},
 		{"-window", "0"},
 		{"-window", "soon"},
 		{"-lease", "-1s"},
 		{"-log-level", "loud"},
-		{"-redis", "a,,b"},
 		{"-fallback"},
-		{"-store", "memory", "-fallback"},
 		{"-nope"},
 		{"extra"},
 		{"storm", "-n", "0"},
 		{"storm", "-users", "1000"},
 		{"storm", "-n", "500", "-users", "3"},
-		{"storm", "-store", "redis"},
 		{"storm", "-url", "http://192.0.2.1:8080"},
 		{"storm", "-url", "http://example.com"},
 		{"storm", "-url", "ftp://127.0.0.1"},
@@ -123,7 +126,7 @@ func runInBackground(t *testing.T, args ...string) (url string, stop func() erro
 // request finish, then closes the bbolt file.
 func TestRunGracefulShutdown(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.db")
-	url, stop := runInBackground(t, "-addr", "127.0.0.1:0", "-bolt", path, "-log-level", "error")
+	url, stop := runInBackground(t, "-addr", "127.0.0.1:0", "-store", "bolt://"+path, "-log-level", "error")
 	client := &http.Client{Timeout: 30 * time.Second}
 	require.Equal(t, http.StatusOK, doHTTP(t, client, http.MethodGet, url+"/healthz", "", "").status)
 
@@ -156,25 +159,25 @@ func TestRunGracefulShutdown(t *testing.T) {
 
 func TestRunBoltLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "demo.db")
-	runInBackground(t, "-addr", "127.0.0.1:0", "-bolt", path, "-log-level", "error")
-	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-bolt", path}, &syncBuffer{}, &syncBuffer{})
+	runInBackground(t, "-addr", "127.0.0.1:0", "-store", "bolt://"+path, "-log-level", "error")
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-store", "bolt://" + path}, &syncBuffer{}, &syncBuffer{})
 	require.ErrorContains(t, err, "locked by another process")
 	assert.Equal(t, 1, exitCode(err, &syncBuffer{}))
 }
 
 func TestRunListenError(t *testing.T) {
-	url, _ := runInBackground(t, "-addr", "127.0.0.1:0", "-store", "memory", "-log-level", "error")
-	err := run(context.Background(), []string{"-addr", strings.TrimPrefix(url, "http://"), "-store", "memory"}, &syncBuffer{}, &syncBuffer{})
+	url, _ := runInBackground(t, "-addr", "127.0.0.1:0", "-store", "mem://", "-log-level", "error")
+	err := run(context.Background(), []string{"-addr", strings.TrimPrefix(url, "http://"), "-store", "mem://"}, &syncBuffer{}, &syncBuffer{})
 	require.Error(t, err)
 }
 
 func TestBanner(t *testing.T) {
 	var out syncBuffer
 	cfg := defaultConfig()
-	printBanner(&out, "http://127.0.0.1:8080", cfg)
+	printBanner(&out, "http://127.0.0.1:8080", cfg, "bolt://idemdemo.db, on store error: closed; orders in the same bbolt file")
 	s := out.String()
 	assert.Contains(t, s, "X-User-Id header, trusted as if an authenticating gateway had set it")
-	assert.Contains(t, s, "bbolt file idemdemo.db")
+	assert.Contains(t, s, "store: bolt://idemdemo.db, on store error: closed; orders in the same bbolt file")
 	for _, line := range []string{
 		"curl -i http://127.0.0.1:8080/orders -H 'X-User-Id: alice' -H 'Idempotency-Key: order-1'",
 		"curl -i http://127.0.0.1:8080/orders/quick -H 'X-User-Id: alice'",
@@ -195,10 +198,14 @@ func startTestService(t *testing.T, cfg config) *service {
 	return svc
 }
 
-// redisConfig is a configuration over the Redis at addrs.
+// redisConfig is a configuration over the Redis at addrs: a standalone
+// server, or a cluster when there are several.
 func redisConfig(addrs ...string) config {
 	cfg := defaultConfig()
-	cfg.storeKind, cfg.redisAddrs = "redis", addrs
+	cfg.stack.Store = "redis://" + addrs[0]
+	if len(addrs) > 1 {
+		cfg.stack.Store = "redis+cluster://" + strings.Join(addrs, ",")
+	}
 	return cfg
 }
 
@@ -233,13 +240,21 @@ func TestRedisStore(t *testing.T) {
 func TestRedisFallback(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := redisConfig(srv.Addr())
-	cfg.fallback = true
+	cfg.stack.Fallback = "mem://"
 	svc := startTestService(t, cfg)
 	checkKeyMode(t, svc.url, "k1")
 	srv.Stop()
-	// The in-memory fallback deduplicates while Redis is down.
-	checkKeyMode(t, svc.url, "k2")
+	// Until the breaker opens, a failed call's outcome in Redis is unknown
+	// and the request gets 503; then the in-memory fallback answers.
 	client := &http.Client{Timeout: 10 * time.Second}
+	n := 0
+	require.Eventually(t, func() bool {
+		n++
+		r := doHTTP(t, client, http.MethodPost, svc.url+"/orders", "bob", pen, "Idempotency-Key", fmt.Sprint("probe-", n))
+		return r.status == http.StatusCreated
+	}, 20*time.Second, 10*time.Millisecond, "the fallback never took over")
+	// The fallback deduplicates while Redis is down.
+	checkKeyMode(t, svc.url, "k2")
 	assert.Equal(t, http.StatusOK, doHTTP(t, client, http.MethodGet, svc.url+"/healthz", "", "").status)
 }
 
@@ -247,7 +262,7 @@ func TestRedisDownAtStartFailOpen(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
 	cfg := redisConfig(srv.Addr())
-	cfg.failure = idemkit.FailOpen
+	cfg.stack.OnStoreError = idemkit.FailOpen
 	svc := startTestService(t, cfg)
 	client := &http.Client{Timeout: 10 * time.Second}
 	r := doHTTP(t, client, http.MethodPost, svc.url+"/orders", "alice", book, "Idempotency-Key", "k1")
@@ -259,5 +274,6 @@ func TestRedisCluster(t *testing.T) {
 	svc := startTestService(t, redisConfig(cl.Addrs()...))
 	checkKeyMode(t, svc.url, "k1")
 	checkKeyMode(t, svc.url, "k2")
-	assert.Equal(t, "Redis "+strings.Join(cl.Addrs(), ",")+", orders in memory", describeStore(redisConfig(cl.Addrs()...)))
+	assert.Equal(t, "redis+cluster://"+strings.Join(cl.Addrs(), ",")+" (budget 1s), on store error: closed; orders in memory (at most 100000, 1000 per user)",
+		svc.backend.describe())
 }

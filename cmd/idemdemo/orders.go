@@ -213,13 +213,30 @@ func decodeOrder(k, v []byte) (Order, error) {
 	return o, nil
 }
 
+// Bounds of the in-memory order list: without them one caller could fill
+// the process's memory with orders (issue 11, item 11).
+const (
+	maxMemoryOrders        = 100_000
+	maxMemoryOrdersPerUser = 1_000
+)
+
+// errOrdersFull reports an order refused because the in-memory order list
+// is full, for everyone or for its user. Nothing was stored.
+var errOrdersFull = errors.New("the in-memory order list is full")
+
 // memoryOrders is an orderRepo in process memory: orders are lost when the
-// process exits. One mutex makes the index lookup and the insert atomic.
+// process exits. It holds at most max orders, and at most perUser per
+// user, so one user's flood cannot take the others' room; past that,
+// Create fails with errOrdersFull rather than forget orders (forgetting
+// one would also forget its unique index entry). One mutex makes the
+// index lookup and the insert atomic.
 type memoryOrders struct {
-	mu     sync.Mutex
-	lastID uint64
-	byUser map[string][]Order
-	byKey  map[userKey]Order
+	mu           sync.Mutex
+	max, perUser int
+	count        int
+	lastID       uint64
+	byUser       map[string][]Order
+	byKey        map[userKey]Order
 }
 
 // userKey is a (user, deduplication key) pair, the unique index's key.
@@ -227,9 +244,10 @@ type userKey struct {
 	user, key string
 }
 
-// newMemoryOrders returns an empty in-memory orderRepo.
-func newMemoryOrders() *memoryOrders {
-	return &memoryOrders{byUser: map[string][]Order{}, byKey: map[userKey]Order{}}
+// newMemoryOrders returns an empty in-memory orderRepo holding at most max
+// orders, at most perUser of them per user.
+func newMemoryOrders(max, perUser int) *memoryOrders {
+	return &memoryOrders{max: max, perUser: perUser, byUser: map[string][]Order{}, byKey: map[userKey]Order{}}
 }
 
 // Create implements orderRepo.
@@ -243,6 +261,13 @@ func (r *memoryOrders) Create(ctx context.Context, o Order, dedupKey string) (Or
 	if existing, ok := r.byKey[uk]; ok && dedupKey != "" {
 		return existingOrder(existing, o)
 	}
+	switch {
+	case r.count >= r.max:
+		return Order{}, false, fmt.Errorf("%w (%d orders)", errOrdersFull, r.max)
+	case len(r.byUser[o.User]) >= r.perUser:
+		return Order{}, false, fmt.Errorf("%w for this user (%d orders)", errOrdersFull, r.perUser)
+	}
+	r.count++
 	r.lastID++
 	o.ID = r.lastID
 	r.byUser[o.User] = append(r.byUser[o.User], o)

@@ -15,7 +15,7 @@ import (
 
 // repoKinds builds each orderRepo implementation for the shared tests.
 var repoKinds = map[string]func(t *testing.T) orderRepo{
-	"memory": func(*testing.T) orderRepo { return newMemoryOrders() },
+	"memory": func(*testing.T) orderRepo { return newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser) },
 	"bolt":   func(t *testing.T) orderRepo { return openTestBoltOrders(t, filepath.Join(t.TempDir(), "orders.db")) },
 }
 

@@ -53,6 +53,7 @@ const (
 	problemInvalidBody = demoProblemBase + "invalid-body" // 400
 	problemInvalidHook = demoProblemBase + "invalid-hook" // 400
 	problemKeyReused   = demoProblemBase + "key-reused"   // 422
+	problemOrdersFull  = demoProblemBase + "orders-full"  // 507
 	problemDemoFailure = demoProblemBase + "demo-failure" // 500
 	problemInternal    = demoProblemBase + "internal"     // 500
 	problemCancelled   = demoProblemBase + "cancelled"    // 503
@@ -203,8 +204,12 @@ func (s *server) createOrder(dedupKey dedupKeyFunc) http.Handler {
 
 // orderError answers a failed Create.
 func (s *server) orderError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, errKeyReused) {
+	switch {
+	case errors.Is(err, errKeyReused):
 		writeProblem(w, http.StatusUnprocessableEntity, problemKeyReused, err.Error())
+		return
+	case errors.Is(err, errOrdersFull):
+		writeProblem(w, http.StatusInsufficientStorage, problemOrdersFull, err.Error()+"; restart the demo or use a bolt:// store")
 		return
 	}
 	s.log.ErrorContext(r.Context(), "create order", "error", err)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 const (
@@ -252,8 +251,7 @@ func TestListOrders(t *testing.T) {
 
 func TestHealthz(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		mem, err := memstore.New()
-		require.NoError(t, err)
+		mem := newMemStore(t)
 		a := newTestApp(t, mem, time.Second)
 		w := a.get("/healthz", "")
 		require.Equal(t, http.StatusOK, w.Code)
@@ -264,7 +262,9 @@ func TestHealthz(t *testing.T) {
 		assert.Equal(t, "1", w.Header().Get("Retry-After"))
 	})
 	t.Run("bolt", func(t *testing.T) {
-		be, err := openBolt(filepath.Join(t.TempDir(), "demo.db"))
+		cfg := defaultConfig()
+		cfg.stack.Store = "bolt://" + filepath.Join(t.TempDir(), "demo.db")
+		be, err := openBackend(context.Background(), cfg, discardLogger())
 		require.NoError(t, err)
 		a := newTestApp(t, be.store, time.Second)
 		require.Equal(t, http.StatusOK, a.get("/healthz", "").Code)
@@ -276,8 +276,7 @@ func TestHealthz(t *testing.T) {
 // With the store down, fail-closed refuses orders and fail-open creates
 // them unguarded.
 func TestStoreDown(t *testing.T) {
-	down, err := memstore.New()
-	require.NoError(t, err)
+	down := newMemStore(t)
 	require.NoError(t, down.Close())
 
 	closed := newTestApp(t, down, time.Second)

@@ -113,14 +113,14 @@ func (r stormResult) ok() bool {
 
 // runStorm is the storm subcommand.
 func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sc, storeKind, err := parseStormFlags(args, stderr)
+	sc, storeURL, err := parseStormFlags(args, stderr)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, stormTimeout)
 	defer cancel()
 	if sc.baseURL == "" {
-		stop, err := startStormServer(ctx, &sc, storeKind, stdout, stderr)
+		stop, err := startStormServer(ctx, &sc, storeURL, stdout, stderr)
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func runStorm(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // parseStormFlags parses the storm's flags.
 func parseStormFlags(args []string, stderr io.Writer) (stormConfig, string, error) {
 	sc := stormConfig{copies: 50, users: 5}
-	storeKind := "bolt"
+	storeURL := ""
 	fs := flag.NewFlagSet("idemdemo storm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -149,7 +149,7 @@ func parseStormFlags(args []string, stderr io.Writer) (stormConfig, string, erro
 	fs.StringVar(&sc.baseURL, "url", "", "`URL` of a running idemdemo on a loopback address (default: start one in-process)")
 	fs.IntVar(&sc.copies, "n", sc.copies, fmt.Sprintf("concurrent copies of each submission (1 to %d)", maxStormCopies))
 	fs.IntVar(&sc.users, "users", sc.users, fmt.Sprintf("users, each with one submission per mode (1 to %d)", maxStormUsers))
-	fs.Func("store", "`kind` of store of the in-process server: bolt (a temporary file) or memory (default bolt)", oneOf(&storeKind, "bolt", "memory"))
+	fs.StringVar(&storeURL, "store", "", "store `URL` of the in-process server, such as mem:// or redis://host:6379 (default: a temporary bbolt file)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return sc, "", err
@@ -161,7 +161,7 @@ func parseStormFlags(args []string, stderr io.Writer) (stormConfig, string, erro
 		fs.Usage()
 		return sc, "", fmt.Errorf("%w: %w", errUsage, err)
 	}
-	return sc, storeKind, nil
+	return sc, storeURL, nil
 }
 
 // checkStormConfig keeps a storm bounded and on the loopback.
@@ -198,21 +198,24 @@ func checkLoopbackURL(raw string) error {
 	return nil
 }
 
-// startStormServer starts an order service on a free loopback port over a
-// temporary store and points sc at it. stop shuts it down and removes the
-// store.
-func startStormServer(ctx context.Context, sc *stormConfig, storeKind string, stdout, stderr io.Writer) (stop func(), err error) {
+// startStormServer starts an order service on a free loopback port over
+// the store at storeURL, or a temporary bbolt file when it is empty, and
+// points sc at it. stop shuts it down and removes the temporary file.
+func startStormServer(ctx context.Context, sc *stormConfig, storeURL string, stdout, stderr io.Writer) (stop func(), err error) {
 	dir, err := os.MkdirTemp("", "idemdemo-storm-")
 	if err != nil {
 		return nil, err
 	}
 	cfg := defaultConfig()
-	cfg.addr, cfg.storeKind, cfg.boltPath = "127.0.0.1:0", storeKind, filepath.Join(dir, "storm.db")
+	cfg.addr, cfg.stack.Store = "127.0.0.1:0", storeURL
+	if storeURL == "" {
+		cfg.stack.Store = "bolt://" + filepath.Join(dir, "storm.db")
+	}
 	svc, err := start(ctx, cfg, newLogger(stderr, slog.LevelWarn))
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	fmt.Fprintf(stdout, "in-process server at %s, store: %s\n", svc.url, describeStore(cfg))
+	fmt.Fprintf(stdout, "in-process server at %s, store: %s\n", svc.url, svc.backend.describe())
 	sc.baseURL = svc.url
 	return func() {
 		if err := errors.Join(svc.shutdown(shutdownTimeout), os.RemoveAll(dir)); err != nil {

@@ -13,16 +13,15 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // The storm subcommand, in-process: exactly one order per logical
 // submission in every mode, over either store.
 func TestStormInProcess(t *testing.T) {
-	for _, storeKind := range []string{"bolt", "memory"} {
-		t.Run(storeKind, func(t *testing.T) {
+	for _, storeURL := range []string{"", "mem://"} {
+		t.Run("store="+storeURL, func(t *testing.T) {
 			var stdout, stderr syncBuffer
-			err := run(context.Background(), []string{"storm", "-n", "30", "-users", "4", "-store", storeKind}, &stdout, &stderr)
+			err := run(context.Background(), []string{"storm", "-n", "30", "-users", "4", "-store", storeURL}, &stdout, &stderr)
 			require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", &stdout, &stderr)
 			out := stdout.String()
 			for _, mode := range []string{"idempotency-key", "window", "token"} {
@@ -37,7 +36,7 @@ func TestStormInProcess(t *testing.T) {
 // replayed or refused with 409.
 func TestStormTallies(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.storeKind = "memory"
+	cfg.stack.Store = "mem://"
 	svc := startTestService(t, cfg)
 	const users, copies = 3, 25
 	results, err := storm(context.Background(), stormConfig{baseURL: svc.url, copies: copies, users: users})
@@ -63,7 +62,7 @@ func TestStormTallies(t *testing.T) {
 // Storms against one server do not count each other's orders.
 func TestStormRepeated(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.storeKind = "memory"
+	cfg.stack.Store = "mem://"
 	svc := startTestService(t, cfg)
 	for range 2 {
 		results, err := storm(context.Background(), stormConfig{baseURL: svc.url, copies: 5, users: 2})
@@ -78,12 +77,11 @@ func TestStormRepeated(t *testing.T) {
 // noDedupKey for no index). Tokens are still issued, so the storm can run.
 func unguardedServer(t *testing.T, keyOf, tokenKey func(*http.Request) string) *httptest.Server {
 	t.Helper()
-	mem, err := memstore.New()
-	require.NoError(t, err)
+	mem := newMemStore(t)
 	t.Cleanup(func() { _ = mem.Close() })
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)
-	s := &server{engine: e, orders: newMemoryOrders(), principal: idemhttp.TrustedHeaderPrincipal(userHeader), log: discardLogger()}
+	s := &server{engine: e, orders: newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser), principal: idemhttp.TrustedHeaderPrincipal(userHeader), log: discardLogger()}
 	issuer, err := idemhttp.TokenIssuer(e, idemhttp.WithPrincipal(s.principal))
 	require.NoError(t, err)
 	mux := http.NewServeMux()

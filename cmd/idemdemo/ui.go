@@ -117,7 +117,7 @@ type ui struct {
 func registerUI(mux *http.ServeMux, s *server, window time.Duration) error {
 	token, err := idemhttp.Token(s.engine,
 		idemhttp.WithPrincipal(s.principal), idemhttp.WithLogger(s.log),
-		idemhttp.WithMaxBody(uiMaxForm), idemhttp.WithWait(0))
+		idemhttp.WithMaxBody(uiMaxForm), idemhttp.WithTokenField(uiTokenField), idemhttp.WithWait(0))
 	if err != nil {
 		return fmt.Errorf("browser page: %w", err)
 	}
@@ -128,10 +128,9 @@ func registerUI(mux *http.ServeMux, s *server, window time.Duration) error {
 			http.ServeFileFS(w, r, uiFiles, "ui/"+name)
 		})
 	}
-	mux.Handle("POST /ui/orders/unprotected", u.form(u.createOrder("unprotected", nil)))
-	// The token middleware reads the Idempotency-Token header, so form
-	// copies the form field there before the middleware runs.
-	mux.Handle("POST /ui/orders/token", u.form(replayTiming(u.token(u.createOrder("token", formToken)))))
+	mux.Handle("POST /ui/orders/unprotected", detach(u.form(u.createOrder("unprotected", nil))))
+	// The token middleware takes the token from the form field itself.
+	mux.Handle("POST /ui/orders/token", detach(replayTiming(u.token(u.form(u.createOrder("token", formToken))))))
 	return nil
 }
 
@@ -208,10 +207,19 @@ type uiOrder struct {
 
 type uiOrderKey struct{}
 
-// form parses and checks an order form post, detaches the request from the
-// browser's connection (see uiWorkTimeout) and hands the order to next in
-// the request context. A token field is copied into the Idempotency-Token
-// header for the token middleware.
+// detach runs next on a context that the browser's connection does not
+// cancel, bounded by uiWorkTimeout: a submission the browser abandons is
+// still carried out, and its idempotency record completed.
+func detach(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), uiWorkTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// form parses and checks an order form post and hands the order to next in
+// the request context.
 func (u *ui) form(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, uiMaxForm)
@@ -235,12 +243,7 @@ func (u *ui) form(next http.Handler) http.Handler {
 			return
 		}
 		o.qty = qty
-		if o.token != "" {
-			r.Header.Set(idemhttp.DefaultTokenHeader, o.token)
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), uiWorkTimeout)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, uiOrderKey{}, o)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), uiOrderKey{}, o)))
 	})
 }
 
@@ -278,6 +281,9 @@ func (u *ui) createOrder(variant string, dedupKey func(uiOrder) string) http.Han
 		switch {
 		case errors.Is(err, errKeyReused):
 			http.Error(w, "this token was already used for a different order", http.StatusUnprocessableEntity)
+			return
+		case errors.Is(err, errOrdersFull):
+			http.Error(w, err.Error()+"; restart the demo", http.StatusInsufficientStorage)
 			return
 		case err != nil:
 			u.s.log.ErrorContext(r.Context(), "browser page: create order", "error", err)

@@ -1,9 +1,14 @@
-// Command idemtour walks through idemkit's three modes on the in-process
-// memory store and prints what happens at each step: a double-clicked
-// submit stopped by a dedup window, a one-time token accepted once, and a
-// payment retried after a lost response that runs once and replays.
+// Command idemtour walks through idemkit's three modes and prints what
+// happens at each step: a double-clicked submit stopped by a dedup window,
+// a one-time token accepted once, and a payment retried after a lost
+// response that runs once and replays.
 //
-//	go run ./cmd/idemtour
+//	go run ./cmd/idemtour                                  # on the in-process memory store
+//	go run ./cmd/idemtour -store redis://localhost:6379/0  # on any store, by URL
+//
+// -store (or IDEMKIT_STORE) takes any store URL package setup knows; each
+// run writes under a namespace of its own, so runs over a persistent store
+// do not meet.
 package main
 
 import (
@@ -17,24 +22,39 @@ import (
 	"sync/atomic"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql" // the driver of mysql://
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/keying"
-	"github.com/idemkit/idemkit/store/memstore"
+	"github.com/idemkit/idemkit/setup"
+	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
+	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
+	_ "github.com/idemkit/idemkit/store/sqlstore"   // postgres://, mysql://
+	_ "github.com/jackc/pgx/v5/stdlib"              // the driver of postgres://
 )
 
 func main() {
 	os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// cli parses args (only -h is known) and runs the tour. It returns the
-// exit status: 0, 2 for a usage error (or -h asked for help: 0), 1 when
-// the tour failed.
+// cli parses args (-store and -h) and runs the tour. It returns the exit
+// status: 0, 2 for a usage error (or -h asked for help: 0), 1 when the
+// tour failed (a store URL it cannot use included).
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("idemtour", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: idemtour\n\nWalks through idemkit's three modes on the in-process memory store\nand prints what happens at each step. It takes no flags or arguments.")
+		fmt.Fprintln(stderr, "Usage: idemtour [-store URL]\n\nWalks through idemkit's three modes and prints what happens at each step.\n\nFlags:")
+		fs.PrintDefaults()
 	}
+	cfg, err := setup.FromEnv(os.Environ())
+	if err != nil {
+		fmt.Fprintln(stderr, "idemtour:", err)
+		return 2
+	}
+	if cfg.Store == "" {
+		cfg.Store = "mem://"
+	}
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "store `URL`: mem://, bolt:///path/file.db, redis://host:6379/0, ... (or IDEMKIT_STORE)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -46,20 +66,22 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if err := run(ctx, stdout); err != nil {
+	if err := run(ctx, stdout, cfg); err != nil {
 		fmt.Fprintln(stderr, "idemtour:", err)
 		return 1
 	}
 	return 0
 }
 
-func run(ctx context.Context, w io.Writer) error {
-	s, err := memstore.New()
+// run runs the tour over the stack cfg describes.
+func run(ctx context.Context, w io.Writer, cfg setup.Config) error {
+	st, err := setup.Build(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithWindow(3*time.Second))
+	defer st.Close()
+	e, err := st.NewEngine(idemkit.WithObserver(nil), idemkit.WithWindow(3*time.Second),
+		idemkit.WithNamespace(fmt.Sprintf("tour%d", time.Now().UnixNano())))
 	if err != nil {
 		return err
 	}
@@ -76,8 +98,11 @@ func run(ctx context.Context, w io.Writer) error {
 // gateway) inside a 3 s window; one runs.
 func guardTour(ctx context.Context, w io.Writer, e *idemkit.Engine) error {
 	fmt.Fprintln(w, "1. Dedup window (Guard): 10 identical submits at once")
-	fp := new(keying.Fingerprinter).Sum("user-1", "POST /orders", nil,
-		[]byte(`{"sku":"A1","qty":1,"timestamp":1732900000}`))
+	fper, err := keying.NewFingerprinter()
+	if err != nil {
+		return err
+	}
+	fp := fper.Sum("user-1", "POST /orders", nil, []byte(`{"sku":"A1","qty":1,"timestamp":1732900000}`))
 	var admitted, rejected atomic.Int32
 	var retry atomic.Int64
 	var wg sync.WaitGroup

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -198,4 +200,43 @@ func BenchmarkCompareAndDelete(b *testing.B) {
 func BenchmarkStoretest(b *testing.B) {
 	c := benchClient(b)
 	storetest.Bench(b, func(b *testing.B) store.Store { return newStore(b, c) })
+}
+
+// BenchmarkClaim100 claims 100 fresh keys per iteration, as one
+// SetNXBatch and as 100 SetNX calls, in the same run:
+//
+//	go test -run '^$' -bench Claim100 -benchmem ./store/redisstore/
+func BenchmarkClaim100(b *testing.B) {
+	c := benchClient(b)
+	s, err := redisstore.New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	value := []byte("claim-value-0123456789")
+	var round int
+	items := func() []store.BatchItem {
+		round++
+		out := make([]store.BatchItem, 100)
+		for i := range out {
+			out[i] = store.BatchItem{Key: fmt.Sprintf("claim100:%d:%d", round, i), Value: value, TTL: time.Minute}
+		}
+		return out
+	}
+	b.Run("batch", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.SetNXBatch(ctx, items()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("single", func(b *testing.B) {
+		for b.Loop() {
+			for _, it := range items() {
+				if _, _, err := s.SetNX(ctx, it.Key, it.Value, it.TTL); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

@@ -17,24 +17,40 @@ var unitTitles = map[string]string{
 	"allocs/op":      "allocs/op",
 	"redis-calls/op": "Redis calls/op",
 	"runs/key":       "handler runs/key",
+	"redis-us/op":    "Redis µs/op",
 	"409s/key":       "409s/key",
 }
 
 // render writes res as a markdown table followed by the environment lines.
 func render(w io.Writer, res *results) {
-	head := []string{"scenario", "stack"}
+	var rows []*row
+	for _, rw := range res.rows {
+		if !strings.HasPrefix(rw.scenario, parallelPre) && rw.scenario != pairedScenario { // in their own tables
+			rows = append(rows, rw)
+		}
+	}
+	var units []string
 	for _, u := range res.units {
+		if slices.ContainsFunc(rows, func(rw *row) bool { return len(rw.values[u]) > 0 }) {
+			units = append(units, u)
+		}
+	}
+	head := []string{"scenario", "stack"}
+	for _, u := range units {
 		head = append(head, title(u))
 	}
 	writeRow(w, head)
 	writeRow(w, separator(len(head)))
-	for _, rw := range res.rows {
+	for _, rw := range rows {
 		cells := []string{rw.scenario, rw.stack}
-		for _, u := range res.units {
+		for _, u := range units {
 			cells = append(cells, cell(u, rw.values[u]))
 		}
 		writeRow(w, cells)
 	}
+	renderPaired(w, res)
+	renderDerived(w, res)
+	renderScaling(w, res)
 	if len(res.env) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(res.env, ", "))
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // decodeResponse must reject, never panic on, any corrupt stored value.
-func TestReviewDecodeResponseNeverPanics(t *testing.T) {
+func TestDecodeResponseNeverPanics(t *testing.T) {
 	allow := []string{"Content-Type", "Content-Encoding", "Location"}
 	good := encodeResponse(201, http.Header{"Content-Type": {"a/b"}, "Location": {"/x", "/y"}}, allow, []byte("body"))
 	rng := rand.New(rand.NewPCG(1, 2))

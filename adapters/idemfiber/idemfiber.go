@@ -1,0 +1,182 @@
+package idemfiber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/gofiber/fiber/v3"
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
+)
+
+// maxReplayHeaders bounds the replay allow-list.
+const maxReplayHeaders = 64
+
+// New returns Fiber middleware that makes a route idempotent per client
+// key over e; see the package doc for the contract. WithPrincipal is
+// required. It returns an error wrapping idemkit.ErrInvalid for a nil
+// engine, a missing principal or an invalid option (engine options
+// included). The handler is safe for concurrent use.
+func New(e *idemkit.Engine, opts ...Option) (fiber.Handler, error) {
+	if e == nil {
+		return nil, fmt.Errorf("idemfiber: %w: nil engine", idemkit.ErrInvalid)
+	}
+	c := &config{
+		keyHeader:     keying.KeyHeader,
+		methods:       []string{http.MethodPost, http.MethodPatch},
+		replayHeaders: slices.Clone(defaultReplayHeaders),
+		storePolicy:   DefaultStorePolicy,
+		maxStored:     DefaultMaxStoredResponse,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	switch {
+	case c.err != nil:
+		return nil, c.err
+	case c.principal == nil:
+		return nil, fmt.Errorf("idemfiber: %w: WithPrincipal is required", idemkit.ErrInvalid)
+	case len(c.replayHeaders) > maxReplayHeaders:
+		return nil, fmt.Errorf("idemfiber: %w: more than %d replay headers", idemkit.ErrInvalid, maxReplayHeaders)
+	}
+	view, err := e.With(c.engineOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("idemfiber: engine options: %w", err)
+	}
+	fp, err := keying.NewFingerprinter(keying.WithVolatile(c.volatile...))
+	if err != nil {
+		return nil, fmt.Errorf("idemfiber: %w: %w", idemkit.ErrInvalid, err)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	m := &middleware{e: view, c: c, fp: fp}
+	return m.handle, nil
+}
+
+type middleware struct {
+	e  *idemkit.Engine
+	c  *config
+	fp *keying.Fingerprinter
+}
+
+func (m *middleware) guarded(method string) bool {
+	return slices.Contains(m.c.methods, method)
+}
+
+func (m *middleware) handle(c fiber.Ctx) error {
+	if !m.guarded(c.Method()) {
+		return c.Next()
+	}
+	principal, err := m.c.principal(c)
+	if err != nil || principal == "" {
+		return writeProblem(c, http.StatusUnauthorized, ProblemUnauthenticated, "the caller of this request could not be identified", 0)
+	}
+	key, present, err := m.key(c)
+	switch {
+	case err != nil:
+		return writeProblem(c, http.StatusBadRequest, ProblemKeyInvalid, m.c.keyHeader+": "+err.Error(), 0)
+	case !present && m.c.optionalKey:
+		return c.Next()
+	case !present:
+		return writeProblem(c, http.StatusBadRequest, ProblemKeyMissing, "this request requires an "+m.c.keyHeader+" header", 0)
+	}
+	ctx := c.Context()
+	fp := m.fp.Sum(principal, operation(c), query(c), c.BodyRaw())
+	claim, res, err := m.e.Begin(ctx, keying.Key("fiber", key), fp, idemkit.WithScope(principal))
+	switch {
+	case claim != nil:
+		return m.run(ctx, c, claim)
+	case err != nil:
+		return m.answer(c, err)
+	case res.Unguarded:
+		return c.Next()
+	}
+	if err := writeStored(c.Response(), res.Value); err != nil {
+		m.c.logger.ErrorContext(ctx, "idemfiber: stored response cannot be decoded", "error", err)
+		return writeProblem(c, http.StatusInternalServerError, ProblemInternal, "the stored response cannot be read", 0)
+	}
+	return nil
+}
+
+// key returns the parsed key header; present reports whether it was sent.
+func (m *middleware) key(c fiber.Ctx) (key string, present bool, err error) {
+	vs := c.Request().Header.PeekAll(m.c.keyHeader)
+	switch len(vs) {
+	case 0:
+		return "", false, nil
+	case 1:
+		key, err = parseKey(vs[0])
+		return key, true, err
+	}
+	return "", true, fmt.Errorf("%w: the header is repeated", errBadKey)
+}
+
+// run runs the rest of the chain under claim and records its response
+// when the store policy accepts it; otherwise the key is released.
+func (m *middleware) run(ctx context.Context, c fiber.Ctx, claim *idemkit.Claim) error {
+	defer claim.Release(ctx) // a no-op once completed; releases on a panic
+	if err := c.Next(); err != nil {
+		return err // Fiber's error handler answers; the key is released
+	}
+	resp := c.Response()
+	if !m.c.storePolicy(resp.StatusCode()) || resp.IsBodyStream() {
+		return nil
+	}
+	if len(resp.Body()) > m.c.maxStored {
+		m.warn(ctx, c, "idemfiber: response over the stored-size cap sent and not stored; key released", slog.Int("max_stored", m.c.maxStored))
+		return nil
+	}
+	if err := claim.Complete(ctx, encodeResponse(resp, m.c.replayHeaders)); err != nil {
+		m.warn(ctx, c, "idemfiber: handler ran but its response could not be recorded", slog.Any("error", err))
+	}
+	return nil
+}
+
+// answer maps an engine error met before the handler ran.
+func (m *middleware) answer(c fiber.Ctx, err error) error {
+	var ce *idemkit.ConflictError
+	switch {
+	case errors.Is(err, idemkit.ErrMismatch):
+		return writeProblem(c, http.StatusUnprocessableEntity, ProblemKeyMismatch,
+			"this idempotency key was already used with a different request payload", 0)
+	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrInProgress):
+		return writeProblem(c, http.StatusConflict, ProblemInProgress,
+			"a request with this key is still being processed; retry after the delay given", ce.RetryAfter)
+	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return writeProblem(c, http.StatusServiceUnavailable, ProblemUnavailable,
+			"duplicate protection is unavailable; the request was not processed", unavailableRetry)
+	}
+	m.c.logger.ErrorContext(c.Context(), "idemfiber: unexpected engine outcome", "error", err,
+		"method", c.Method(), "route", c.Route().Path)
+	return writeProblem(c, http.StatusInternalServerError, ProblemInternal, "the request could not be processed", 0)
+}
+
+func (m *middleware) warn(ctx context.Context, c fiber.Ctx, msg string, attrs ...slog.Attr) {
+	attrs = append(attrs, slog.String("method", c.Method()), slog.String("route", c.Route().Path))
+	m.c.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+}
+
+// operation names what the request does: method, route path and path, so
+// one body sent to /orders/1 and /orders/2 are different operations.
+func operation(c fiber.Ctx) string {
+	return c.Method() + " " + c.Route().Path + " " + string(c.Request().URI().PathOriginal())
+}
+
+// query returns the query parameters for the fingerprint, nil for none.
+func query(c fiber.Ctx) url.Values {
+	args := c.Request().URI().QueryArgs()
+	if args.Len() == 0 {
+		return nil
+	}
+	q := make(url.Values, args.Len())
+	for k, v := range args.All() {
+		q[string(k)] = append(q[string(k)], string(v))
+	}
+	return q
+}

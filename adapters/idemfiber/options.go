@@ -1,0 +1,221 @@
+package idemfiber
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gofiber/fiber/v3"
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
+)
+
+// Option configures the middleware New returns.
+type Option func(*config)
+
+// PrincipalFunc identifies the caller of a request: a user, tenant or
+// client id. An error answers 401. The principal scopes the key and is
+// never written to responses, logs or store key names.
+type PrincipalFunc func(c fiber.Ctx) (string, error)
+
+type config struct {
+	principal     PrincipalFunc
+	keyHeader     string
+	methods       []string
+	optionalKey   bool
+	replayHeaders []string
+	storePolicy   func(status int) bool
+	maxStored     int
+	volatile      []string
+	engineOpts    []idemkit.Option
+	logger        *slog.Logger
+	err           error
+}
+
+// DefaultMaxStoredResponse is the largest response body, in bytes, that is
+// stored by default; see WithMaxStoredResponse.
+const DefaultMaxStoredResponse = 1 << 20
+
+// defaultReplayHeaders are replayed whatever WithReplayHeaders adds.
+var defaultReplayHeaders = []string{"Content-Type", "Content-Encoding", "Location"}
+
+func (c *config) invalid(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("idemfiber: %w: "+format, append([]any{idemkit.ErrInvalid}, args...)...)
+	}
+}
+
+// WithPrincipal sets the function that identifies the caller. Required.
+func WithPrincipal(fn PrincipalFunc) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("nil principal function")
+			return
+		}
+		c.principal = fn
+	}
+}
+
+// errNoPrincipal is what TrustedHeaderPrincipal returns for a request
+// without the header.
+var errNoPrincipal = errors.New("idemfiber: no principal header")
+
+// TrustedHeaderPrincipal reads the principal from header name, as set by
+// a gateway that authenticated the caller. Only safe when the gateway
+// strips the header from what clients send.
+func TrustedHeaderPrincipal(name string) PrincipalFunc {
+	return func(c fiber.Ctx) (string, error) {
+		v := c.Request().Header.Peek(name)
+		if len(v) == 0 {
+			return "", errNoPrincipal
+		}
+		return string(v), nil
+	}
+}
+
+// WithKeyHeader sets the request header carrying the key (default
+// Idempotency-Key).
+func WithKeyHeader(name string) Option {
+	return func(c *config) {
+		if !validToken(name) {
+			c.invalid("key header %q is not a header name", name)
+			return
+		}
+		c.keyHeader = http.CanonicalHeaderKey(name)
+	}
+}
+
+// WithMethods sets the guarded methods (default POST and PATCH); requests
+// of other methods pass through untouched.
+func WithMethods(methods ...string) Option {
+	return func(c *config) {
+		if len(methods) == 0 {
+			c.invalid("no methods")
+			return
+		}
+		for _, m := range methods {
+			if !validToken(m) {
+				c.invalid("method %q is not a token", m)
+				return
+			}
+		}
+		c.methods = slices.Clone(methods)
+	}
+}
+
+// WithOptionalKey lets requests without a key through to the handler,
+// unguarded, instead of answering 400.
+func WithOptionalKey() Option {
+	return func(c *config) { c.optionalKey = true }
+}
+
+// WithReplayHeaders adds response headers that are stored and replayed,
+// besides Content-Type, Content-Encoding and Location. Set-Cookie and
+// other per-caller headers are refused: a replay must not hand out
+// credentials.
+func WithReplayHeaders(names ...string) Option {
+	return func(c *config) {
+		for _, n := range names {
+			switch {
+			case !validToken(n):
+				c.invalid("replay header %q is not a header name", n)
+				return
+			case strings.EqualFold(n, "Set-Cookie"), strings.EqualFold(n, keying.ReplayedHeader):
+				c.invalid("header %s cannot be replayed", n)
+				return
+			}
+			if n = http.CanonicalHeaderKey(n); !slices.Contains(c.replayHeaders, n) {
+				c.replayHeaders = append(c.replayHeaders, n)
+			}
+		}
+	}
+}
+
+// WithStorePolicy sets which statuses are stored and replayed; responses
+// with other statuses are sent once and release the key. The default is
+// DefaultStorePolicy.
+func WithStorePolicy(store func(status int) bool) Option {
+	return func(c *config) {
+		if store == nil {
+			c.invalid("nil store policy")
+			return
+		}
+		c.storePolicy = store
+	}
+}
+
+// DefaultStorePolicy stores 2xx and 4xx responses except 408, 409, 425
+// and 429, which a retry may turn into another outcome.
+func DefaultStorePolicy(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 200 && status < 300 || status >= 400 && status < 500
+}
+
+// WithMaxStoredResponse sets the largest response body stored (default
+// DefaultMaxStoredResponse). A larger response is sent as it is, not
+// stored, and the key is released, with a warning logged.
+func WithMaxStoredResponse(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.invalid("negative max stored response %d", n)
+			return
+		}
+		c.maxStored = n
+	}
+}
+
+// WithVolatile names JSON members left out of the body fingerprint (see
+// keying.WithVolatile), such as a client timestamp.
+func WithVolatile(paths ...string) Option {
+	return func(c *config) { c.volatile = append(c.volatile, paths...) }
+}
+
+// WithEngineOptions sets engine options for this route (idemkit.WithWait,
+// WithFailureMode, WithRetention, ...), validated once by New with
+// Engine.With.
+func WithEngineOptions(opts ...idemkit.Option) Option {
+	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
+}
+
+// WithLogger sets the logger of unexpected outcomes (default
+// slog.Default()). Nothing it logs holds a key or a principal.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.invalid("nil logger")
+			return
+		}
+		c.logger = l
+	}
+}
+
+// validToken reports whether s is a non-empty RFC 9110 token.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTchar(c byte) bool { return tchar[c] }
+
+// tchar marks the RFC 9110 token characters; a table, since every key
+// byte is checked on every request.
+var tchar = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()

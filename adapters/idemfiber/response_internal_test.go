@@ -1,0 +1,63 @@
+package idemfiber
+
+import (
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+func TestStoredResponseRoundTrip(t *testing.T) {
+	var resp fasthttp.Response
+	resp.SetStatusCode(201)
+	resp.Header.SetContentType("application/json")
+	resp.Header.Add("Link", "</a>; rel=a")
+	resp.Header.Add("Link", "</b>; rel=b")
+	resp.Header.Set("X-Secret", "not allowed")
+	resp.SetBodyString(`{"id":1}`)
+	b := encodeResponse(&resp, []string{"Content-Type", "Link", "Location"})
+
+	var out fasthttp.Response
+	if err := writeStored(&out, b); err != nil {
+		t.Fatal(err)
+	}
+	if out.StatusCode() != 201 || string(out.Body()) != `{"id":1}` {
+		t.Fatalf("status %d body %q", out.StatusCode(), out.Body())
+	}
+	if ct := string(out.Header.ContentType()); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if links := out.Header.PeekAll("Link"); len(links) != 2 || string(links[1]) != "</b>; rel=b" {
+		t.Errorf("Link values %q", links)
+	}
+	if len(out.Header.Peek("X-Secret")) != 0 {
+		t.Error("a header off the allow-list was stored")
+	}
+	if string(out.Header.Peek(ReplayedHeader)) != "true" {
+		t.Error("no replayed marker")
+	}
+}
+
+func TestCorruptStoredResponse(t *testing.T) {
+	var resp fasthttp.Response
+	resp.SetStatusCode(200)
+	resp.Header.Set("Location", "/x")
+	resp.SetBodyString("body")
+	good := encodeResponse(&resp, []string{"Location"})
+	bad := [][]byte{
+		nil,
+		{2, 0, 200, 0},                 // unknown version
+		{1, 0, 42, 0},                  // status below 100
+		{1, 0, 200, 1, 50, 'a'},        // name length past the end
+		good[:6],                       // cut inside a header
+		{1, 0, 200, 1, 1, 'a', 200, 1}, // value count past the end
+	}
+	for i, b := range bad {
+		var out fasthttp.Response
+		out.SetStatusCode(299)
+		if err := writeStored(&out, b); err == nil {
+			t.Errorf("case %d: %v accepted", i, b)
+		} else if out.StatusCode() != 299 {
+			t.Errorf("case %d: response touched before the check", i)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+// Command idemproxy is a reverse proxy that gives any HTTP backend
+// idempotency keys, duplicate-submission windows and one-time tokens,
+// configured per route, without linking a Go library: the idemhttp
+// middlewares in front of net/http/httputil.ReverseProxy, over a store
+// that several proxy instances share (Redis, PostgreSQL, MySQL).
+//
+// Usage:
+//
+//	idemproxy -config idemproxy.toml [-listen addr] [-upstream url] [-store url]
+//
+// Flags override the environment (IDEMPROXY_CONFIG, IDEMPROXY_LISTEN,
+// IDEMPROXY_UPSTREAM, IDEMPROXY_STORE), which overrides the file. Keep the
+// store URL's password in the environment rather than in the file.
+//
+// # Routes
+//
+// Each [[route]] of the configuration matches a method and a path pattern
+// (http.ServeMux syntax, such as "POST /orders/{id}/pay") and names a mode:
+//
+//   - key: the client sends Idempotency-Key; the first response is stored
+//     and replayed to retries with the same key (409 while it runs, 422
+//     for another payload).
+//   - window: a repeat of the same request (principal, route, canonical
+//     body) inside the window gets 409 with Retry-After.
+//   - token: the request must carry a one-time token issued by a route of
+//     mode issue-token (answered by the proxy itself, never the upstream).
+//   - pass: forwarded as it is.
+//
+// Requests no route matches are forwarded as they are.
+//
+// # When the store fails
+//
+// Each route says what happens: failure = "closed" (the default) answers
+// 503 with Retry-After and forwards nothing; failure = "open" forwards the
+// request unguarded (and logs it); fallback = true keeps the route guarded
+// by an in-process memory tier once the store has failed a few times in a
+// row (policy.Tiered's circuit breaker; until then, and for the breaker's
+// probes of the store, the route answers as its failure mode says), and
+// copies those records back when the store answers again. A memory tier
+// guards one instance only: duplicates spread over several instances
+// during an outage are not caught.
+//
+// # Responses
+//
+// A replay carries the upstream's stored status, body and allow-listed
+// headers (Content-Type, Content-Encoding, Location, and each route's
+// replay_headers); Set-Cookie is sent on the fresh response only, unless a
+// route says set_cookie = "replay" or "strip". Hop-by-hop headers are never
+// stored. Upstream 5xx, timeouts (504) and unreachable upstreams (502) are
+// not stored: a retry reaches the upstream again. Server-sent events
+// (counted and logged) and responses over max_stored_response (logged)
+// are sent as they come and not stored: by default the key keeps a
+// terminal record, so a retry gets 500 response-not-stored instead of a
+// second execution, or with unstored = "release" the retry reaches the
+// upstream again. Protocol upgrades (WebSocket) pass through unguarded; an
+// upgrade request skips the route's principal check too, since
+// nothing is stored for it. Request bodies are bounded (413).
+//
+// # Principal
+//
+// Keys, windows and tokens belong to a principal: a header set by a
+// trusted gateway, the subject (or another claim) of a verified JWT, or
+// the subject of a verified mTLS client certificate. A guarded request
+// without one gets 401.
+//
+// # Operations
+//
+// The proxy answers its own health check (health_path, default /healthz)
+// without reaching the upstream. SIGHUP reloads the JWT key files (a
+// rotated JWKS); a reload that fails keeps the current keys. On SIGINT or
+// SIGTERM the proxy stops accepting connections and lets in-flight
+// requests finish for shutdown_timeout; requests still running then are
+// cut off, and their claims released so that a retry runs them again.
+package main

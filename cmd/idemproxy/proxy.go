@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+)
+
+// Problem types of the proxy's own errors; the middleware's are the
+// idemhttp.Problem* constants.
+const (
+	problemBase            = "https://idemkit.dev/problems/proxy/"
+	problemUpstreamDown    = problemBase + "upstream-unavailable" // 502
+	problemUpstreamTimeout = problemBase + "upstream-timeout"     // 504
+	problemBodyTooLarge    = idemhttp.ProblemBodyTooLarge         // 413
+)
+
+// healthTimeout bounds the store check of the health endpoint.
+const healthTimeout = 2 * time.Second
+
+// proxy is the handler of one idemproxy instance. Its methods are safe for
+// concurrent use.
+type proxy struct {
+	cfg      *config
+	log      *slog.Logger
+	rp       *httputil.ReverseProxy
+	stores   *stores
+	handler  http.Handler
+	inflight sync.WaitGroup
+	// reloadKeys reads the principal's key files again (SIGHUP).
+	reloadKeys func() error
+
+	// Counters reported by the health endpoint.
+	streams  atomic.Uint64 // guarded responses that streamed (SSE) and passed through
+	upgrades atomic.Uint64 // upgrade requests (WebSocket) on guarded routes, passed through
+}
+
+// newProxy builds the proxy for a checked configuration over opened stores.
+func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
+	up, err := url.Parse(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("%w: upstream: %v", errConfig, err)
+	}
+	p := &proxy{cfg: cfg, log: log, stores: st}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			pr.SetXForwarded()
+		},
+		Transport:      newTransport(cfg.UpstreamTimeout.Duration),
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamError,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BufferPool:     new(bufferPool),
+	}
+	principal, reload, err := newPrincipal(cfg.Principal)
+	if err != nil {
+		return nil, err
+	}
+	p.reloadKeys = reload
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+cfg.HealthPath, p.health)
+	engines, err := p.engines(st)
+	if err != nil {
+		return nil, err
+	}
+	for _, rc := range cfg.Routes {
+		h, err := p.route(rc, engines, principal)
+		if err != nil {
+			return nil, fmt.Errorf("%w: route %s: %w", errConfig, rc.Match, err)
+		}
+		if err := register(mux, rc.Match, h); err != nil {
+			return nil, err
+		}
+	}
+	mux.Handle("/", p.limit(cfg.MaxBody, p.rp))
+	p.handler = mux
+	return p, nil
+}
+
+// newTransport is http.DefaultTransport's setup with a bound on the time
+// to the upstream's response headers.
+func newTransport(timeout time.Duration) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = timeout
+	t.MaxIdleConnsPerHost = 256
+	return t
+}
+
+// bufferPool reuses the ReverseProxy's 32 KiB copy buffers, which it
+// otherwise allocates (and the GC clears) for every response.
+type bufferPool struct{ p sync.Pool }
+
+func (bp *bufferPool) Get() []byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
+
+// register adds a route to mux, turning ServeMux's panic on a conflicting
+// pattern into an error.
+func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: route %s: %v", errConfig, pattern, r)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// routeEngines are the engines routes pick from: over the primary store,
+// and over the tiered store for routes with fallback.
+type routeEngines struct{ primary, fallback *idemkit.Engine }
+
+func (p *proxy) engines(st *stores) (routeEngines, error) {
+	var re routeEngines
+	opts := []idemkit.Option{idemkit.WithNamespace(p.cfg.Namespace), idemkit.WithObserver(idemkit.SlogObserver(p.log))}
+	var err error
+	if re.primary, err = idemkit.New(st.primary, opts...); err != nil {
+		return re, err
+	}
+	if st.tiered != nil {
+		re.fallback, err = idemkit.New(st.tiered, opts...)
+	}
+	return re, err
+}
+
+// route builds the handler of one configured route.
+func (p *proxy) route(rc routeCfg, engines routeEngines, principal principalFunc) (http.Handler, error) {
+	if rc.Mode == modePass {
+		return p.limit(rc.MaxBody, p.rp), nil
+	}
+	e := engines.primary
+	if rc.Fallback {
+		e = engines.fallback
+	}
+	method, _, _ := strings.Cut(rc.Match, " ")
+	opts := p.routeOptions(rc, method, principal)
+	var guard func(http.Handler) http.Handler
+	var err error
+	switch rc.Mode {
+	case modeIssueToken:
+		return idemhttp.TokenIssuer(e, opts...)
+	case modeKey:
+		guard, err = idemhttp.Idempotency(e, opts...)
+	case modeWindow:
+		guard, err = idemhttp.Window(e, opts...)
+	case modeToken:
+		guard, err = idemhttp.Token(e, opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.limit(rc.MaxBody, &guarded{p: p, guard: guard(http.HandlerFunc(p.forward)), cookies: rc.SetCookie}), nil
+}
+
+// routeOptions translates a route's configuration into middleware options.
+func (p *proxy) routeOptions(rc routeCfg, method string, principal principalFunc) []idemhttp.Option {
+	eopts := []idemkit.Option{}
+	if rc.Failure == "open" {
+		eopts = append(eopts, idemkit.WithFailureMode(idemkit.FailOpen))
+	}
+	if rc.Lease.Duration > 0 {
+		eopts = append(eopts, idemkit.WithLease(rc.Lease.Duration))
+	}
+	if rc.Retention.Duration > 0 {
+		eopts = append(eopts, idemkit.WithRetention(rc.Retention.Duration))
+	}
+	if rc.TokenTTL.Duration > 0 {
+		eopts = append(eopts, idemkit.WithTokenTTL(rc.TokenTTL.Duration))
+	}
+	if rc.Mode == modeWindow {
+		// A failed submit (5xx, upstream down) can be retried at once.
+		eopts = append(eopts, idemkit.WithRelease(idemkit.ReleaseOnError))
+		if rc.Window.Duration > 0 {
+			eopts = append(eopts, idemkit.WithWindow(rc.Window.Duration))
+		}
+	}
+	opts := []idemhttp.Option{
+		idemhttp.WithPrincipal(principal),
+		idemhttp.WithLogger(p.log),
+		idemhttp.WithMethods(method),
+		idemhttp.WithMaxBody(rc.MaxBody),
+		idemhttp.WithEngineOptions(eopts...),
+	}
+	headers := rc.ReplayHeaders
+	if rc.SetCookie == cookieReplay {
+		headers = append(headers[:len(headers):len(headers)], "Set-Cookie")
+	}
+	if len(headers) > 0 {
+		opts = append(opts, idemhttp.WithReplayHeaders(headers...))
+	}
+	if rc.Wait {
+		opts = append(opts, idemhttp.WithWait(0))
+	}
+	if rc.OptionalKey {
+		opts = append(opts, idemhttp.WithOptionalKey())
+	}
+	if rc.TokenField != "" {
+		opts = append(opts, idemhttp.WithTokenField(rc.TokenField))
+	}
+	if rc.PayloadWindow.Duration > 0 {
+		opts = append(opts, idemhttp.WithPayloadWindow(rc.PayloadWindow.Duration))
+	}
+	if rc.MaxStored > 0 {
+		opts = append(opts, idemhttp.WithMaxStoredResponse(rc.MaxStored))
+	}
+	if rc.Unstored == unstoredRelease && (rc.Mode == modeKey || rc.Mode == modeToken) {
+		opts = append(opts, idemhttp.WithUnstored(idemhttp.ReleaseKey, idemhttp.ReleaseKey))
+	}
+	return opts
+}
+
+// limit bounds the request body: a larger one gets 413, before the
+// upstream sees it when its length is declared, else from the middleware
+// (guarded routes) or upstreamError when the forwarded body runs over.
+func (p *proxy) limit(n int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > n {
+			writeProblem(w, r, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
+				fmt.Sprintf("the request body is over %d bytes", n))
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, n)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// reqState is what the proxy learns about a guarded request while it is
+// forwarded.
+type reqState struct {
+	stream  bool   // the upstream answers with a stream: let its flushes through
+	cookies string // set_cookie of the route
+}
+
+type stateKey struct{}
+
+// guarded runs a guarded route: the idemhttp middleware around forward.
+type guarded struct {
+	p       *proxy
+	guard   http.Handler
+	cookies string
+}
+
+func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isUpgrade(r) {
+		// A protocol switch cannot be replayed: it passes unguarded.
+		g.p.upgrades.Add(1)
+		g.p.log.WarnContext(r.Context(), "upgrade request on a guarded route passed through unguarded",
+			"method", r.Method, "pattern", r.Pattern)
+		g.p.rp.ServeHTTP(w, r)
+		return
+	}
+	st := &reqState{cookies: g.cookies}
+	g.guard.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// forward sends a guarded request upstream. The ReverseProxy flushes
+// every response without a Content-Length (chunked) as if it were a
+// stream, which would make the middleware let it through unrecorded: the
+// gate keeps those flushes from the middleware unless the upstream really
+// streams (server-sent events).
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
+	st, _ := r.Context().Value(stateKey{}).(*reqState)
+	p.rp.ServeHTTP(&flushGate{ResponseWriter: w, st: st}, r)
+}
+
+func isUpgrade(r *http.Request) bool {
+	if r.Header.Get("Upgrade") == "" {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flushGate passes flushes on only for a streamed response.
+type flushGate struct {
+	http.ResponseWriter
+	st *reqState
+}
+
+// FlushError flushes when the response is a stream, else does nothing.
+func (g *flushGate) FlushError() error {
+	if g.st == nil || !g.st.stream {
+		return nil
+	}
+	return http.NewResponseController(g.ResponseWriter).Flush()
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (g *flushGate) Unwrap() http.ResponseWriter { return g.ResponseWriter }
+
+// modifyResponse applies a guarded route's response rules: streams are
+// marked (and reported), Set-Cookie stripped when the route says so.
+func (p *proxy) modifyResponse(res *http.Response) error {
+	st, _ := res.Request.Context().Value(stateKey{}).(*reqState)
+	if st == nil {
+		return nil
+	}
+	if st.cookies == cookieStrip {
+		res.Header.Del("Set-Cookie")
+	}
+	if ct, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); ct == "text/event-stream" {
+		st.stream = true
+		p.streams.Add(1)
+		p.log.WarnContext(res.Request.Context(), "streamed response on a guarded route passed through unguarded",
+			"method", res.Request.Method, "path", res.Request.URL.Path)
+	}
+	return nil
+}
+
+// upstreamError answers a request the upstream did not answer: 413 for a
+// body over the cap, 504 for a timeout, else 502. None is stored: a retry
+// reaches the upstream again.
+func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		writeProblem(w, r, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
+			fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit))
+		return
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		writeProblem(w, r, http.StatusGatewayTimeout, problemUpstreamTimeout, "Upstream timeout",
+			"the upstream service did not answer in time")
+	default:
+		writeProblem(w, r, http.StatusBadGateway, problemUpstreamDown, "Upstream unavailable",
+			"the upstream service could not be reached")
+	}
+	p.log.WarnContext(r.Context(), "upstream error", "method", r.Method, "path", r.URL.Path, "error", err)
+}
+
+// upstreamRetry is the Retry-After of the proxy's 502 and 504 answers.
+const upstreamRetry = "1"
+
+// writeProblem answers with an RFC 9457 problem with the members idemhttp
+// writes: a urn:uuid instance, and retryable (with Retry-After) for the
+// upstream's failures, which nothing stored and a retry may fix.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, typ, title, detail string) {
+	retryable := status == http.StatusBadGateway || status == http.StatusGatewayTimeout
+	body, _ := json.Marshal(idemhttp.Problem{Type: typ, Title: title, Status: status, Detail: detail,
+		Instance: idemhttp.UUIDInstance(r), Retryable: &retryable})
+	h := w.Header()
+	h.Set("Content-Type", idemhttp.ProblemContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if retryable {
+		h.Set("Retry-After", upstreamRetry)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// health answers the proxy's own health check: the store, and what went
+// through unguarded. It never reaches the upstream.
+func (p *proxy) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	status, code := "ok", http.StatusOK
+	if err := p.stores.ping(ctx); err != nil {
+		status, code = "store unavailable", http.StatusServiceUnavailable
+	}
+	body, _ := json.Marshal(map[string]any{
+		"status":             status,
+		"streams_unguarded":  p.streams.Load(),
+		"upgrades_unguarded": p.upgrades.Load(),
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// ServeHTTP serves a request, counted for graceful shutdown.
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.inflight.Add(1)
+	defer p.inflight.Done()
+	p.handler.ServeHTTP(w, r)
+}

@@ -1,0 +1,64 @@
+// Package idemamqp processes RabbitMQ (AMQP 0-9-1) messages once per
+// message key: a Handler wraps the consumer's function, claims each
+// delivery's key in an idemkit engine, runs the function only for the
+// first delivery of a key, records its result, and acknowledges every
+// delivery to match. Consume with manual acknowledgements (autoAck false).
+//
+//	h, err := idemamqp.NewHandler(engine, "billing", charge)
+//	...
+//	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+//	err = h.Serve(ctx, deliveries)            // or h.ServeBatches(ctx, deliveries, 50)
+//
+// It lives in a module of its own, so the idemkit library never depends on
+// a broker client.
+//
+// # Keys
+//
+// A delivery's key is its MessageId property by default, or a business key
+// (WithKey, HeaderKey). The Handler's name is its own key space: two
+// consumers of one message with different names each process it once. A
+// message without a key is rejected without requeue, as is one whose key
+// was first seen with another payload fingerprint (WithFingerprint).
+//
+// # Acknowledgements
+//
+//   - first delivery of a key: fn runs; on success the result is recorded,
+//     then the delivery is acked;
+//   - a key already recorded (a redelivery, a duplicate publication): acked
+//     without running fn; a recorded final failure is rejected;
+//   - another delivery of the key is running: the delivery is held for the
+//     engine's RetryAfter (at most WithRetryHint, at most the lease left),
+//     then Nack with requeue: RabbitMQ has no delayed requeue, and an
+//     immediate one would spin;
+//   - fn fails with a final error (the ErrorCodec of WithErrorCodec, or the
+//     WithFinal predicate): Nack without requeue, which dead-letters where
+//     the queue has a dead-letter exchange; a transient error or a store
+//     failure: held for WithRetryDelay, then requeued, and the key is
+//     released for the retry.
+//
+// The Redelivered flag is reported in Outcome and in the log but decides
+// nothing: a first delivery can be a duplicate publication, and a
+// redelivery may find nothing recorded, so the store decides.
+//
+// Once fn has succeeded the delivery is acked even when its result could
+// not be recorded (the error is in Outcome.Err and the log): running the
+// effect again because of the idempotency store is the duplicate the
+// Handler exists to prevent. HandleBatch and ServeBatches claim all the
+// keys of a batch with one engine call, BeginBatch, which costs one store
+// call on stores that implement store.Batcher.
+//
+// # Crashes
+//
+// A consumer that dies between the effect and the ack (after the record
+// was written), or whose channel closes then (a lost connection, the
+// broker's consumer_timeout), leaves the delivery unacked: the broker
+// requeues it, the record answers the redelivery, and it is acked without
+// the effect running again. A consumer that dies after claiming a key but
+// before the effect leaves an in-progress claim: deliveries of the key are
+// requeued after the retry hint until the claim's lease expires
+// (WithLease; no heartbeat extends it once the process is gone), then a
+// redelivery runs fn. Only a crash after the effect but before its record
+// is written can repeat the effect; make that window small, or write the
+// effect and the record in one transaction (idemkit's Claim.CompleteIn
+// with a transactional store).
+package idemamqp

@@ -1,0 +1,195 @@
+package idemamqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/queue/internal/delivery"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Func processes one message and returns the result to record for its
+// key. An error asks for redelivery unless it is final (WithErrorCodec,
+// WithFinal).
+type Func func(ctx context.Context, d *amqp.Delivery) ([]byte, error)
+
+// Handler runs a Func at most once per message key and acknowledges each
+// delivery accordingly. The deliveries must come from a consumer with
+// manual acknowledgements (autoAck false). It is safe for concurrent use;
+// build one per consumer at start-up.
+type Handler struct {
+	p   *delivery.Processor
+	fn  Func
+	cfg config
+}
+
+// NewHandler returns a Handler that runs fn once per message key, guarded
+// by e. name is the Handler's own key space (1 to 64 bytes of printable
+// ASCII, stable across deploys): two consumers of one message, with
+// different names, process it once each. It returns an error wrapping
+// idemkit.ErrInvalid for a nil engine or fn, a bad name or an invalid
+// option.
+func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handler, error) {
+	cfg := defaultConfig()
+	var errs []error
+	if fn == nil {
+		errs = append(errs, fmt.Errorf("idemamqp: %w: nil handler function", idemkit.ErrInvalid))
+	}
+	for _, o := range opts {
+		if o == nil {
+			errs = append(errs, fmt.Errorf("idemamqp: %w: nil option", idemkit.ErrInvalid))
+			continue
+		}
+		errs = append(errs, o(&cfg))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	dcfg := delivery.Config{Codec: cfg.codec, Final: cfg.final, RetryDelay: cfg.retryDelay}
+	p, err := delivery.New(e, "amqp", name, dcfg, cfg.engineOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("idemamqp: %w", err)
+	}
+	return &Handler{p: p, fn: fn, cfg: cfg}, nil
+}
+
+// Action is how a delivery was acknowledged.
+type Action int
+
+const (
+	// Ack: processed now, or earlier (a replay).
+	Ack Action = iota
+	// Requeue: Nack with requeue, after Outcome.Delay.
+	Requeue
+	// Reject: Nack without requeue (dead-lettered where the queue has a
+	// dead-letter exchange).
+	Reject
+)
+
+// String returns "ack", "requeue" or "reject".
+func (a Action) String() string {
+	if a < Ack || a > Reject {
+		return fmt.Sprintf("Action(%d)", int(a))
+	}
+	return [...]string{"ack", "requeue", "reject"}[a]
+}
+
+// Outcome is what the Handler did with one delivery.
+type Outcome struct {
+	// Action is the acknowledgement sent.
+	Action Action
+	// Delay is how long the delivery was held before it was requeued.
+	Delay time.Duration
+	// Ran reports that fn ran for this delivery.
+	Ran bool
+	// Replayed reports that a recorded outcome answered: fn did not run.
+	Replayed bool
+	// Redelivered is the delivery's flag: the broker delivered it before.
+	// It is reported, not trusted: a first delivery can be a duplicate
+	// publication, and a redelivery may find nothing recorded, so the
+	// store decides.
+	Redelivered bool
+	// Err is why the message was not acked, or a failure to record the
+	// result or to send the acknowledgement.
+	Err error
+}
+
+// Handle processes d: it claims the message's key, runs fn when admitted,
+// records the result and acknowledges the delivery (see the package doc
+// for each case). RabbitMQ has no delayed requeue: a delivery to retry is
+// held for the delay (bounded by ctx), then requeued, so Handle returns
+// once the delivery is settled.
+func (h *Handler) Handle(ctx context.Context, d amqp.Delivery) Outcome {
+	v := h.p.One(ctx, h.request(&d))
+	if v.Action == delivery.Retry {
+		hold(ctx, v.Delay)
+	}
+	return h.settle(&d, v)
+}
+
+// Serve handles deliveries one by one until the channel closes (the AMQP
+// channel or connection closed: reconnect and Serve again; it returns
+// nil) or ctx ends (it returns ctx.Err(); deliveries not yet handled are
+// requeued by the broker when their channel closes). Run several Serve
+// loops on one channel, with a prefetch (Qos) to match, to process
+// deliveries concurrently.
+func (h *Handler) Serve(ctx context.Context, deliveries <-chan amqp.Delivery) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case d, ok := <-deliveries:
+			if !ok {
+				return nil
+			}
+			h.Handle(ctx, d)
+		}
+	}
+}
+
+// request describes d for the delivery rules.
+func (h *Handler) request(d *amqp.Delivery) delivery.Request {
+	r := delivery.Request{Run: func(ctx context.Context) ([]byte, error) { return h.fn(ctx, d) }}
+	r.Key, r.KeyErr = h.cfg.key(d)
+	if r.KeyErr == nil && h.cfg.fingerprint != nil {
+		var err error
+		if r.Fingerprint, err = h.cfg.fingerprint(d); err != nil {
+			r.KeyErr = fmt.Errorf("fingerprint: %w", err)
+		}
+	}
+	return r
+}
+
+// hold waits d, or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// settle sends the acknowledgement a verdict calls for.
+func (h *Handler) settle(d *amqp.Delivery, v delivery.Verdict) Outcome {
+	out := Outcome{Ran: v.Ran, Replayed: v.Replayed, Redelivered: d.Redelivered, Err: v.Err}
+	var err error
+	switch v.Action {
+	case delivery.Ack:
+		out.Action = Ack
+		err = d.Ack(false)
+	case delivery.Retry:
+		out.Action, out.Delay = Requeue, v.Delay
+		err = d.Nack(false, true)
+	case delivery.Drop:
+		out.Action = Reject
+		err = d.Nack(false, false)
+	}
+	if err != nil {
+		out.Err = errors.Join(out.Err, fmt.Errorf("idemamqp: %s: %w", out.Action, err))
+	}
+	h.log(d, out)
+	return out
+}
+
+// log reports outcomes an operator must see: a result not recorded after
+// the effect, an acknowledgement not sent, a message rejected.
+func (h *Handler) log(d *amqp.Delivery, out Outcome) {
+	if out.Err == nil || (out.Action == Requeue && errors.Is(out.Err, idemkit.ErrInProgress)) {
+		return
+	}
+	level := slog.LevelInfo
+	if out.Action != Requeue {
+		level = slog.LevelWarn
+	}
+	h.cfg.logger.LogAttrs(context.Background(), level, "idemamqp: delivery",
+		slog.String("action", out.Action.String()), slog.Any("err", out.Err),
+		slog.Uint64("tag", d.DeliveryTag), slog.Bool("redelivered", d.Redelivered))
+}

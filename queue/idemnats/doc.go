@@ -1,0 +1,62 @@
+// Package idemnats processes NATS JetStream messages once per message key:
+// a Handler wraps the consumer's function, claims each delivery's key in an
+// idemkit engine, runs the function only for the first delivery of a key,
+// records its result, and acknowledges every delivery to match.
+//
+//	h, err := idemnats.NewHandler(engine, "billing", charge,
+//		idemnats.WithKey(idemnats.HeaderKey("Order-Id")))
+//	...
+//	cc, err := consumer.Consume(h.Handle)             // pull or push consumer
+//	outs, err := h.Fetch(ctx, consumer, 100, jetstream.FetchMaxWait(time.Second))
+//
+// It lives in a module of its own, so the idemkit library never depends on
+// a broker client.
+//
+// # Keys
+//
+// A delivery's key is its Nats-Msg-Id header by default, or a business key
+// (WithKey): use a business key when one logical message can be published
+// twice with different message IDs, or outside the stream's duplicate
+// window. The Handler's name is its own key space: two consumers of one
+// stream with different names each process every message once. A message
+// without a key is terminated, as is one whose key was first seen with
+// another payload fingerprint (WithFingerprint).
+//
+// # Acknowledgements
+//
+//   - first delivery of a key: fn runs; on success the result is recorded,
+//     then the message is acked;
+//   - a key already recorded (a redelivery, a duplicate publication): acked
+//     without running fn; a recorded final failure is terminated;
+//   - another delivery of the key is running: NakWithDelay with the
+//     engine's RetryAfter (at most WithRetryHint, at most the lease left),
+//     so the copy comes back when the first has likely finished;
+//   - fn fails with a final error (the ErrorCodec of WithErrorCodec, or the
+//     WithFinal predicate): Term; a transient error or a store failure:
+//     NakWithDelay(WithRetryDelay), and the key is released for the retry.
+//
+// Once fn has succeeded the message is acked even when its result could
+// not be recorded (the error is in Outcome.Err and the log): running the
+// effect again because of the idempotency store is the duplicate the
+// Handler exists to prevent. Batches (Fetch, HandleBatch, HandleMsgs)
+// claim all their keys with one engine call, BeginBatch, which costs one
+// store call on stores that implement store.Batcher.
+//
+// # Crashes
+//
+// A consumer that dies between the effect and the ack (after the record
+// was written) leaves the message unacked: JetStream redelivers it after
+// AckWait, the record answers, and the message is acked without the effect
+// running again. A consumer that dies after claiming a key but before the
+// effect leaves an in-progress claim: deliveries of the key are nakked with
+// the retry hint until the claim's lease expires (WithLease; no heartbeat
+// extends it once the process is gone), then a redelivery runs fn. Only a
+// crash after the effect but before its record is written can repeat the
+// effect; make that window small, or write the effect and the record in
+// one transaction (idemkit's Claim.CompleteIn with a transactional store).
+//
+// Deliveries that outlive AckWait are redelivered while they still run;
+// the copies find the key in progress and are nakked, so the effect still
+// runs once. To avoid the traffic, keep AckWait above the usual handler
+// time, or have the Handler send InProgress signals (WithInProgress).
+package idemnats

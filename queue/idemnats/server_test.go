@@ -1,0 +1,110 @@
+package idemnats_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/queue/idemnats"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// On a real server: a fetched batch with a business key published twice
+// runs once, and every message is acked (the work-queue stream empties).
+func TestFetchOnServerRunsEachKeyOnceAndDrains(t *testing.T) {
+	js := connect(t)
+	s, subject := newStream(t, js)
+	c := newConsumer(t, s, 5*time.Second)
+	for _, id := range []string{"o-1", "o-2", "o-1", "o-3", "o-2"} {
+		publish(t, js, subject, id, "Order-Id", id)
+	}
+	effects := map[string]int{}
+	h, err := idemnats.NewHandler(newEngine(t), "orders", func(_ context.Context, m jetstream.Msg) ([]byte, error) {
+		effects[string(m.Data())]++
+		return nil, nil
+	}, idemnats.WithKey(idemnats.HeaderKey("Order-Id")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := h.Fetch(context.Background(), c, 10, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran, replayed int
+	for _, out := range outs {
+		if out.Action != idemnats.Ack || out.Err != nil {
+			t.Errorf("outcome %+v, want ack", out)
+		}
+		if out.Ran {
+			ran++
+		}
+		if out.Replayed {
+			replayed++
+		}
+	}
+	if len(outs) != 5 || ran != 3 || replayed != 2 || len(effects) != 3 {
+		t.Fatalf("%d outcomes, %d ran, %d replayed, effects %v; want 5, 3, 2, once each", len(outs), ran, replayed, effects)
+	}
+	for id, n := range effects {
+		if n != 1 {
+			t.Errorf("effect of %s ran %d times", id, n)
+		}
+	}
+	waitDrained(t, s)
+}
+
+// On a real server: a delivery outliving the ack wait is redelivered while
+// the first still runs; the redelivery is nakked with the engine's retry
+// hint, and once the first completes a later redelivery is acked as a
+// replay.
+func TestConsumeRedeliveryDuringRunIsNakkedThenReplayed(t *testing.T) {
+	js := connect(t)
+	s, subject := newStream(t, js)
+	c := newConsumer(t, s, 300*time.Millisecond)
+	publish(t, js, subject, "slow", jetstream.MsgIDHeader, "m-1")
+	var runs, naks, replays atomic.Int64
+	release := make(chan struct{})
+	h, err := idemnats.NewHandler(newEngine(t), "orders", func(context.Context, jetstream.Msg) ([]byte, error) {
+		runs.Add(1)
+		<-release
+		return nil, nil
+	}, idemnats.WithEngineOptions(idemkit.WithRetryHint(100*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		go func() { // the first delivery blocks; redeliveries must reach the handler meanwhile
+			out := h.HandleContext(context.Background(), m)
+			switch {
+			case out.Action == idemnats.Nak && out.Delay > 0 && out.Delay <= 100*time.Millisecond:
+				if naks.Add(1) == 2 {
+					close(release) // two redeliveries nakked while the first ran
+				}
+			case out.Replayed:
+				replays.Add(1)
+			}
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	waitDrained(t, s)
+	if runs.Load() != 1 || naks.Load() < 2 {
+		t.Fatalf("runs %d, in-progress naks %d; want 1 run and at least 2 naks", runs.Load(), naks.Load())
+	}
+}
+
+// waitDrained waits, bounded, until every message of s is acknowledged.
+func waitDrained(t *testing.T, s jetstream.Stream) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for n := drained(t, s); n != 0; n = drained(t, s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages still in the stream", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,280 @@
+// Package delivery decides what a queue consumer does with one delivery of
+// a message, whatever the broker: acknowledge it, have it redelivered
+// (after a delay), or drop it for good. The broker adapters
+// (queue/idemnats, queue/idemamqp) map its verdicts onto their
+// acknowledgements; this package holds the rules they share, so both
+// brokers answer the same situation the same way.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
+)
+
+// MaxNameLen is the longest consumer name, in bytes.
+const MaxNameLen = 64
+
+// Action is what the consumer does with a delivery.
+type Action int
+
+const (
+	// Ack removes the message from the queue: it was processed now or
+	// earlier (a replay), or processed without its result recorded.
+	Ack Action = iota
+	// Retry has the message delivered again after Verdict.Delay: a
+	// transient failure, or another delivery of the key is in progress.
+	Retry
+	// Drop removes the message without success (JetStream Term, AMQP
+	// reject without requeue, which dead-letters where configured): a
+	// final failure, a message without a usable key, a key reused with
+	// another payload.
+	Drop
+)
+
+// String returns "ack", "retry" or "drop".
+func (a Action) String() string {
+	switch a {
+	case Ack:
+		return "ack"
+	case Retry:
+		return "retry"
+	case Drop:
+		return "drop"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Verdict is the decision for one delivery.
+type Verdict struct {
+	Action Action
+	// Delay is how long to wait before the redelivery (Retry only; 0 means
+	// at once).
+	Delay time.Duration
+	// Ran reports that the handler ran for this delivery.
+	Ran bool
+	// Replayed reports that a recorded outcome answered: the handler did
+	// not run.
+	Replayed bool
+	// Err is why the message was not acknowledged or, with Ack, why the
+	// handler's result could not be recorded.
+	Err error
+}
+
+// Func runs the effect of one message and returns the result to record.
+type Func func(ctx context.Context) ([]byte, error)
+
+// Config is what a Processor needs besides the engine.
+type Config struct {
+	// Codec, when set, is installed on the engine view: errors it marks
+	// final are recorded, replayed and dropped.
+	Codec idemkit.ErrorCodec
+	// Final, when set, marks more errors final: they are dropped, but not
+	// recorded (a later duplicate runs again).
+	Final func(error) bool
+	// RetryDelay is the redelivery delay after a transient failure.
+	RetryDelay time.Duration
+}
+
+// Processor decides deliveries for one consumer. It is safe for concurrent
+// use.
+type Processor struct {
+	e     *idemkit.Engine
+	space string // "nats", "amqp": keeps each adapter's keys apart
+	name  string
+	cfg   Config
+}
+
+// New returns a Processor over e for the consumer name (1 to MaxNameLen
+// bytes of printable ASCII) in the adapter's key space. engineOpts are
+// validated once, with cfg.Codec when set. Errors wrap idemkit.ErrInvalid.
+func New(e *idemkit.Engine, space, name string, cfg Config, engineOpts ...idemkit.Option) (*Processor, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine", idemkit.ErrInvalid)
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if cfg.RetryDelay < 0 {
+		return nil, fmt.Errorf("%w: negative retry delay %v", idemkit.ErrInvalid, cfg.RetryDelay)
+	}
+	if cfg.Codec != nil {
+		engineOpts = append(engineOpts, idemkit.WithErrorCodec(cfg.Codec))
+	}
+	view, err := e.With(engineOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("engine options: %w", err)
+	}
+	return &Processor{e: view, space: space, name: name, cfg: cfg}, nil
+}
+
+// checkName refuses a consumer name that is empty, too long or not
+// printable ASCII.
+func checkName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: name must have 1 to %d bytes, got %d", idemkit.ErrInvalid, MaxNameLen, len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x21 || name[i] > 0x7e {
+			return fmt.Errorf("%w: name %q is not printable ASCII without spaces", idemkit.ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// Request is one delivery: its message key (or the error finding it), its
+// payload fingerprint and the effect to run.
+type Request struct {
+	Key         string
+	KeyErr      error
+	Fingerprint string
+	Run         Func
+}
+
+// storeKey is the engine key of a message key: consumers of different
+// names, and different adapters, never share keys.
+func (p *Processor) storeKey(key string) string {
+	return keying.Key(p.space, p.name, key)
+}
+
+// One decides one delivery: it claims the key, runs the effect when
+// admitted and ends the claim.
+func (p *Processor) One(ctx context.Context, r Request) Verdict {
+	if v, bad := badKey(r); bad {
+		return v
+	}
+	claim, res, err := p.e.Begin(ctx, p.storeKey(r.Key), r.Fingerprint)
+	if claim == nil {
+		return p.notAdmitted(ctx, res, err, r.Run)
+	}
+	return p.run(ctx, claim, r.Run)
+}
+
+// Batch decides many deliveries with one batch claim (one store call where
+// the store is a store.Batcher), then runs the admitted effects in order.
+// A key that appears twice in the batch runs once: its later copies are
+// decided again after the first has run (a replay, or a run when the first
+// failed and released the key).
+// decided is called with each verdict as soon as it is known, so the
+// caller can acknowledge early messages while later ones run.
+func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i int, v Verdict)) {
+	breqs, index := p.batchRequests(reqs, decided)
+	if len(breqs) == 0 {
+		return
+	}
+	outs, err := p.e.BeginBatch(ctx, breqs)
+	if err != nil { // invalid options only; New validated them
+		for _, i := range index {
+			decided(i, Verdict{Action: Retry, Delay: p.cfg.RetryDelay, Err: err})
+		}
+		return
+	}
+	defer func() { // a panicking effect must not leave later claims held
+		for _, o := range outs {
+			if o.Claim != nil {
+				o.Claim.Release(ctx)
+			}
+		}
+	}()
+	admitted := make(map[string]bool)
+	for n, o := range outs {
+		i := index[n]
+		switch {
+		case o.Claim != nil:
+			admitted[reqs[i].Key] = true
+			decided(i, p.run(ctx, o.Claim, reqs[i].Run))
+		case admitted[reqs[i].Key] && errors.Is(o.Err, idemkit.ErrInProgress):
+			// A copy of a message this batch has just run: its record is
+			// there now, so ask again instead of a needless redelivery.
+			decided(i, p.One(ctx, reqs[i]))
+		default:
+			decided(i, p.notAdmitted(ctx, o.Result, o.Err, reqs[i].Run))
+		}
+	}
+}
+
+// batchRequests returns the engine requests of the deliveries that have a
+// key, and their positions in reqs; the others are decided at once.
+func (p *Processor) batchRequests(reqs []Request, decided func(int, Verdict)) ([]idemkit.BatchRequest, []int) {
+	breqs := make([]idemkit.BatchRequest, 0, len(reqs))
+	index := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		if v, bad := badKey(r); bad {
+			decided(i, v)
+			continue
+		}
+		breqs = append(breqs, idemkit.BatchRequest{Key: p.storeKey(r.Key), Fingerprint: r.Fingerprint})
+		index = append(index, i)
+	}
+	return breqs, index
+}
+
+// badKey drops a delivery without a usable key: it can never be processed
+// safely, and redelivering it would loop.
+func badKey(r Request) (Verdict, bool) {
+	switch {
+	case r.KeyErr != nil:
+		return Verdict{Action: Drop, Err: fmt.Errorf("%w: message key: %w", idemkit.ErrInvalid, r.KeyErr)}, true
+	case r.Key == "":
+		return Verdict{Action: Drop, Err: fmt.Errorf("%w: message has no key", idemkit.ErrInvalid)}, true
+	}
+	return Verdict{}, false
+}
+
+// run runs the effect under claim and ends the claim with its outcome.
+// Once the effect has succeeded the message is acknowledged whatever
+// happens to the record: running the effect again because the record
+// could not be written is the duplicate the consumer exists to prevent.
+func (p *Processor) run(ctx context.Context, claim *idemkit.Claim, fn Func) Verdict {
+	defer claim.Release(ctx) // a panicking effect frees the key; no-op once ended
+	value, err := fn(ctx)
+	if err != nil {
+		return p.failed(err, claim.Fail(ctx, err), true)
+	}
+	return Verdict{Action: Ack, Ran: true, Err: claim.Complete(ctx, value)}
+}
+
+// failed decides after the effect failed with err; joined is err with any
+// failure to record it.
+func (p *Processor) failed(err, joined error, ran bool) Verdict {
+	if p.final(err) {
+		return Verdict{Action: Drop, Ran: ran, Err: joined}
+	}
+	return Verdict{Action: Retry, Delay: p.cfg.RetryDelay, Ran: ran, Err: joined}
+}
+
+// final reports whether err is final under the codec or the predicate.
+func (p *Processor) final(err error) bool {
+	if p.cfg.Codec != nil {
+		if _, final := p.cfg.Codec.EncodeError(err); final {
+			return true
+		}
+	}
+	return p.cfg.Final != nil && p.cfg.Final(err)
+}
+
+// notAdmitted decides a delivery the engine did not admit.
+func (p *Processor) notAdmitted(ctx context.Context, res idemkit.Result, err error, fn Func) Verdict {
+	switch {
+	case res.Replayed && err == nil:
+		return Verdict{Action: Ack, Replayed: true}
+	case res.Replayed: // a recorded final failure
+		return Verdict{Action: Drop, Replayed: true, Err: err}
+	case res.Unguarded: // the store failed under FailOpen
+		if _, ferr := fn(ctx); ferr != nil {
+			return p.failed(ferr, ferr, true)
+		}
+		return Verdict{Action: Ack, Ran: true}
+	}
+	if d, ok := idemkit.RetryAfter(err); ok && errors.Is(err, idemkit.ErrInProgress) {
+		return Verdict{Action: Retry, Delay: d, Err: err}
+	}
+	if errors.Is(err, idemkit.ErrMismatch) || errors.Is(err, idemkit.ErrInvalid) {
+		return Verdict{Action: Drop, Err: err}
+	}
+	return Verdict{Action: Retry, Delay: p.cfg.RetryDelay, Err: err}
+}

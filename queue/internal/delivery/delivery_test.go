@@ -1,0 +1,332 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/boltstore"
+	"github.com/idemkit/idemkit/store/memstore"
+)
+
+var errDeclined = errors.New("card declined")
+
+func newProcessor(t *testing.T, s store.Store, cfg Config) *Processor {
+	t.Helper()
+	e, err := idemkit.New(s, idemkit.WithObserver(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(e, "test", "billing", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func memStore(t *testing.T) store.Store {
+	s, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func effect(n *atomic.Int64, err error) Func {
+	return func(context.Context) ([]byte, error) {
+		n.Add(1)
+		return []byte("ok"), err
+	}
+}
+
+func TestOneRunsOnceThenReplays(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	var n atomic.Int64
+	ctx := context.Background()
+	first := p.One(ctx, Request{Key: "m1", Run: effect(&n, nil)})
+	if first.Action != Ack || !first.Ran || first.Err != nil {
+		t.Fatalf("first delivery: %+v, want a run and an ack", first)
+	}
+	again := p.One(ctx, Request{Key: "m1", Run: effect(&n, nil)})
+	if again.Action != Ack || !again.Replayed || again.Ran {
+		t.Fatalf("redelivery: %+v, want a replayed ack", again)
+	}
+	if n.Load() != 1 {
+		t.Fatalf("effect ran %d times, want 1", n.Load())
+	}
+}
+
+func TestOneRacingDeliveriesRunOnce(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	var runs atomic.Int64
+	release := make(chan struct{})
+	slow := func(context.Context) ([]byte, error) {
+		runs.Add(1)
+		<-release
+		return nil, nil
+	}
+	const n = 64
+	verdicts := make([]Verdict, n)
+	var wg sync.WaitGroup
+	var decided sync.WaitGroup
+	decided.Add(n - 1)
+	for i := range n {
+		wg.Go(func() {
+			verdicts[i] = p.One(context.Background(), Request{Key: "same", Run: slow})
+			if !verdicts[i].Ran {
+				decided.Done()
+			}
+		})
+	}
+	decided.Wait() // every loser has answered while the winner runs
+	close(release)
+	wg.Wait()
+	var winners, inProgress int
+	for _, v := range verdicts {
+		switch {
+		case v.Ran && v.Action == Ack:
+			winners++
+		case v.Action == Retry && errors.Is(v.Err, idemkit.ErrInProgress) && v.Delay > 0:
+			inProgress++
+		default:
+			t.Errorf("unexpected verdict %+v", v)
+		}
+	}
+	if winners != 1 || inProgress != n-1 || runs.Load() != 1 {
+		t.Fatalf("winners %d, in progress %d, runs %d; want 1, %d, 1", winners, inProgress, runs.Load(), n-1)
+	}
+}
+
+func TestOneFinalErrorOfCodecIsRecordedAndDropped(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{Codec: idemkit.FinalErrors(errDeclined)})
+	var n atomic.Int64
+	ctx := context.Background()
+	v := p.One(ctx, Request{Key: "m", Run: effect(&n, errDeclined)})
+	if v.Action != Drop || !errors.Is(v.Err, errDeclined) {
+		t.Fatalf("final failure: %+v, want drop", v)
+	}
+	v = p.One(ctx, Request{Key: "m", Run: effect(&n, nil)})
+	if v.Action != Drop || !v.Replayed || !errors.Is(v.Err, errDeclined) {
+		t.Fatalf("duplicate of a final failure: %+v, want a replayed drop", v)
+	}
+	if n.Load() != 1 {
+		t.Fatalf("effect ran %d times, want 1", n.Load())
+	}
+}
+
+func TestOneFinalPredicateDropsWithoutRecording(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{Final: func(err error) bool { return errors.Is(err, errDeclined) }})
+	var n atomic.Int64
+	ctx := context.Background()
+	if v := p.One(ctx, Request{Key: "m", Run: effect(&n, errDeclined)}); v.Action != Drop || !v.Ran {
+		t.Fatalf("final failure: %+v, want drop", v)
+	}
+	if v := p.One(ctx, Request{Key: "m", Run: effect(&n, nil)}); v.Action != Ack || !v.Ran {
+		t.Fatalf("later duplicate: %+v, want a run (nothing recorded)", v)
+	}
+}
+
+func TestOneTransientFailureRetriesAndFreesTheKey(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{RetryDelay: 3 * time.Second})
+	var n atomic.Int64
+	ctx := context.Background()
+	v := p.One(ctx, Request{Key: "m", Run: effect(&n, errors.New("db timeout"))})
+	if v.Action != Retry || v.Delay != 3*time.Second || !v.Ran {
+		t.Fatalf("transient failure: %+v, want retry after 3s", v)
+	}
+	if v := p.One(ctx, Request{Key: "m", Run: effect(&n, nil)}); v.Action != Ack || !v.Ran {
+		t.Fatalf("redelivery: %+v, want a run", v)
+	}
+	if n.Load() != 2 {
+		t.Fatalf("effect ran %d times, want 2", n.Load())
+	}
+}
+
+func TestOneMismatchAndMissingKeyDrop(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	var n atomic.Int64
+	ctx := context.Background()
+	p.One(ctx, Request{Key: "m", Fingerprint: "a", Run: effect(&n, nil)})
+	if v := p.One(ctx, Request{Key: "m", Fingerprint: "b", Run: effect(&n, nil)}); v.Action != Drop || !errors.Is(v.Err, idemkit.ErrMismatch) {
+		t.Fatalf("key reused with another payload: %+v, want drop with ErrMismatch", v)
+	}
+	if v := p.One(ctx, Request{Run: effect(&n, nil)}); v.Action != Drop || !errors.Is(v.Err, idemkit.ErrInvalid) {
+		t.Fatalf("no key: %+v, want drop with ErrInvalid", v)
+	}
+	if v := p.One(ctx, Request{KeyErr: errors.New("bad header"), Run: effect(&n, nil)}); v.Action != Drop || !errors.Is(v.Err, idemkit.ErrInvalid) {
+		t.Fatalf("key error: %+v, want drop with ErrInvalid", v)
+	}
+	if n.Load() != 1 {
+		t.Fatalf("effect ran %d times, want 1", n.Load())
+	}
+}
+
+func TestOnePanicFreesTheKey(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	ctx := context.Background()
+	func() {
+		defer func() { _ = recover() }()
+		p.One(ctx, Request{Key: "m", Run: func(context.Context) ([]byte, error) { panic("boom") }})
+	}()
+	var n atomic.Int64
+	if v := p.One(ctx, Request{Key: "m", Run: effect(&n, nil)}); v.Action != Ack || !v.Ran {
+		t.Fatalf("after a panic: %+v, want a run", v)
+	}
+}
+
+func TestNewRejectsBadArguments(t *testing.T) {
+	e, err := idemkit.New(memStore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func() error{
+		"nil engine":     func() error { _, err := New(nil, "t", "n", Config{}); return err },
+		"empty name":     func() error { _, err := New(e, "t", "", Config{}); return err },
+		"name w/ space":  func() error { _, err := New(e, "t", "a b", Config{}); return err },
+		"negative delay": func() error { _, err := New(e, "t", "n", Config{RetryDelay: -1}); return err },
+		"bad option":     func() error { _, err := New(e, "t", "n", Config{}, idemkit.WithLease(0)); return err },
+	}
+	for name, f := range cases {
+		if err := f(); !errors.Is(err, idemkit.ErrInvalid) {
+			t.Errorf("%s: err %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestNamesKeepKeysApart(t *testing.T) {
+	s := memStore(t)
+	e, _ := idemkit.New(s, idemkit.WithObserver(nil))
+	a, _ := New(e, "nats", "billing", Config{})
+	b, _ := New(e, "nats", "shipping", Config{})
+	c, _ := New(e, "amqp", "billing", Config{})
+	var n atomic.Int64
+	for _, p := range []*Processor{a, b, c} {
+		if v := p.One(context.Background(), Request{Key: "m", Run: effect(&n, nil)}); !v.Ran {
+			t.Fatalf("%s/%s: %+v, want a run", p.space, p.name, v)
+		}
+	}
+}
+
+func TestBatchDecidesEachDelivery(t *testing.T) {
+	for name, s := range map[string]func(t *testing.T) store.Store{
+		"memstore": memStore,
+		"boltstore (store.Batcher)": func(t *testing.T) store.Store {
+			s, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newProcessor(t, s(t), Config{Codec: idemkit.FinalErrors(errDeclined)})
+			ctx := context.Background()
+			var n atomic.Int64
+			p.One(ctx, Request{Key: "done", Run: effect(&n, nil)})
+			reqs := []Request{
+				{Key: "new", Run: effect(&n, nil)},
+				{Key: "done", Run: effect(&n, nil)},
+				{Key: "new", Run: effect(&n, nil)}, // a duplicate inside the batch
+				{Key: "", Run: effect(&n, nil)},
+				{Key: "declined", Run: effect(&n, errDeclined)},
+			}
+			got := make([]Verdict, len(reqs))
+			seen := 0
+			p.Batch(ctx, reqs, func(i int, v Verdict) { got[i] = v; seen++ })
+			if seen != len(reqs) {
+				t.Fatalf("decided %d of %d", seen, len(reqs))
+			}
+			want := []Action{Ack, Ack, Ack, Drop, Drop}
+			for i, v := range got {
+				if v.Action != want[i] {
+					t.Errorf("request %d: %+v, want %v", i, v, want[i])
+				}
+			}
+			if !got[1].Replayed || !got[2].Replayed {
+				t.Errorf("replay %+v, in-batch duplicate %+v", got[1], got[2])
+			}
+			if n.Load() != 3 { // done (before), new, declined
+				t.Fatalf("effects %d, want 3", n.Load())
+			}
+		})
+	}
+}
+
+func TestBatchPanicReleasesEveryClaim(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	ctx := context.Background()
+	var n atomic.Int64
+	func() {
+		defer func() { _ = recover() }()
+		p.Batch(ctx, []Request{
+			{Key: "a", Run: func(context.Context) ([]byte, error) { panic("boom") }},
+			{Key: "b", Run: effect(&n, nil)},
+		}, func(int, Verdict) {})
+	}()
+	for _, k := range []string{"a", "b"} {
+		if v := p.One(ctx, Request{Key: k, Run: effect(&n, nil)}); !v.Ran {
+			t.Fatalf("key %s after a panicking batch: %+v, want a run", k, v)
+		}
+	}
+}
+
+func TestBatchCopyOfAFailedMessageRunsAgain(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	var n atomic.Int64
+	got := make([]Verdict, 2)
+	p.Batch(context.Background(), []Request{
+		{Key: "k", Run: effect(&n, errors.New("db timeout"))},
+		{Key: "k", Run: effect(&n, nil)},
+	}, func(i int, v Verdict) { got[i] = v })
+	if got[0].Action != Retry || got[1].Action != Ack || !got[1].Ran || n.Load() != 2 {
+		t.Fatalf("verdicts %+v, runs %d; want a retry, then the copy run", got, n.Load())
+	}
+}
+
+func TestBatchRacingOverlappingBatchesRunEachKeyOnce(t *testing.T) {
+	bolt, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bolt.Close() })
+	for name, s := range map[string]store.Store{"memstore": memStore(t), "boltstore": bolt} {
+		t.Run(name, func(t *testing.T) {
+			p := newProcessor(t, s, Config{})
+			const goroutines, keys = 64, 8
+			var runs [keys]atomic.Int64
+			var acked atomic.Int64
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					var reqs []Request
+					for k := range keys { // each batch starts at another key
+						key := (g + k) % keys
+						reqs = append(reqs, Request{Key: "k" + string(rune('0'+key)), Run: effect(&runs[key], nil)})
+					}
+					p.Batch(context.Background(), reqs, func(_ int, v Verdict) {
+						if v.Action == Ack {
+							acked.Add(1)
+						}
+					})
+				})
+			}
+			wg.Wait()
+			for k := range keys {
+				if n := runs[k].Load(); n != 1 {
+					t.Errorf("key %d ran %d times, want 1", k, n)
+				}
+			}
+			if acked.Load() < keys {
+				t.Fatalf("%d acks, want at least one per key", acked.Load())
+			}
+		})
+	}
+}

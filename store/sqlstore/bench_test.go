@@ -1,0 +1,241 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// Benchmarks of SetNX beside the raw statement it improves on, on the same
+// table, interleaved op by op so that both see the same load:
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./store/sqlstore/
+//
+// BenchmarkClaim: SetNX of a new key vs INSERT ... ON CONFLICT DO NOTHING
+// (PostgreSQL) or INSERT IGNORE (MySQL). BenchmarkReplay: SetNX of a held
+// key, returning the record, vs a primary-key SELECT of it. The raw
+// statements are prepared, as the Store's are. Each reports ns/op of both
+// and their ratio, x-raw.
+
+// benchSeq numbers keys across benchmark runs.
+var benchSeq atomic.Int64
+
+func BenchmarkClaim(b *testing.B) {
+	for _, be := range backends() {
+		b.Run(be.name, func(b *testing.B) {
+			s := newStore(b, be)
+			raw := "INSERT INTO " + s.Table() + " (idem_key, idem_value, expires_at) VALUES ($1, $2, statement_timestamp() + interval '1 hour') ON CONFLICT DO NOTHING"
+			if be == my {
+				raw = "INSERT IGNORE INTO " + s.Table() + " (idem_key, idem_value, expires_at, rev) VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, 0)"
+			}
+			st := prepare(b, be.db, raw)
+			value := []byte("claim:0123456789abcdef")
+			paired(b, func() error {
+				_, err := st.ExecContext(context.Background(), benchKey(), value)
+				return err
+			}, func() error {
+				set, _, err := s.SetNX(context.Background(), string(benchKey()), value, time.Hour)
+				if err == nil && !set {
+					b.Fatal("SetNX of a new key did not set")
+				}
+				return err
+			})
+		})
+	}
+}
+
+func BenchmarkReplay(b *testing.B) {
+	for _, be := range backends() {
+		b.Run(be.name, func(b *testing.B) {
+			s := newStore(b, be)
+			mustSet(b, s, "held", []byte("done:0123456789abcdef"), time.Hour)
+			raw := "SELECT idem_value FROM " + s.Table() + " WHERE idem_key = $1"
+			if be == my {
+				raw = "SELECT idem_value FROM " + s.Table() + " WHERE idem_key = ?"
+			}
+			st := prepare(b, be.db, raw)
+			value := []byte("claim:0123456789abcdef")
+			paired(b, func() error {
+				var v []byte
+				return st.QueryRowContext(context.Background(), []byte("held")).Scan(&v)
+			}, func() error {
+				set, _, err := s.SetNX(context.Background(), "held", value, time.Hour)
+				if err == nil && set {
+					b.Fatal("SetNX of a held key set it")
+				}
+				return err
+			})
+		})
+	}
+}
+
+// paired runs raw and op alternately b.N times each, timing each, and
+// reports both means and op's ratio to raw.
+func paired(b *testing.B, raw, op func() error) {
+	b.Helper()
+	for range 20 { // warm the pools and statement caches
+		if err := raw(); err != nil {
+			b.Fatal(err)
+		}
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tRaw, tOp time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		first, second, t1, t2 := raw, op, &tRaw, &tOp
+		if i%2 == 1 {
+			first, second, t1, t2 = op, raw, &tOp, &tRaw
+		}
+		start := time.Now()
+		if err := first(); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if err := second(); err != nil {
+			b.Fatal(err)
+		}
+		*t1 += mid.Sub(start)
+		*t2 += time.Since(mid)
+	}
+	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "ns-raw")
+	b.ReportMetric(float64(tOp.Nanoseconds())/float64(b.N), "ns-store")
+	b.ReportMetric(float64(tOp)/float64(tRaw), "x-raw")
+}
+
+// pairedParallel runs raw and op b.N times each, by workers goroutines at
+// once, in alternating rounds, and reports the mean time per call of each
+// and op's ratio to raw.
+func pairedParallel(b *testing.B, workers int, raw, op func() error) {
+	b.Helper()
+	const rounds = 10
+	round := func(f func() error, n int) time.Duration {
+		var wg sync.WaitGroup
+		var failed atomic.Value
+		start := time.Now()
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += workers {
+					if err := f(); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err, ok := failed.Load().(error); ok {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	round(raw, workers)
+	round(op, workers)
+	var tRaw, tOp time.Duration
+	b.ResetTimer()
+	for r := range rounds {
+		n := b.N / rounds
+		if r < b.N%rounds {
+			n++
+		}
+		tRaw += round(raw, n)
+		tOp += round(op, n)
+	}
+	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "ns-raw")
+	b.ReportMetric(float64(tOp.Nanoseconds())/float64(b.N), "ns-store")
+	b.ReportMetric(float64(tOp)/float64(tRaw), "x-raw")
+}
+
+func benchKey() []byte {
+	return []byte("bench:" + strconv.FormatInt(benchSeq.Add(1), 10))
+}
+
+func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
+	st, err := db.Prepare(query)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
+// BenchmarkBusinessTx times a business transaction (BEGIN, INSERT order,
+// COMMIT) beside the same transaction with its idempotency record, at the
+// store level, interleaved: ClaimOutside commits a SetNX first and
+// completes with a CompareAndSwap inside the transaction; AllInside runs
+// SetNX, the insert and the CompareAndSwap in the transaction.
+//
+// The /32 variants run 32 callers at once, in
+// alternating rounds of raw and idempotent transactions.
+func BenchmarkBusinessTx(b *testing.B) {
+	for _, be := range backends() {
+		for _, mode := range []string{"ClaimOutside", "AllInside", "ClaimOutside/32", "AllInside/32"} {
+			b.Run(be.name+"/"+mode, func(b *testing.B) {
+				workers := 1
+				if strings.HasSuffix(mode, "/32") {
+					workers = 32
+				}
+				s := newStore(b, be)
+				orders := fmt.Sprintf("orders%d", tables.Add(1))
+				if _, err := be.db.Exec("CREATE TABLE " + orders + " (id VARCHAR(64) PRIMARY KEY)"); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { be.db.Exec("DROP TABLE " + orders) })
+				insert := "INSERT INTO " + orders + " (id) VALUES ($1)"
+				if be == my {
+					insert = "INSERT INTO " + orders + " (id) VALUES (?)"
+				}
+				ctx := context.Background()
+				business := func(during func(tx *sql.Tx, id string) error) error {
+					id := string(benchKey())
+					tx, err := be.db.BeginTx(ctx, nil)
+					if err != nil {
+						return err
+					}
+					defer tx.Rollback()
+					if _, err := tx.ExecContext(ctx, insert, id); err != nil {
+						return err
+					}
+					if err := during(tx, id); err != nil {
+						return err
+					}
+					return tx.Commit()
+				}
+				claim, done := []byte("claim:0123456789abcdef"), []byte("done:0123456789abcdef")
+				run := paired
+				if workers > 1 {
+					run = func(b *testing.B, raw, op func() error) { pairedParallel(b, workers, raw, op) }
+				}
+				run(b, func() error {
+					return business(func(*sql.Tx, string) error { return nil })
+				}, func() error {
+					return business(func(tx *sql.Tx, id string) error {
+						v := s.Tx(tx)
+						var claimer store.Store = s
+						if strings.HasPrefix(mode, "AllInside") {
+							claimer = v
+						}
+						if set, _, err := claimer.SetNX(ctx, id, claim, time.Minute); err != nil || !set {
+							return fmt.Errorf("claim: %v, %w", set, err)
+						}
+						if ok, err := v.CompareAndSwap(ctx, id, claim, done, time.Hour); err != nil || !ok {
+							return fmt.Errorf("complete: %v, %w", ok, err)
+						}
+						return nil
+					})
+				})
+			})
+		}
+	}
+}

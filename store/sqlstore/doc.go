@@ -1,0 +1,111 @@
+// Package sqlstore is a store.Store over one table of PostgreSQL or
+// MySQL/MariaDB, reached through database/sql, whose records can complete
+// inside the caller's own database transaction.
+//
+//	db, _ := sql.Open("pgx", dsn) // import _ "github.com/jackc/pgx/v5/stdlib"
+//	s, err := sqlstore.New(db, sqlstore.Postgres, sqlstore.WithTable("idem"))
+//	defer s.Close()
+//
+// sqlstore imports no driver: the program imports the one it uses
+// (github.com/jackc/pgx/v5/stdlib, registered as "pgx", or
+// github.com/go-sql-driver/mysql, "mysql"). pgx's native API (pgx.Tx,
+// pgxpool.Pool) is adapted by package pgxstore.
+//
+// # URLs
+//
+// Importing the package registers three schemes with store.Open:
+//
+//	postgres://user:password@host:5432/db?sslmode=disable&table=idem   driver "pgx"
+//	postgresql://...                                                   the same
+//	mysql://user:password@host:3306/db?table=idem                      driver "mysql"
+//
+// sqlstore reads two parameters, table (WithTable) and create_table=true
+// (CreateTable on open), and hands every other one to the driver, in its
+// DSN form, to judge. Open fails with store.ErrInvalid when the driver is
+// not imported (saying which import it needs) and pings the database
+// (store.ErrUnavailable when it does not answer). The Store then owns the
+// pool: Close closes it. Passwords never appear in errors.
+//
+// # Schema
+//
+// One table (DefaultTable unless WithTable): a binary key as primary key,
+// the value, and the expiry instant, indexed for the sweeper. Schema
+// returns the statements for a migration tool; CreateTable runs them. On
+// MySQL a rev column counts writes (see Round trips). Values up to
+// store.MaxValueLen need MySQL's max_allowed_packet above 16MiB plus a
+// margin (64MiB, MySQL 8's default; MariaDB's default of 16MiB is short).
+//
+// # Clocks
+//
+// Expiry is computed and checked by the database, with its own clock
+// (statement_timestamp() on PostgreSQL, UTC_TIMESTAMP(6) on MySQL, both
+// read once per statement); the package never reads the process clock.
+// Instances whose clocks disagree agree on every key. Remaining TTLs are
+// counted in microseconds and reported rounded up to the millisecond.
+//
+// # Round trips
+//
+// On PostgreSQL every operation is one statement, one round trip: SetNX
+// is a CTE that reads a live row or, only when there is none, inserts or
+// replaces an expired row (INSERT ... ON CONFLICT ... DO UPDATE ... WHERE
+// expired); when a concurrent claim committed after the statement's
+// snapshot it returns nothing and runs again. CompareAndSwap and
+// CompareAndDelete are single conditional UPDATE and DELETE statements,
+// Consume a DELETE ... RETURNING.
+//
+// On MySQL, which has no UPDATE ... RETURNING, each step is one atomic
+// statement and no step relies on an earlier read without a condition or
+// a lock: SetNX reads a live row (a replay: one round trip), else INSERT
+// IGNORE (a new claim: two), else replaces an expired row with a
+// conditional UPDATE (three). CompareAndSwap and CompareAndDelete are one
+// conditional statement. Consume is one DELETE ... RETURNING on MariaDB
+// 10.5 or later, and elsewhere a read of the row's revision and a DELETE
+// of exactly that revision. The Store prepares each statement once per
+// connection, so a driver without interpolateParams still makes one round
+// trip a statement.
+//
+// Statements that the server rolls back as deadlock victims run again on
+// the Store's own pool (never in a caller's transaction). Connection
+// failures, timeouts, lock waits, too many connections and deadlocks wrap
+// store.ErrUnavailable. Error texts name keys by a short digest, never by
+// their bytes.
+//
+// # Sweeper
+//
+// Expired rows are absent for every operation from the instant they
+// expire; the sweeper reclaims their space. Every sweep interval
+// (WithSweepInterval) it deletes expired rows in short transactions of at
+// most the sweep batch (WithSweepBatch), locking only rows no one else
+// holds (FOR UPDATE SKIP LOCKED; on MySQL before 8.0.1 or MariaDB before
+// 10.6, a READ COMMITTED DELETE ... LIMIT). Run one sweeper per table, or
+// none (WithoutSweeper) and call Sweep from a job. Close stops it.
+//
+// # Transactions
+//
+// Store.Tx returns a View whose operations run on a caller's *sql.Tx
+// (Store.On, on any Conn; pgxstore.View on a pgx.Tx). Its writes commit or
+// roll back with the caller's other statements, which gives two ways to
+// make a database effect and its idempotency record agree:
+//
+//   - Claim outside, complete inside: the claim is committed first (a
+//     lease, as with any store); the business transaction then completes
+//     the record with an owner-checked CompareAndSwap through the View. A
+//     stale owner (its lease lost and taken) gets false and rolls back, so
+//     it never commits a business write.
+//   - All inside one transaction: SetNX through the View claims the key
+//     in the business transaction itself. A concurrent duplicate waits on
+//     the key's row until that transaction ends, then replays the
+//     committed record, or claims the key if it rolled back. A crash rolls
+//     everything back, so no lease is needed; each waiting duplicate holds
+//     a connection, so bound the wait with its context and the server's
+//     lock timeout.
+//
+// In a View on MySQL, SetNX and Consume read with locking reads, which
+// see the latest committed row whatever the isolation level. Under
+// REPEATABLE READ (MySQL's default) concurrent claims of one absent key
+// may end in a deadlock error that rolls back the caller's transaction;
+// READ COMMITTED avoids the gap locks behind it. On MySQL, a statement
+// whose context ends may still complete on the server (the driver drops
+// the connection; the server is not told to stop): that is why such
+// errors wrap store.ErrUnavailable, which concludes nothing.
+package sqlstore

@@ -1,0 +1,322 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// View runs a Store's operations on one connection or transaction: the
+// Store's own pool (autocommit statements) or a caller's transaction (see
+// Store.Tx and Store.On). It implements store.Store and store.Batcher; it
+// is as safe for concurrent use as the connection it runs on (a *sql.Tx is
+// not meant to be shared).
+type View struct {
+	s   *Store
+	c   Conn // nil for a View over a nil Querier or Conn
+	own bool // the Store's own pool: each statement commits on its own
+}
+
+// maxAttempts bounds the loops of operations that run a statement again
+// when a concurrent writer changed the key between two of their
+// statements (or, on the Store's own pool, made them a deadlock victim).
+const maxAttempts = 16
+
+// check refuses a View with no connection and the closed Store's own View.
+func (v *View) check(op, key string) error {
+	where := op
+	if key != "" {
+		where += " " + keyRef(key)
+	}
+	switch {
+	case v.c == nil:
+		return fmt.Errorf("sqlstore: %s: %w: the View has no connection (nil Querier or Conn)", where, store.ErrInvalid)
+	case v.own && v.s.closed():
+		return fmt.Errorf("%s: %w", where, ErrClosed)
+	}
+	return nil
+}
+
+// retry runs attempt until it reports done, an error that a new attempt
+// cannot cure, or maxAttempts. Deadlock victims are retried only on the
+// Store's own pool: in a caller's transaction the server rolled back the
+// whole transaction, which the caller must see.
+func (v *View) retry(ctx context.Context, op, key string, attempt func() (done bool, err error)) error {
+	for range maxAttempts {
+		done, err := attempt()
+		switch {
+		case err == nil && done:
+			return nil
+		case err == nil, err == errRetry:
+		case isScan(err):
+			return corrupt(op, key, err)
+		case v.own && retryable(err) && ctx.Err() == nil:
+		default:
+			return wrap(ctx, op, key, err)
+		}
+	}
+	return wrap(ctx, op, key, errContended)
+}
+
+// SetNX implements store.Store.
+func (v *View) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (set bool, existing store.Entry, err error) {
+	if err := store.CheckSet(key, value, ttl); err != nil {
+		return false, store.Entry{}, err
+	}
+	if err := v.check("setnx", key); err != nil {
+		return false, store.Entry{}, err
+	}
+	ms := store.RoundTTL(ttl).Milliseconds()
+	err = v.retry(ctx, "setnx", key, func() (bool, error) {
+		var found bool
+		var err error
+		if v.s.q.base == &postgres {
+			set, existing, found, err = v.pgSetNX(ctx, key, value, ms)
+		} else {
+			set, existing, found, err = v.mySetNX(ctx, key, value, ms)
+		}
+		return found, err
+	})
+	if err != nil {
+		return false, store.Entry{}, err
+	}
+	return set, existing, nil
+}
+
+// pgSetNX runs the one-statement SetNX. It reports done=false when the
+// statement returned no row: a concurrent claim committed after its
+// snapshot, which the next statement sees.
+func (v *View) pgSetNX(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
+	var val []byte
+	var ttl int64
+	done, err = queryOne(ctx, v.c, v.s.q.setnx, []any{[]byte(key), value, ms}, &set, &val, &ttl)
+	if err != nil || !done || set {
+		return set, store.Entry{}, done, err
+	}
+	return false, entry(val, ttl), true, nil
+}
+
+// mySetNX claims key in at most three statements, each atomic on its own:
+// read a live row; insert if no row; replace an expired row. On the
+// Store's own pool the read comes first, so that a replay costs one round
+// trip. In a View the read comes last, as a locking read: a plain read in
+// a REPEATABLE READ transaction would see the transaction's snapshot, not
+// the row that made the insert fail.
+func (v *View) mySetNX(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
+	q, k := v.s.q, []byte(key)
+	if v.own {
+		if e, found, err := v.read(ctx, q.get, k); err != nil || found {
+			return false, e, found, err
+		}
+	}
+	for _, st := range []struct {
+		query string
+		args  []any
+	}{{q.insert, []any{k, value, ms * 1000}}, {q.reclaim, []any{value, ms * 1000, k}}} {
+		n, err := v.c.Exec(ctx, st.query, st.args...)
+		if err != nil || n == 1 {
+			return n == 1, store.Entry{}, n == 1, err
+		}
+	}
+	if !v.own {
+		if e, found, err := v.read(ctx, q.getShared, k); err != nil || found {
+			return false, e, found, err
+		}
+	}
+	return false, store.Entry{}, false, nil
+}
+
+// read runs a Get-shaped query.
+func (v *View) read(ctx context.Context, query string, key []byte) (store.Entry, bool, error) {
+	var val []byte
+	var ttl int64
+	found, err := queryOne(ctx, v.c, query, []any{key}, &val, &ttl)
+	if err != nil || !found {
+		return store.Entry{}, false, err
+	}
+	return entry(val, ttl), true, nil
+}
+
+// entry builds an Entry from a scanned row. A NOT NULL column scans an
+// empty value as nil with some drivers; the contract returns it non-nil.
+func entry(val []byte, ttlMillis int64) store.Entry {
+	if val == nil {
+		val = []byte{}
+	}
+	return store.Entry{Value: val, TTL: time.Duration(ttlMillis) * time.Millisecond}
+}
+
+// Get implements store.Store.
+func (v *View) Get(ctx context.Context, key string) (store.Entry, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Entry{}, err
+	}
+	if err := v.check("get", key); err != nil {
+		return store.Entry{}, err
+	}
+	var e store.Entry
+	var found bool
+	err := v.retry(ctx, "get", key, func() (bool, error) {
+		var err error
+		e, found, err = v.read(ctx, v.s.q.get, []byte(key))
+		return true, err
+	})
+	switch {
+	case err != nil:
+		return store.Entry{}, err
+	case !found:
+		return store.Entry{}, fmt.Errorf("sqlstore: get %s: %w", keyRef(key), store.ErrNotFound)
+	}
+	return e, nil
+}
+
+// CompareAndSwap implements store.Store: one conditional UPDATE.
+func (v *View) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+	if err := store.CheckSwap(key, old, new, ttl); err != nil {
+		return false, err
+	}
+	if err := v.check("compare-and-swap", key); err != nil {
+		return false, err
+	}
+	ms := store.RoundTTL(ttl).Milliseconds()
+	args := []any{[]byte(key), old, new, ms}
+	if v.s.q.base == &mysql {
+		args = []any{new, ms * 1000, []byte(key), old}
+	}
+	var n int64
+	err := v.retry(ctx, "compare-and-swap", key, func() (bool, error) {
+		var err error
+		n, err = v.c.Exec(ctx, v.s.q.cas, args...)
+		return true, err
+	})
+	return err == nil && n == 1, err
+}
+
+// CompareAndDelete implements store.Store: one conditional DELETE.
+func (v *View) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	if err := store.CheckDelete(key, old); err != nil {
+		return false, err
+	}
+	if err := v.check("compare-and-delete", key); err != nil {
+		return false, err
+	}
+	var n int64
+	err := v.retry(ctx, "compare-and-delete", key, func() (bool, error) {
+		var err error
+		n, err = v.c.Exec(ctx, v.s.q.cad, []byte(key), old)
+		return true, err
+	})
+	return err == nil && n == 1, err
+}
+
+// Consume implements store.Store: one DELETE ... RETURNING, or on MySQL
+// without it, a read of the row's revision and a DELETE of exactly that
+// revision.
+func (v *View) Consume(ctx context.Context, key string) ([]byte, error) {
+	if err := store.CheckKey(key); err != nil {
+		return nil, err
+	}
+	if err := v.check("consume", key); err != nil {
+		return nil, err
+	}
+	var val []byte
+	var found bool
+	err := v.retry(ctx, "consume", key, func() (bool, error) {
+		var err error
+		val, found, err = v.consumeOnce(ctx, []byte(key))
+		return err == nil, err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, fmt.Errorf("sqlstore: consume %s: %w", keyRef(key), store.ErrNotFound)
+	}
+	if val == nil {
+		val = []byte{}
+	}
+	return val, nil
+}
+
+// consumeOnce makes one attempt at Consume. It returns an error of type
+// errRetry when the row changed between its two statements.
+func (v *View) consumeOnce(ctx context.Context, key []byte) (val []byte, found bool, err error) {
+	q := v.s.q
+	if q.base == &mysql {
+		ret, err := v.s.mysqlReturning(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ret {
+			return v.consumeByRev(ctx, key)
+		}
+	}
+	found, err = queryOne(ctx, v.c, q.consume, []any{key}, &val)
+	return val, found, err
+}
+
+// consumeByRev reads the row and its revision, then deletes that revision.
+func (v *View) consumeByRev(ctx context.Context, key []byte) (val []byte, found bool, err error) {
+	q := v.s.q
+	read := q.consumeRead
+	if !v.own {
+		read = q.consumeLock
+	}
+	var rev int64
+	found, err = queryOne(ctx, v.c, read, []any{key}, &val, &rev)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	n, err := v.c.Exec(ctx, q.consumeRev, key, rev)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case n == 0:
+		return nil, false, errRetry
+	}
+	return val, true, nil
+}
+
+// errRetry tells retry to make another attempt; it is never returned.
+var errRetry error = retrySignal{}
+
+type retrySignal struct{}
+
+func (retrySignal) Error() string { return "sqlstore: the row changed between two statements" }
+
+// queryOne runs query and scans its only row into dest, reporting whether
+// there was one. It reads the result to its end, so that errors the
+// server reports after the row (a failed commit of a data-modifying
+// statement) are seen. A Scan failure is returned as a scanError.
+func queryOne(ctx context.Context, c Conn, query string, args []any, dest ...any) (found bool, err error) {
+	rows, err := c.Query(ctx, query, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		found = true
+		if err := rows.Scan(dest...); err != nil {
+			return false, scanError{err}
+		}
+		for rows.Next() {
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	return found, rows.Close()
+}
+
+// scanError marks a row that could not be decoded.
+type scanError struct{ err error }
+
+func (e scanError) Error() string { return "decoding row: " + e.err.Error() }
+func (e scanError) Unwrap() error { return e.err }
+
+func isScan(err error) bool {
+	_, ok := err.(scanError)
+	return ok
+}

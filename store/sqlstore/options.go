@@ -1,0 +1,94 @@
+package sqlstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// Sweeper defaults.
+const (
+	// DefaultSweepInterval is how often the sweeper looks for expired rows.
+	DefaultSweepInterval = time.Minute
+	// DefaultSweepBatch is how many expired rows one sweeper statement
+	// deletes at most.
+	DefaultSweepBatch = 500
+)
+
+// config holds the settings Options adjust.
+type config struct {
+	table         string
+	sweepInterval time.Duration
+	sweepBatch    int
+	sweep         bool
+	onSweep       func(deleted int64, err error)
+	returning     feature // MySQL: whether DELETE ... RETURNING is known to work
+}
+
+// Option configures a Store created by New. An option given an invalid
+// value makes New fail with an error wrapping store.ErrInvalid.
+type Option func(*config) error
+
+// WithTable sets the table's name (default DefaultTable): an identifier
+// of ASCII letters, digits and underscores, optionally qualified by a
+// schema ("idem.records"). It is quoted in every statement.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		if err := checkTable(name); err != nil {
+			return err
+		}
+		c.table = name
+		return nil
+	}
+}
+
+// WithSweepInterval sets how often the sweeper deletes expired rows
+// (default DefaultSweepInterval). d must be positive.
+func WithSweepInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: sweep interval %v is not positive", store.ErrInvalid, d)
+		}
+		c.sweepInterval = d
+		return nil
+	}
+}
+
+// WithSweepBatch sets how many expired rows one sweeper statement deletes
+// at most (default DefaultSweepBatch), between 1 and 100000. Smaller
+// batches hold fewer row locks for less time.
+func WithSweepBatch(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 100_000 {
+			return fmt.Errorf("%w: sweep batch %d is outside [1, 100000]", store.ErrInvalid, n)
+		}
+		c.sweepBatch = n
+		return nil
+	}
+}
+
+// WithoutSweeper starts no sweeper: expired rows stay in the table, absent
+// for every operation, until a claim of the same key replaces them or the
+// application deletes them (Store.Sweep does one bounded pass). Use it
+// when another process sweeps the table.
+func WithoutSweeper() Option {
+	return func(c *config) error {
+		c.sweep = false
+		return nil
+	}
+}
+
+// WithOnSweep registers fn to be called after each pass of the sweeper
+// with the number of rows it deleted and the error that ended it, if any:
+// a hook for metrics and logs. fn runs on the sweeper's goroutine; a slow
+// fn delays the next pass.
+func WithOnSweep(fn func(deleted int64, err error)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil sweep hook", store.ErrInvalid)
+		}
+		c.onSweep = fn
+		return nil
+	}
+}

@@ -1,0 +1,92 @@
+package sqlstore_test
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// mysqlURL returns the mysql:// URL of the test database.
+func mysqlURL(t *testing.T) *url.URL {
+	cfg, err := mysql.ParseDSN(my.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &url.URL{Scheme: "mysql", Host: strings.TrimSuffix(strings.TrimPrefix(cfg.Addr, "tcp("), ")"), Path: "/" + cfg.DBName}
+	if cfg.Passwd != "" {
+		u.User = url.UserPassword(cfg.User, cfg.Passwd)
+	} else {
+		u.User = url.User(cfg.User)
+	}
+	return u
+}
+
+// TestOpenURL opens each database through store.Open with a table
+// parameter, creating the table, and uses it.
+func TestOpenURL(t *testing.T) {
+	pgURL, err := url.Parse(pg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	myURL := mysqlURL(t)
+	for _, u := range []*url.URL{pgURL, withScheme(pgURL, "postgresql"), myURL} {
+		t.Run(u.Scheme, func(t *testing.T) {
+			q := u.Query()
+			q.Set("table", "opened_"+u.Scheme)
+			q.Set("create_table", "true")
+			u := *u
+			u.RawQuery = q.Encode()
+			s, err := store.Open(t.Context(), u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.(store.Closer).Close()
+			set, _, err := s.SetNX(t.Context(), "k", []byte("v"), time.Minute)
+			if err != nil || !set {
+				t.Fatalf("SetNX = %v, %v", set, err)
+			}
+			mustHold(t, s, "k", []byte("v"))
+		})
+	}
+}
+
+func withScheme(u *url.URL, scheme string) *url.URL {
+	c := *u
+	c.Scheme = scheme
+	return &c
+}
+
+// TestOpenURLErrors checks the errors of bad URLs and unreachable
+// servers: the right sentinel, and never the password.
+func TestOpenURLErrors(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	for _, tc := range []struct {
+		url  string
+		want error
+	}{
+		{"mysql://root:" + secret + "@127.0.0.1:1/db", store.ErrUnavailable},
+		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?sslmode=disable", store.ErrUnavailable},
+		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=bad-name", store.ErrInvalid},
+		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=a&table=b", store.ErrInvalid},
+		{"mysql://root:" + secret + "@127.0.0.1:1/db?create_table=maybe", store.ErrInvalid},
+	} {
+		s, err := store.Open(t.Context(), tc.url)
+		if err == nil {
+			s.(store.Closer).Close()
+			t.Errorf("Open(%s) succeeded", store.Redact(tc.url))
+			continue
+		}
+		if !errors.Is(err, tc.want) {
+			t.Errorf("Open(%s) = %v, want an error wrapping %v", store.Redact(tc.url), err, tc.want)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("Open(%s) error shows the password: %v", store.Redact(tc.url), err)
+		}
+	}
+}

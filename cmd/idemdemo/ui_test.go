@@ -346,3 +346,9 @@ func TestReplayMarker(t *testing.T) {
 		})
 	}
 }
+
+func TestBannerNamesTheBrowserPage(t *testing.T) {
+	var out syncBuffer
+	printBanner(&out, "http://127.0.0.1:8080", defaultConfig(), "mem://")
+	require.Contains(t, out.String(), "open http://127.0.0.1:8080/ and click duplicates yourself")
+}

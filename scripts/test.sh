@@ -11,7 +11,9 @@
 #     then left alone);
 #   - nats-server with JetStream on 127.0.0.1:4222 and RabbitMQ on
 #     127.0.0.1:5672 (guest/guest) for the queue adapters, whose tests
-#     create and delete their own streams and queues.
+#     create and delete their own streams and queues;
+#   - Debian's chromium for the browser tests of cmd/idemdemo (TestBrowser),
+#     which then require it; they skip only when it cannot be installed.
 #
 #   ./scripts/test.sh            all checks and tests
 #   ./scripts/test.sh -run Foo   extra flags go to go test
@@ -94,6 +96,15 @@ if [ -z "${IDEMKIT_TEST_MYSQL_DSN:-}" ] && ! maria_answers >/dev/null 2>&1; then
     $SUDO mysql -u root -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket"
   fi
   wait_for MariaDB maria_answers
+fi
+
+# --- Chromium: the browser tests of cmd/idemdemo (TestBrowser) --------------
+# Once installed the tests require it (IDEMDEMO_CHROMIUM); only when it
+# cannot be installed do they skip, saying why.
+command -v chromium >/dev/null || apt_install chromium ||
+  echo "warning: chromium could not be installed; the browser tests will be skipped" >&2
+if command -v chromium >/dev/null; then
+  export IDEMDEMO_CHROMIUM="$(command -v chromium)"
 fi
 
 echo "== gofmt"

@@ -43,6 +43,21 @@
 // part of the request fingerprint, so a hook never turns a retry into a
 // different request.
 //
+// # In a browser
+//
+// GET / serves a page (embedded in the binary, nothing loaded from
+// elsewhere) that places the same order four ways side by side: a plain
+// HTML form with no protection (POST /ui/orders/unprotected), an HTML form
+// with a one-time token the server renders into it (POST /ui/orders/token:
+// a repeat of the token replays the first result page), a script that sends
+// an Idempotency-Key minted per order and kept across its retries and a
+// reload (POST /orders), and a script without any key (POST /orders/quick).
+// A "simulate slow server" toggle makes each order take 1.5 s, so a second
+// click lands while the first is running; the order list shows how many
+// orders each way made. A browser cannot set X-User-Id on a form post, so
+// the page gives the browser a random demo identity in a cookie, which every
+// route accepts in place of the header (demo only: it authenticates nothing).
+//
 // # Layered defence
 //
 // The idempotency middleware stops nearly every duplicate before the

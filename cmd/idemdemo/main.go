@@ -375,6 +375,7 @@ func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
   GET  /orders        your orders
   GET  /healthz       200 when the store answers
   GET  /metrics       idemkit's metrics (Prometheus format)
+  GET  /              the browser page: open %[1]s/ and click duplicates yourself
   test hooks: X-Demo-Delay: 2s (before creating), X-Demo-Stall: 2s (after), X-Demo-Fail: 500
 
 Try each line twice (the token line submits its form twice):

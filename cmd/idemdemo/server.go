@@ -75,7 +75,7 @@ func newHandler(e *idemkit.Engine, orders orderRepo, window time.Duration, log *
 	s := &server{
 		engine:    e,
 		orders:    orders,
-		principal: idemhttp.TrustedHeaderPrincipal(userHeader),
+		principal: demoPrincipal, // X-User-Id, or the browser page's demo cookie (ui.go)
 		log:       log,
 	}
 	g, err := newGuards(e, s.principal, window, log)
@@ -91,6 +91,9 @@ func newHandler(e *idemkit.Engine, orders orderRepo, window time.Duration, log *
 	mux.Handle("POST /orders/form", s.withHooks(g.token(s.createOrder(tokenOf))))
 	mux.HandleFunc("GET /orders", s.listOrders)
 	mux.HandleFunc("GET /healthz", s.healthz)
+	if err := registerUI(mux, s, window); err != nil {
+		return nil, err
+	}
 	return mux, nil
 }
 

@@ -1,0 +1,445 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store/memstore"
+)
+
+// The browser tests drive the page of GET / in a real headless Chromium
+// (Debian's chromium package, which ./scripts/test.sh installs) and count
+// the orders each way of clicking creates.
+//
+// Environment:
+//
+//	IDEMDEMO_CHROMIUM      the browser binary (default: chromium on PATH);
+//	                       when set, a missing binary fails the test
+//	                       instead of skipping it
+//	IDEMDEMO_SCREENSHOT    write a PNG of the page after the scenarios here
+//	                       (./scripts/test.sh -run TestBrowser with
+//	                       IDEMDEMO_SCREENSHOT=$PWD/docs/demo.png)
+//	IDEMDEMO_TRACE         log every request the demo receives
+
+// browserBudget bounds the whole browser test, browser start included.
+const browserBudget = 85 * time.Second
+
+// chromiumPath returns the browser binary, or skips the test when there is
+// none and none was required.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("IDEMDEMO_CHROMIUM"); p != "" {
+		path, err := exec.LookPath(p)
+		require.NoError(t, err, "IDEMDEMO_CHROMIUM=%s is not an executable", p)
+		return path
+	}
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("browser tests skipped: the chromium binary is not installed " +
+			"(apt-get install chromium; ./scripts/test.sh installs it and then requires it)")
+	}
+	return path
+}
+
+// browserDemo is the demo served on a loopback port, with a count of the
+// POST requests its handlers are running.
+type browserDemo struct {
+	url      string
+	orders   *memoryOrders
+	inflight atomic.Int64 // POST requests being handled
+	posts    atomic.Int64 // POST requests received
+}
+
+func startBrowserDemo(t *testing.T) *browserDemo {
+	t.Helper()
+	st, err := memstore.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	e, err := idemkit.New(st, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	d := &browserDemo{orders: newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)}
+	h, err := newHandler(e, d.orders, defaultConfig().window, discardLogger())
+	require.NoError(t, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if os.Getenv("IDEMDEMO_TRACE") != "" {
+			t.Logf("%s %s %s", time.Now().Format("05.000"), r.Method, r.URL.Path)
+		}
+		if r.Method == http.MethodPost { // not the page's polling of GET /orders
+			d.posts.Add(1)
+			d.inflight.Add(1)
+			defer d.inflight.Add(-1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	d.url = srv.URL
+	return d
+}
+
+// count returns how many orders of sku exist, for every user.
+func (d *browserDemo) count(sku string) int {
+	d.orders.mu.Lock()
+	defer d.orders.mu.Unlock()
+	n := 0
+	for _, orders := range d.orders.byUser {
+		for _, o := range orders {
+			if o.SKU == sku {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// The order each form places by default (ui/index.html).
+const (
+	skuUnprotected = "mug"
+	skuToken       = "teapot"
+	skuKey         = "kettle"
+	skuWindow      = "grinder"
+)
+
+// settle waits until no request is being handled; a handler's work runs to
+// its end even when the browser abandoned the request.
+func (d *browserDemo) settle(ctx context.Context, t *testing.T) {
+	t.Helper()
+	waitUntil(ctx, t, "the server to finish every request", func() bool { return d.inflight.Load() == 0 })
+}
+
+// waitUntil polls cond until it holds, or fails the test when ctx ends.
+func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// newBrowser starts a headless Chromium with a fresh profile and returns
+// the context of its first tab, bounded by browserBudget.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), browserBudget)
+	t.Cleanup(cancel)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1360, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	require.NoError(t, chromedp.Do(bctx), "start chromium")
+	return bctx
+}
+
+// tab is one browser tab on the demo.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+	d   *browserDemo
+}
+
+func (b tab) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	require.NoError(b.t, chromedp.Do(b.ctx, steps...))
+}
+
+// eval evaluates a JavaScript expression of type T.
+func eval[T any](b tab, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	require.NoError(b.t, err, "evaluate %s", expr)
+	return v
+}
+
+// waitJS polls a JavaScript predicate until it is true. Errors while a
+// navigation replaces the document count as false.
+func (b tab) waitJS(what, expr string) {
+	b.t.Helper()
+	waitUntil(b.ctx, b.t, what, func() bool {
+		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+		defer cancel()
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		return err == nil && ok
+	})
+}
+
+// open loads a fresh render of the page (a new token, a new key state)
+// with the slow server on or off.
+func (b tab) open(slow bool) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(b.d.url + "/"))
+	b.waitJS("the page", `document.querySelector("#order-count") !== null && document.querySelector("#slow") !== null`)
+	want := map[bool]string{true: "true", false: "false"}[slow]
+	eval[bool](b, `(() => { const s = document.querySelector("#slow"); if (s.checked !== `+want+`) s.click(); return true })()`)
+	b.waitJS("the slow toggle", `[...document.querySelectorAll('input[name="slow"]')].every(f => f.value === (`+want+` ? "1" : ""))`)
+}
+
+// clicks clicks the selected button n times with real mouse events. Each
+// click after the first waits until the server received the previous
+// submission: clicks faster than the page can start a navigation only
+// replace one another inside the browser (the HTML form's planned
+// navigation), so a double click a person makes, with the first
+// submission in flight, is one whose request has left.
+// The clicks go to the button's place on the screen, found by script:
+// the protocol's DOM node IDs do not survive a pending navigation or a
+// page restored from the back-forward cache.
+func (b tab) clicks(sel string, n int) {
+	b.t.Helper()
+	b.waitJS(sel, `document.readyState === "complete" && document.querySelector("`+sel+`") !== null`)
+	at := eval[[]float64](b, `(() => {
+		const el = document.querySelector("`+sel+`");
+		el.scrollIntoView({block: "center"});
+		const r = el.getBoundingClientRect();
+		return [r.left + r.width / 2, r.top + r.height / 2];
+	})()`)
+	for range n {
+		sent := b.d.posts.Load()
+		b.do(chromedp.MouseClickXY(at[0], at[1]))
+		waitUntil(b.ctx, b.t, "the click's submission to reach the server", func() bool { return b.d.posts.Load() > sent })
+	}
+}
+
+// back goes back one history entry, like the browser's back button. It
+// does not wait for a load event: a page restored from the back-forward
+// cache has none.
+func (b tab) back() {
+	b.t.Helper()
+	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		h, err := cdp.Call(ctx, t, page.GetNavigationHistory, cdp.Empty{})
+		if err != nil {
+			return err
+		}
+		if h.CurrentIndex < 1 {
+			return errors.New("no page to go back to")
+		}
+		_, err = cdp.Call(ctx, t, page.NavigateToHistoryEntry,
+			page.NavigateToHistoryEntryParams{EntryID: h.Entries[h.CurrentIndex-1].ID})
+		return err
+	}))
+}
+
+// resultPage waits for the result page of a form post and returns its
+// order number and whether the page says it was replayed.
+func (b tab) resultPage() (id string, replayed bool) {
+	b.t.Helper()
+	b.waitJS("the result page", `document.body !== null && document.body.classList.contains("result") && document.readyState === "complete"`)
+	// app.js marks a replay once it ran (deferred, before "complete").
+	id = eval[string](b, `document.querySelector("#order-id").textContent`)
+	replayed = eval[bool](b, `!document.querySelector("#replayed").hidden`)
+	return id, replayed
+}
+
+// logLines returns the lines of a JavaScript variant's log.
+func (b tab) logLines(sel string) []string {
+	b.t.Helper()
+	return eval[[]string](b, `[...document.querySelectorAll("`+sel+` li")].map(li => li.className + ": " + li.textContent)`)
+}
+
+// waitLog waits until the log has n lines of the given classes.
+func (b tab) waitLog(sel string, n int, classes ...string) {
+	b.t.Helper()
+	q := make([]string, len(classes))
+	for i, c := range classes {
+		q[i] = sel + " li." + c
+	}
+	b.waitJS(fmt.Sprintf("%d final lines in %s", n, sel),
+		fmt.Sprintf(`document.querySelectorAll(%q).length >= %d`, strings.Join(q, ", "), n))
+}
+
+// TestBrowser runs the failure modes of issue 19 in Chromium: five rapid
+// clicks on each variant, the back button and a refresh on the token form,
+// a refresh while the Idempotency-Key script is waiting, and two tabs
+// submitting one token. Only the unprotected form may create more than one
+// order, and it must: otherwise the test could not see a duplicate.
+func TestBrowser(t *testing.T) {
+	path := chromiumPath(t)
+	d := startBrowserDemo(t)
+	b := tab{t: t, ctx: newBrowser(t, path), d: d}
+
+	t.Run("token_back_button_resubmit", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		before := d.count(skuToken)
+		b.open(false)
+		token := eval[string](b, `document.querySelector("#token").value`)
+		b.clicks("#token-form button", 1)
+		first, replayed := b.resultPage()
+		require.False(t, replayed)
+		b.back()
+		b.waitJS("the form again", `document.querySelector("#token-form") !== null && document.readyState === "complete"`)
+		require.Equal(t, token, eval[string](b, `document.querySelector("#token").value`),
+			"the back button shows the same render, with the same token")
+		b.clicks("#token-form button", 1)
+		second, replayed := b.resultPage()
+		d.settle(b.ctx, t)
+		made := d.count(skuToken) - before
+		t.Logf("token form, submit, back, submit: %d order(s); pages: #%s then #%s (replayed %v)", made, first, second, replayed)
+		require.Equal(t, 1, made)
+		require.Equal(t, first, second)
+		require.True(t, replayed)
+	})
+
+	t.Run("token_refresh_during_slow_submission", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		before := d.count(skuToken)
+		b.open(true)
+		token := eval[string](b, `document.querySelector("#token").value`)
+		b.clicks("#token-form button", 1)
+		waitUntil(b.ctx, t, "the submission to reach the server", func() bool { return d.inflight.Load() > 0 })
+		b.do(chromedp.Reload())
+		b.waitJS("the page again", `document.querySelector("#token-form") !== null`)
+		require.NotEqual(t, token, eval[string](b, `document.querySelector("#token").value`),
+			"a reload renders the page again, with a new token")
+		d.settle(b.ctx, t)
+		made := d.count(skuToken) - before
+		t.Logf("token form, reload while the order runs: %d order(s)", made)
+		require.Equal(t, 1, made, "the abandoned submission ran once and the reload did not post it again")
+	})
+
+	t.Run("key_refresh_during_slow_submission", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		before := d.count(skuKey)
+		b.open(true)
+		b.clicks("#key-form button", 1)
+		waitUntil(b.ctx, t, "the submission to reach the server", func() bool { return d.inflight.Load() > 0 })
+		b.do(chromedp.Reload())
+		b.waitJS("the page again", `document.querySelector("#key-log") !== null`)
+		b.waitLog("#key-log", 1, "ok", "replay")
+		d.settle(b.ctx, t)
+		lines := b.logLines("#key-log")
+		made := d.count(skuKey) - before
+		t.Logf("Idempotency-Key, reload while the order runs: %d order(s); log after the reload:\n  %s", made, strings.Join(lines, "\n  "))
+		require.Equal(t, 1, made)
+		require.Contains(t, strings.Join(lines, "\n"), "resuming the submission")
+	})
+
+	t.Run("token_two_tabs", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		tctx, cancel := chromedp.NewContext(b.ctx) // a second tab of the same browser
+		defer cancel()
+		b2 := tab{t: t, ctx: tctx, d: d}
+		before := d.count(skuToken)
+		b.open(true)
+		b2.open(true)
+		// A duplicated tab keeps the page it copied, token included.
+		token := eval[string](b, `document.querySelector("#token").value`)
+		eval[bool](b2, `(() => { document.querySelector("#token").value = "`+token+`"; return true })()`)
+		var wg sync.WaitGroup
+		ids := make([]string, 2)
+		replays := make([]bool, 2)
+		errs := make([]error, 2)
+		for i, tb := range []tab{b, b2} {
+			at := eval[[]float64](tb, `(() => {
+				const r = document.querySelector("#token-form button").getBoundingClientRect();
+				return [r.left + r.width / 2, r.top + r.height / 2];
+			})()`)
+			wg.Go(func() { errs[i] = chromedp.Do(tb.ctx, chromedp.MouseClickXY(at[0], at[1])) })
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+		ids[0], replays[0] = b.resultPage()
+		ids[1], replays[1] = b2.resultPage()
+		d.settle(b.ctx, t)
+		made := d.count(skuToken) - before
+		t.Logf("token form in two tabs at once: %d order(s); pages #%s (replayed %v) and #%s (replayed %v)",
+			made, ids[0], replays[0], ids[1], replays[1])
+		require.Equal(t, 1, made)
+		require.Equal(t, ids[0], ids[1])
+		require.True(t, replays[0] != replays[1], "one tab ran the order, the other got its page replayed")
+	})
+
+	// The five-click runs come last, as a new visitor (new cookie, so an
+	// empty order list): the page of the last two is the screenshot.
+	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, network.ClearBrowserCookies, cdp.Empty{})
+		return err
+	}))
+
+	t.Run("unprotected_five_clicks", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		before := d.count(skuUnprotected)
+		b.open(true)
+		b.clicks("#unprotected-form button", 5)
+		b.resultPage()
+		d.settle(b.ctx, t)
+		made := d.count(skuUnprotected) - before
+		t.Logf("unprotected form, 5 clicks: %d orders", made)
+		require.Greater(t, made, 1, "five clicks on the unprotected form must show the duplicate")
+	})
+
+	t.Run("token_five_clicks", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		before := d.count(skuToken)
+		b.open(true)
+		b.clicks("#token-form button", 5)
+		id, replayed := b.resultPage()
+		d.settle(b.ctx, t)
+		made := d.count(skuToken) - before
+		t.Logf("token form, 5 clicks: %d order(s); last page: order #%s, replayed %v", made, id, replayed)
+		require.Equal(t, 1, made)
+		require.True(t, replayed, "the page of the last click is the first click's page, replayed")
+	})
+
+	t.Run("key_five_clicks", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		before := d.count(skuKey)
+		b.open(true)
+		b.clicks("#key-form button", 5)
+		b.waitLog("#key-log", 5, "ok", "replay")
+		d.settle(b.ctx, t)
+		made := d.count(skuKey) - before
+		t.Logf("Idempotency-Key, 5 clicks: %d order(s); log:\n  %s", made, strings.Join(b.logLines("#key-log"), "\n  "))
+		require.Equal(t, 1, made)
+	})
+
+	// On the page of key_five_clicks.
+	t.Run("window_five_clicks", func(t *testing.T) {
+		b := tab{t: t, ctx: b.ctx, d: d}
+		before := d.count(skuWindow)
+		b.clicks("#window-form button", 5)
+		b.waitLog("#window-log", 5, "ok", "dup", "err")
+		d.settle(b.ctx, t)
+		made := d.count(skuWindow) - before
+		t.Logf("dedup window, 5 clicks: %d order(s); log:\n  %s", made, strings.Join(b.logLines("#window-log"), "\n  "))
+		require.Equal(t, 1, made)
+	})
+
+	if out := os.Getenv("IDEMDEMO_SCREENSHOT"); out != "" && !t.Failed() {
+		b.waitJS("the order list", `document.querySelectorAll("#order-list li").length > 0`)
+		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(out, png, 0o644))
+		t.Logf("screenshot: %s", out)
+	}
+}

@@ -213,12 +213,9 @@ func TestOpenURLSentinelFollowsFailover(t *testing.T) {
 		t.Fatalf("after the failover Get = %q, %v", e.Value, err)
 	}
 	waitMaster(t, st, st.Replica)
-
-	st.Primary.Restart() // comes back empty; the sentinels make it a replica
-	redistest.WaitReplicaUp(t, st.Replica, st.Primary)
-	st.Replica.Stop()
-	waitWritable(t, s, "the second failover")
-	waitMaster(t, st, st.Primary)
+	// Repeated failovers with long-lived clients are TestFailoverLoss's:
+	// restarting the old primary here raced the sentinels' reconfiguration
+	// on a loaded machine (they flapped between the two nodes).
 }
 
 // waitMaster waits until the sentinels name want as the master (a sentinel

@@ -140,6 +140,9 @@ func failoverRound(t *testing.T, st *redistest.Sentinel, stores []*redisstore.UR
 	time.Sleep(300 * time.Millisecond) // writes reach the new primary
 	close(stop)
 	wg.Wait()
+	for _, s := range stores {
+		waitFollowed(t, s, round)
+	}
 
 	for i, s := range stores {
 		acked[i] = len(keys[i])
@@ -147,6 +150,28 @@ func failoverRound(t *testing.T, st *redistest.Sentinel, stores []*redisstore.UR
 	}
 	primary.Restart() // empty; the sentinels make it a replica of the new primary
 	return acked, lost, duringCut
+}
+
+// waitFollowed waits until s reaches the new primary (a read of a missing
+// key answers "not found"): a client learns of the failover from the
+// sentinels on its own schedule, and until then reads fail (connection
+// refused) rather than miss. Following takes well
+// under a second; 20 seconds without it fails the test.
+func waitFollowed(t *testing.T, s store.Store, round int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for n := 0; ; n++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := s.Get(ctx, fmt.Sprintf("r%d:probe", round))
+		cancel()
+		if errors.Is(err, store.ErrNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("round %d: the client did not follow the failover within 20s: %v", round, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // cutReplicationLink closes primary's link to its replica and keeps the

@@ -34,9 +34,11 @@ type Claim struct {
 
 	started time.Time // when the claim was won
 
-	mu    sync.Mutex
-	ended bool
-	inTx  bool // CompleteIn ran: the outcome depends on the caller's commit
+	mu      sync.Mutex
+	ended   bool
+	inTx    bool   // CompleteIn ran and nothing has settled it yet: the outcome depends on the caller's commit
+	tx      bool   // CompleteIn ended the claim
+	txValue []byte // the value CompleteIn recorded, when it did
 }
 
 func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *Claim {
@@ -77,7 +79,9 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 }
 
 // run runs fn under the claim and ends it with fn's outcome, also when fn
-// panics or calls runtime.Goexit.
+// panics or calls runtime.Goexit. fn's context carries the claim
+// (ClaimFromContext), so fn may complete it in its own transaction; run
+// then settles the claim by the transaction's outcome (see afterTx).
 func (c *Claim) run(ctx context.Context, fn func(context.Context) ([]byte, error)) (Result, error) {
 	c.hb = c.e.startHeartbeat(ctx, c.cfg, c.sk, c.enc)
 	returned := false
@@ -86,8 +90,11 @@ func (c *Claim) run(ctx context.Context, fn func(context.Context) ([]byte, error
 			c.Release(ctx)
 		}
 	}()
-	v, err := fn(ctx)
+	v, err := fn(context.WithValue(ctx, claimKey{}, c))
 	returned = true
+	if c.completedInTx() {
+		return c.afterTx(ctx, v, err)
+	}
 	if err != nil {
 		return Result{}, c.Fail(ctx, err)
 	}
@@ -137,10 +144,19 @@ func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) err
 	if !c.end(true) {
 		return nil
 	}
+	c.mu.Lock()
+	c.tx = true
+	c.mu.Unlock()
 	if err := c.checkSize(ctx, value); err != nil {
 		return err
 	}
-	return c.complete(ctx, s, stateDone, value)
+	if err := c.complete(ctx, s, stateDone, value); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.txValue = value
+	c.mu.Unlock()
+	return nil
 }
 
 // Fail ends the claim after the work failed with err and returns err
@@ -182,6 +198,60 @@ func (c *Claim) Release(ctx context.Context) {
 	c.release(ctx, inTx)
 }
 
+// completedInTx reports whether CompleteIn ended the claim.
+func (c *Claim) completedInTx() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tx
+}
+
+// afterTx ends a claim that fn completed with CompleteIn, once fn has
+// returned v and err: by then fn has committed or rolled back. Unless fn
+// released the claim itself, the claim's in-progress record is removed if
+// it is still there (the transaction did not commit: a retry runs again).
+// The result is the recorded value when the record is this claim's
+// completed one (the transaction committed), and fn's value otherwise;
+// err is fn's, joined with ErrUnavailable when the store could not tell.
+func (c *Claim) afterTx(ctx context.Context, v []byte, err error) (Result, error) {
+	c.mu.Lock()
+	pending, value := c.inTx, c.txValue
+	c.inTx = false
+	c.mu.Unlock()
+	if pending {
+		released, rerr := c.release(ctx, true)
+		if rerr != nil {
+			return Result{Value: v}, errors.Join(err, unavailable("settle the transaction's claim", rerr))
+		}
+		if released {
+			return Result{Value: v}, err
+		}
+	}
+	if value == nil {
+		return Result{Value: v}, err // CompleteIn failed: nothing was recorded
+	}
+	committed, gerr := c.committed(ctx)
+	if gerr != nil {
+		return Result{Value: v}, errors.Join(err, unavailable("read the transaction's record", gerr))
+	}
+	if committed {
+		return Result{Value: value}, err
+	}
+	return Result{Value: v}, err
+}
+
+// committed reports whether the key holds this claim's completed record.
+func (c *Claim) committed(ctx context.Context) (bool, error) {
+	ent, err := c.e.store.Get(detach(ctx), c.sk)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	rec, err := decodeRecord(ent.Value)
+	return err == nil && rec.owner == c.rec.owner && rec.state == stateDone, nil
+}
+
 func (c *Claim) checkSize(ctx context.Context, value []byte) error {
 	if len(value) <= c.cfg.maxResult && c.rec.encodedLen(len(value)) <= store.MaxValueLen {
 		return nil
@@ -219,8 +289,9 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 // release undoes the claim after a failure that is not final: an
 // idempotency key is deleted so a retry runs again; a token is marked spent.
 // afterTx says the claim was completed in a transaction, where finding no
-// in-progress record of ours means the transaction committed.
-func (c *Claim) release(ctx context.Context, afterTx bool) {
+// in-progress record of ours means the transaction committed. It reports
+// whether it removed (or, for a token, spent) this claim's record.
+func (c *Claim) release(ctx context.Context, afterTx bool) (bool, error) {
 	e, cfg := c.e, c.cfg
 	bg := detach(ctx)
 	var ok bool
@@ -241,4 +312,5 @@ func (c *Claim) release(ctx context.Context, afterTx bool) {
 	case !afterTx:
 		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
 	}
+	return ok, err
 }

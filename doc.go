@@ -22,8 +22,10 @@
 // Begin claims a key like Do but hands the Claim to the caller, who ends it
 // with Complete, Fail or Release. CompleteIn records the result through a
 // store view bound to the caller's database transaction, so the record
-// commits or rolls back with the business write; OnStore runs the whole
-// claim inside such a transaction. BeginBatch claims a fetched batch of
+// commits or rolls back with the business write. Do hands fn its claim in
+// the context (ClaimFromContext; the typed CompleteIn encodes a value), so
+// fn can complete inside its own transaction and Do does not complete
+// again. OnStore runs the whole claim inside such a transaction. BeginBatch claims a fetched batch of
 // messages in one store call where the store implements store.Batcher.
 //
 // # Keys and scopes

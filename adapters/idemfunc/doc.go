@@ -26,4 +26,13 @@
 // first. A key function that fails or returns "" gives an error wrapping
 // idemkit.ErrInvalid and fn does not run. A concurrent repeat gets
 // idemkit.ErrInProgress unless the engine options include idemkit.WithWait.
+//
+// # Database transactions
+//
+// fn's context carries the engine's claim, so fn can record its result in
+// its own database transaction: idemkit.CompleteIn(ctx, st.Tx(tx), resp)
+// with a store view bound to the transaction (sqlstore's Tx), then commit.
+// The result and the business write commit together; the wrapper does not
+// complete again, returns the committed result, and frees the key when the
+// transaction rolled back.
 package idemfunc

@@ -92,6 +92,16 @@
 // WithUnstored(ReleaseKey, ReleaseKey) releases the key instead, so a
 // retry runs the handler again.
 //
+// # Database transactions
+//
+// A handler behind Idempotency can record its response in its own
+// database transaction with CompleteIn and a store view bound to the
+// transaction (sqlstore's Tx): the response commits or rolls back with the
+// business write, so a crash between them cannot make a retry run the
+// handler again. After a commit the handler writes nothing and the
+// middleware sends the recorded response; after a rollback it sends what
+// the handler wrote and frees the key.
+//
 // # Problem details
 //
 // The middleware answers its own errors with application/problem+json

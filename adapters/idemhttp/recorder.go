@@ -30,6 +30,8 @@ type recorder struct {
 	state  recState
 	ran    bool
 	tooBig bool // the response was over the stored-size cap
+
+	txResponse []byte // the response CompleteIn recorded in the handler's transaction
 }
 
 type recState uint8
@@ -192,9 +194,12 @@ func (rec *recorder) passThrough(st recState) {
 // stored (WithUnstored), or returns an error so that the engine releases
 // the key.
 func (rec *recorder) run(next http.Handler, r *http.Request) func(context.Context) ([]byte, error) {
-	return func(context.Context) ([]byte, error) {
+	return func(ctx context.Context) ([]byte, error) {
 		rec.ran = true
-		next.ServeHTTP(rec, r)
+		next.ServeHTTP(rec, withRecorder(r, ctx, rec))
+		if rec.txResponse != nil {
+			return nil, nil // the engine settles by the transaction's outcome
+		}
 		c := rec.c
 		switch rec.state {
 		case capturing:

@@ -208,6 +208,10 @@ func (rt *route) params(r *http.Request, all bool) url.Values {
 // in Token mode.
 func (rt *route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, res idemkit.Result, err error, key string,
 	mapErr func(error) (answer, bool)) {
+	if rec.ran && rec.txResponse != nil {
+		rt.afterTx(w, r, rec, res, err, key)
+		return
+	}
 	if rec.ran {
 		rt.afterRun(r, rec, err)
 		if rec.state == capturing {

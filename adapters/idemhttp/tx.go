@@ -1,0 +1,114 @@
+package idemhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
+)
+
+// recorderKey is the context key under which Idempotency hands the handler
+// its recorder, for CompleteIn.
+type recorderKey struct{}
+
+// CompleteIn records the response the handler answers with through tx, a
+// view of the engine's store bound to the handler's database transaction
+// (such as sqlstore's Tx), so the stored response commits or rolls back
+// with the handler's business write. Call it in a handler behind
+// Idempotency, inside the transaction; when it returns nil, commit, and
+// write no response: once the handler returns, the middleware answers
+// with exactly the response every retry of the key will get.
+//
+// When it returns an error, or the commit fails, roll back and write the
+// response you want sent (an error, say): the middleware sends it and
+// frees the key, so a retry runs the handler again. An error wrapping
+// idemkit.ErrLeaseLost means another request owns the key now; one
+// wrapping idemkit.ErrInvalid means the request did not come through
+// Idempotency, the status is invalid or not stored by the route's policy
+// (WithStorePolicy); one wrapping idemkit.ErrResultTooLarge means the
+// response is over the route's stored-size cap.
+//
+// Only the headers on the replay allow-list (WithReplayHeaders) are
+// recorded and sent; as net/http would, a body without a Content-Type
+// gets a sniffed one, and a status that allows no body sends none.
+func CompleteIn(r *http.Request, tx store.Store, status int, header http.Header, body []byte) error {
+	ctx := r.Context()
+	rec, _ := ctx.Value(recorderKey{}).(*recorder)
+	claim := idemkit.ClaimFromContext(ctx)
+	if rec == nil || claim == nil {
+		return fmt.Errorf("idemhttp: %w: CompleteIn needs a request served through Idempotency", idemkit.ErrInvalid)
+	}
+	if status < 100 || status > 999 {
+		return fmt.Errorf("idemhttp: %w: invalid status %d", idemkit.ErrInvalid, status)
+	}
+	if !rec.c.store(status) {
+		return fmt.Errorf("idemhttp: %w: status %d is not stored by this route's policy", idemkit.ErrInvalid, status)
+	}
+	h := header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	if !bodyAllowed(status) {
+		body = nil
+	} else if _, typed := h["Content-Type"]; !typed && len(body) > 0 && h.Get("Content-Encoding") == "" {
+		h["Content-Type"] = []string{http.DetectContentType(body)}
+	}
+	enc := encodeResponse(status, h, rec.c.replayHeaders, body)
+	if len(enc) > rec.c.maxStored {
+		return fmt.Errorf("idemhttp: %w: %d bytes encoded, cap %d", idemkit.ErrResultTooLarge, len(enc), rec.c.maxStored)
+	}
+	if err := claim.CompleteIn(ctx, tx, enc); err != nil {
+		return err
+	}
+	rec.txResponse = enc
+	return nil
+}
+
+// withRecorder returns r with a context that carries rec and the engine's
+// claim (ctx, the context Do gives the work), for CompleteIn.
+func withRecorder(r *http.Request, ctx context.Context, rec *recorder) *http.Request {
+	return r.WithContext(context.WithValue(ctx, recorderKey{}, rec))
+}
+
+// afterTx answers a request whose handler completed its response with
+// CompleteIn. The engine returns the recorded response when the
+// transaction committed; otherwise the key was freed and the handler's own
+// response is sent. When the store could not tell, the recorded response
+// is sent if the handler wrote nothing after CompleteIn (it meant to
+// commit), its own response otherwise.
+func (rt *route) afterTx(w http.ResponseWriter, r *http.Request, rec *recorder, res idemkit.Result, err error, key string) {
+	sent := res.Value
+	if sent == nil && errors.Is(err, idemkit.ErrUnavailable) {
+		rt.warn(r.Context(), "idemhttp: could not tell whether the handler's transaction committed", r,
+			slog.String("error", describe(err)))
+		if rec.status == 0 && len(rec.body) == 0 {
+			sent = rec.txResponse
+		}
+	}
+	if sent == nil {
+		rt.afterRun(r, rec, nil)
+		if rec.state == capturing {
+			rec.writeFresh()
+		}
+		return
+	}
+	if rec.state != capturing {
+		return // the handler streamed or hijacked after CompleteIn: its response went out
+	}
+	rec.restoreHeader()
+	sr, derr := decodeResponse(sent, rt.c.replayHeaders)
+	if derr != nil {
+		rt.internal(w, r, derr, key)
+		return
+	}
+	h := w.Header()
+	for _, sh := range sr.headers {
+		h[sh.name] = sh.values
+	}
+	delete(h, rt.c.replayHeader)
+	writeResponse(w, h, sr.status, sr.body, sr.spare[1:2:2])
+}

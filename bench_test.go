@@ -21,7 +21,7 @@ import (
 // MemstoreGet is the floor for Do's replay.
 
 func benchEngine(b *testing.B, opts ...idemkit.Option) (*idemkit.Engine, *memstore.Store) {
-	s := mustMem(memstore.WithCapacity(1 << 22))
+	s := mustMem(memstore.WithCapacity(1<<22), memstore.WithMaxBytes(4<<30)) // nothing evicted during a run
 	b.Cleanup(func() { _ = s.Close() })
 	e, err := idemkit.New(s, append([]idemkit.Option{idemkit.WithObserver(nil), idemkit.WithWindow(time.Hour)}, opts...)...)
 	if err != nil {

@@ -30,7 +30,7 @@ type Claim struct {
 	sk   string
 	rec  record
 	enc  []byte
-	hb   *heartbeat
+	hb   heartbeat
 
 	started time.Time // when the claim was won
 
@@ -73,7 +73,7 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 	}
 	c, res, err := e.begin(ctx, cfg, key, sk, fingerprint)
 	if c != nil {
-		c.hb = e.startHeartbeat(ctx, cfg, sk, c.enc)
+		c.startHeartbeat(ctx)
 	}
 	return c, res, err
 }
@@ -83,7 +83,7 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 // (ClaimFromContext), so fn may complete it in its own transaction; run
 // then settles the claim by the transaction's outcome (see afterTx).
 func (c *Claim) run(ctx context.Context, fn func(context.Context) ([]byte, error)) (Result, error) {
-	c.hb = c.e.startHeartbeat(ctx, c.cfg, c.sk, c.enc)
+	c.startHeartbeat(ctx)
 	returned := false
 	defer func() {
 		if !returned {

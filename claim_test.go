@@ -3,6 +3,7 @@ package idemkit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,4 +194,27 @@ func TestOnStoreWorksOnTheGivenStore(t *testing.T) {
 	assert.False(t, res.Replayed)
 	assert.NotEmpty(t, log.keys)
 	assert.Same(t, log, v.Store())
+}
+
+// TestHeartbeatsOfManyClaims holds claims with different leases and beat
+// intervals at once, each for several leases: the engine's one beat
+// scheduler must keep every one of them.
+func TestHeartbeatsOfManyClaims(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	var claims []*idemkit.Claim
+	for i := range 12 {
+		lease := time.Duration(300+100*(i%3)) * time.Millisecond // generous: a loaded machine delays beats
+		every := lease / time.Duration(3+i%4)
+		c, _, err := e.Begin(ctx, fmt.Sprint("k", i), "", idemkit.WithLease(lease), idemkit.WithHeartbeat(every))
+		require.NoError(t, err)
+		require.NotNil(t, c)
+		claims = append(claims, c)
+	}
+	time.Sleep(1600 * time.Millisecond) // over three leases each
+	for i, c := range claims {
+		_, _, err := e.Begin(ctx, fmt.Sprint("k", i), "")
+		require.ErrorIs(t, err, idemkit.ErrInProgress, "claim %d lost its lease", i)
+		require.NoError(t, c.Complete(ctx, []byte("v")))
+	}
 }

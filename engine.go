@@ -28,6 +28,7 @@ type Engine struct {
 	cfg      config
 	prefix   [3]string // per key space, see storeKey
 	instance [8]byte
+	beats    *beats // the claims' heartbeats, shared with views
 }
 
 // Result is the outcome of Do or UseToken.
@@ -60,7 +61,7 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	if cfg.scope != "" {
 		return nil, fmt.Errorf("idemkit: %w: the scope is set per call, not per engine", ErrInvalid)
 	}
-	e := &Engine{store: s, cfg: cfg}
+	e := &Engine{store: s, cfg: cfg, beats: &beats{}}
 	for i, space := range []string{"g", "i", "t"} {
 		e.prefix[i] = cfg.namespace + ":" + space + ":"
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/storetest"
 )
 
 func TestBeginCompleteReplays(t *testing.T) {
@@ -101,31 +101,6 @@ func TestClaimHeartbeatKeepsTheKey(t *testing.T) {
 	require.NoError(t, c.Complete(ctx, []byte("v")))
 }
 
-// txView is a store bound to a pretend transaction: writes are checked
-// against the base store and applied only on commit, as a database would.
-type txView struct {
-	store.Store
-	pending []func()
-}
-
-func (tx *txView) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
-	ent, err := tx.Store.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && string(ent.Value) != string(old)) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	tx.pending = append(tx.pending, func() { _, _ = tx.Store.CompareAndSwap(ctx, key, old, v, ttl) })
-	return true, nil
-}
-
-func (tx *txView) commit() {
-	for _, f := range tx.pending {
-		f()
-	}
-}
-
 func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
 	mem := mustMem()
 	defer mem.Close()
@@ -137,7 +112,7 @@ func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
 	// Rolled back: the record stays in progress until Release frees it.
 	c, _, err := e.Begin(ctx, "order-1", "")
 	require.NoError(t, err)
-	require.NoError(t, c.CompleteIn(ctx, &txView{Store: mem}, []byte("order #1")))
+	require.NoError(t, c.CompleteIn(ctx, storetest.NewTx(mem), []byte("order #1")))
 	_, _, err = e.Begin(ctx, "order-1", "")
 	require.ErrorIs(t, err, idemkit.ErrInProgress, "nothing committed yet")
 	c.Release(ctx) // the transaction rolled back
@@ -146,9 +121,9 @@ func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
 	require.NotNil(t, c, "a retry runs after the rollback")
 
 	// Committed: Release afterwards changes nothing and reports no loss.
-	tx := &txView{Store: mem}
+	tx := storetest.NewTx(mem)
 	require.NoError(t, c.CompleteIn(ctx, tx, []byte("order #1")))
-	tx.commit()
+	tx.Commit()
 	c.Release(ctx)
 	again, res, err := e.Begin(ctx, "order-1", "")
 	require.NoError(t, err)
@@ -171,9 +146,9 @@ func TestCompleteInAfterLostLeaseRefuses(t *testing.T) {
 	owner, _, err := e.Begin(ctx, "k", "")
 	require.NoError(t, err)
 	require.NotNil(t, owner)
-	tx := &txView{Store: mem}
+	tx := storetest.NewTx(mem)
 	require.ErrorIs(t, stale.CompleteIn(ctx, tx, []byte("stale")), idemkit.ErrLeaseLost)
-	assert.Empty(t, tx.pending, "a stale owner must never commit")
+	assert.Zero(t, tx.Pending(), "a stale owner must never commit")
 	stale.Release(ctx)
 	_, _, err = e.Begin(ctx, "k", "")
 	require.ErrorIs(t, err, idemkit.ErrInProgress, "the stale release left the new owner's claim alone")

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store/storetest"
 )
 
 var errRolledBack = errors.New("order rejected; transaction rolled back")
@@ -27,11 +28,11 @@ func TestDoCompletedInCommittedTransactionReturnsTheRecord(t *testing.T) {
 	res, err := e.Do(ctx, "order-1", "fp", func(ctx context.Context) ([]byte, error) {
 		c := idemkit.ClaimFromContext(ctx)
 		require.NotNil(t, c)
-		tx := &txView{Store: mem}
+		tx := storetest.NewTx(mem)
 		if err := c.CompleteIn(ctx, tx, []byte("order #1")); err != nil {
 			return nil, err
 		}
-		tx.commit()
+		tx.Commit()
 		return []byte("what fn returned"), nil
 	})
 	require.NoError(t, err)
@@ -57,7 +58,7 @@ func TestDoCompletedInRolledBackTransactionFreesTheKey(t *testing.T) {
 	ctx := context.Background()
 
 	rolledBack := func(ctx context.Context) ([]byte, error) {
-		require.NoError(t, idemkit.ClaimFromContext(ctx).CompleteIn(ctx, &txView{Store: mem}, []byte("never committed")))
+		require.NoError(t, idemkit.ClaimFromContext(ctx).CompleteIn(ctx, storetest.NewTx(mem), []byte("never committed")))
 		return nil, errRolledBack // the transaction is dropped
 	}
 	_, err = e.Do(ctx, "k", "", rolledBack)
@@ -65,7 +66,7 @@ func TestDoCompletedInRolledBackTransactionFreesTheKey(t *testing.T) {
 
 	// Rolled back, fn answers without an error: nothing is stored either.
 	res, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
-		require.NoError(t, idemkit.ClaimFromContext(ctx).CompleteIn(ctx, &txView{Store: mem}, []byte("never committed")))
+		require.NoError(t, idemkit.ClaimFromContext(ctx).CompleteIn(ctx, storetest.NewTx(mem), []byte("never committed")))
 		return []byte("sold out"), nil
 	})
 	require.NoError(t, err)
@@ -75,7 +76,7 @@ func TestDoCompletedInRolledBackTransactionFreesTheKey(t *testing.T) {
 	_, err = e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
 		c := idemkit.ClaimFromContext(ctx)
 		defer c.Release(ctx)
-		require.NoError(t, c.CompleteIn(ctx, &txView{Store: mem}, []byte("never committed")))
+		require.NoError(t, c.CompleteIn(ctx, storetest.NewTx(mem), []byte("never committed")))
 		return nil, errRolledBack
 	})
 	require.ErrorIs(t, err, errRolledBack)
@@ -95,14 +96,14 @@ func TestDoCompletedInWhileLeaseLostDoesNotClaimTheRecord(t *testing.T) {
 	ctx := context.Background()
 	var other *idemkit.Claim
 	res, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
-		tx := &txView{Store: mem}
+		tx := storetest.NewTx(mem)
 		require.NoError(t, idemkit.ClaimFromContext(ctx).CompleteIn(ctx, tx, []byte("stale")))
 		time.Sleep(40 * time.Millisecond) // the commit stalls; the lease ends and another caller claims
 		var err error
 		other, _, err = e.Begin(ctx, "k", "")
 		require.NoError(t, err)
 		require.NotNil(t, other)
-		tx.commit() // the database refuses: the row is no longer ours
+		tx.Commit() // the database refuses: the row is no longer ours
 		return []byte("fn's answer"), nil
 	})
 	require.NoError(t, err)
@@ -123,11 +124,11 @@ func TestTypedCompleteIn(t *testing.T) {
 	require.ErrorIs(t, idemkit.CompleteIn(ctx, mem, receipt{1}), idemkit.ErrInvalid, "outside Do")
 
 	got, res, err := idemkit.Do(ctx, e, "k", "", func(ctx context.Context) (receipt, error) {
-		tx := &txView{Store: mem}
+		tx := storetest.NewTx(mem)
 		if err := idemkit.CompleteIn(ctx, tx, receipt{Order: 7}); err != nil {
 			return receipt{}, err
 		}
-		tx.commit()
+		tx.Commit()
 		return receipt{Order: 7}, nil
 	})
 	require.NoError(t, err)
@@ -162,12 +163,12 @@ func TestCompleteInRace(t *testing.T) {
 	for i := range results {
 		wg.Go(func() {
 			res, err := e.Do(ctx, "order-1", "fp", func(ctx context.Context) ([]byte, error) {
-				tx := &txView{Store: mem}
+				tx := storetest.NewTx(mem)
 				if err := idemkit.ClaimFromContext(ctx).CompleteIn(ctx, tx, []byte("order #1")); err != nil {
 					return nil, err
 				}
 				time.Sleep(5 * time.Millisecond) // the business write
-				tx.commit()
+				tx.Commit()
 				commits.Add(1)
 				return []byte("order #1"), nil
 			})

@@ -4,33 +4,13 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/storetest"
 )
-
-// txStore is a store view bound to a pretend database transaction: a
-// write is checked at once and applied on commit.
-type txStore struct {
-	store.Store
-	pending []func()
-}
-
-func (tx *txStore) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
-	ent, err := tx.Store.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && string(ent.Value) != string(old)) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	tx.pending = append(tx.pending, func() { _, _ = tx.Store.CompareAndSwap(ctx, key, old, v, ttl) })
-	return true, nil
-}
 
 type receipt struct {
 	Order int `json:"order"`
@@ -48,7 +28,7 @@ func TestCompleteInTheConsumersTransaction(t *testing.T) {
 	runs := 0
 	place := wrap(t, e, "orders", func(ctx context.Context, m msg) (receipt, error) {
 		runs++
-		tx := &txStore{Store: s}
+		tx := storetest.NewTx(s)
 		r := receipt{Order: runs}
 		if err := idemkit.CompleteIn(ctx, tx, r); err != nil {
 			return receipt{}, err
@@ -56,9 +36,7 @@ func TestCompleteInTheConsumersTransaction(t *testing.T) {
 		if !commit {
 			return receipt{}, errors.New("commit failed")
 		}
-		for _, f := range tx.pending {
-			f()
-		}
+		tx.Commit()
 		return r, nil
 	})
 	ctx := context.Background()

@@ -1,8 +1,6 @@
 package idemhttp_test
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,40 +14,15 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/storetest"
 )
-
-// txStore is a store view bound to a pretend database transaction: a
-// write is checked against the base store at once (as a row lock would)
-// and applied only on commit.
-type txStore struct {
-	store.Store
-	pending []func()
-}
-
-func (tx *txStore) CompareAndSwap(ctx context.Context, key string, old, v []byte, ttl time.Duration) (bool, error) {
-	ent, err := tx.Store.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && string(ent.Value) != string(old)) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	tx.pending = append(tx.pending, func() { _, _ = tx.Store.CompareAndSwap(ctx, key, old, v, ttl) })
-	return true, nil
-}
-
-func (tx *txStore) commit() {
-	for _, f := range tx.pending {
-		f()
-	}
-}
 
 // orderHandler places an order in a transaction that completes the
 // idempotency record: it commits unless failCommit says otherwise, and
 // then writes only an error.
 func orderHandler(t *testing.T, s store.Store, commits *atomic.Int32, failCommit func() bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tx := &txStore{Store: s}
+		tx := storetest.NewTx(s)
 		h := http.Header{"Location": {"/orders/1"}, "Content-Type": {"application/json"}, "X-Not-Stored": {"1"}}
 		if err := idemhttp.CompleteIn(r, tx, http.StatusCreated, h, []byte(`{"order":1}`)); err != nil {
 			http.Error(w, "conflict", http.StatusConflict)
@@ -59,7 +32,7 @@ func orderHandler(t *testing.T, s store.Store, commits *atomic.Int32, failCommit
 			http.Error(w, "database unavailable", http.StatusServiceUnavailable)
 			return
 		}
-		tx.commit()
+		tx.Commit()
 		commits.Add(1)
 	}
 }
@@ -116,7 +89,7 @@ func TestCompleteInRefusesWhatItCannotRecord(t *testing.T) {
 	mw := mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, s), byUser,
 		idemhttp.WithStorePolicy(func(status int) bool { return status < 500 })))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx := &txStore{Store: s}
+		tx := storetest.NewTx(s)
 		got = append(got,
 			idemhttp.CompleteIn(r, tx, 42, nil, nil),
 			idemhttp.CompleteIn(r, tx, http.StatusBadGateway, nil, nil),

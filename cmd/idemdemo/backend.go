@@ -19,7 +19,7 @@ import (
 	"github.com/idemkit/idemkit/store/boltstore"
 	_ "github.com/idemkit/idemkit/store/memstore"   // mem://
 	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
-	_ "github.com/idemkit/idemkit/store/sqlstore"   // postgres://, mysql://
+	"github.com/idemkit/idemkit/store/sqlstore"     // postgres://, mysql://
 	_ "github.com/jackc/pgx/v5/stdlib"              // the driver of postgres://
 )
 
@@ -33,9 +33,16 @@ type backend struct {
 	engineOpts []idemkit.Option // the failure mode
 	orders     orderRepo
 	ordersDesc string
+	// txOrders is orders when they commit with their idempotency records
+	// (PostgreSQL without a fallback), nil otherwise.
+	txOrders *pgOrders
 	// primary is the store opened from the store URL, under its wrappers.
 	primary store.Store
-	stack   *setup.Stack
+	// pgURL and pg are the store URL and the store when the primary is a
+	// PostgreSQL sqlstore, whose database then keeps the orders too.
+	pgURL string
+	pg    *sqlstore.Store
+	stack *setup.Stack
 	// closers release the backend's resources, in order.
 	closers []func() error
 }
@@ -52,7 +59,8 @@ func (be *backend) Close() error {
 
 // openBackend builds the store stack cfg.stack describes. When the store
 // is a bbolt file the orders go in the same file, so a restart finds both;
-// otherwise they are kept in memory, bounded.
+// when it is PostgreSQL they go in a table of the same database (see
+// openPgOrders); otherwise they are kept in memory, bounded.
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
 	be := &backend{}
 	sc := cfg.stack
@@ -64,6 +72,11 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, e
 	}
 	be.stack, be.store, be.engineOpts = st, st.Store, st.Options
 	be.closers = []func() error{st.Close}
+	if be.pg != nil {
+		if err := be.openPgOrders(ctx); err != nil {
+			return nil, errors.Join(err, be.Close())
+		}
+	}
 	if be.orders == nil {
 		be.orders = newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
 		be.ordersDesc = fmt.Sprintf("orders in memory (at most %d, %d per user)", maxMemoryOrders, maxMemoryOrdersPerUser)
@@ -85,8 +98,35 @@ func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error)
 	}
 	if err == nil && be.primary == nil {
 		be.primary = s
+		if sq, ok := s.(*sqlstore.Store); ok && sq.Dialect() == sqlstore.Postgres {
+			be.pgURL, be.pg = rawURL, sq
+		}
 	}
 	return s, err
+}
+
+// openPgOrders puts the orders in a table of the PostgreSQL database of the
+// store. Each order and its idempotency record then commit in one
+// transaction, unless a fallback store is set: a claim the fallback took
+// while PostgreSQL failed is not in the table that transaction completes,
+// so the records are then completed on their own, after the order.
+func (be *backend) openPgOrders(ctx context.Context) error {
+	st := be.pg
+	if be.stack.Tiered != nil {
+		st = nil
+	}
+	orders, err := openPgOrders(ctx, be.pgURL, st)
+	if err != nil {
+		return err
+	}
+	be.orders, be.txOrders = orders, orders
+	be.ordersDesc = "orders in the PostgreSQL table " + ordersTable + ", each committed in one transaction with its idempotency record"
+	if st == nil {
+		be.txOrders = nil
+		be.ordersDesc = "orders in the PostgreSQL table " + ordersTable + " (committed before their idempotency records: a fallback is set)"
+	}
+	be.closers = append(be.closers, orders.close)
+	return nil
 }
 
 // openBolt opens the bbolt file of a bolt:// URL with the idempotency

@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/idemdemo                 # serve on 127.0.0.1:8080, bbolt file ./idemdemo.db
 //	go run ./cmd/idemdemo -store redis://localhost:6379/0
+//	go run ./cmd/idemdemo -store 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable&create_table=true'
 //	go run ./cmd/idemdemo storm           # duplicate storm against an in-process server
 //
 // # Endpoints
@@ -38,7 +39,8 @@
 // X-Demo-Delay: <duration up to 5s> sleeps before the order is created (to
 // produce in-flight duplicates), X-Demo-Stall: <duration up to 5s> sleeps
 // after it is created and before the answer (the window in which a crash
-// leaves an order without a completed idempotency record), and
+// leaves an order without a completed idempotency record; on PostgreSQL it
+// runs inside the order's transaction, so a crash leaves neither), and
 // X-Demo-Fail: 500 fails with 500 without creating anything. Headers are not
 // part of the request fingerprint, so a hook never turns a retry into a
 // different request.
@@ -70,21 +72,54 @@
 // The database constraint is the final guard; the idempotency layer makes it
 // rarely needed and gives clients clean replays.
 //
+// On PostgreSQL there is no second write to lose: the order and its
+// idempotency record commit in one database transaction (see Orders in
+// PostgreSQL below).
+//
 // # Stores
 //
 // -store URL (or the IDEMKIT_STORE environment variable) chooses the
 // idempotency store; the default, bolt://idemdemo.db, keeps the idempotency
 // records and the orders in one bbolt file in the working directory, in
 // separate buckets, so a restart keeps both (delete the file to start
-// afresh). mem:// keeps both in process memory; redis://, rediss://,
-// redis+sentinel:// and redis+cluster:// keep the records in Redis (see
-// package store/redisstore for the URL forms and parameters), postgres://
-// and mysql:// in a table of PostgreSQL or MySQL/MariaDB (package
-// store/sqlstore; add create_table=true on a fresh database), and the
-// orders in process memory, at most 100,000 of them and 1,000 per user (further
-// orders get 507). A URL the demo cannot use stops it at start-up with an
-// error naming the problem; a Redis that does not answer does not (requests
-// then get the -on-store-error policy until it does).
+// afresh). mem:// keeps both in process memory. postgres:// (or
+// postgresql://) keeps the records in a table of PostgreSQL (package
+// store/sqlstore; add create_table=true on a fresh database) and the
+// orders in another table of the same database (see Orders in PostgreSQL
+// below). redis://, rediss://, redis+sentinel:// and redis+cluster:// keep
+// the records in Redis (see package store/redisstore for the URL forms and
+// parameters), mysql:// in a table of MySQL/MariaDB, and the orders in
+// process memory, at most 100,000 of them and 1,000 per user (further
+// orders get 507). The banner says where the orders are. A URL the demo
+// cannot use stops it at start-up with an error naming the problem; a
+// Redis that does not answer does not (requests then get the
+// -on-store-error policy until it does).
+//
+// # Orders in PostgreSQL
+//
+// With a postgres:// store the demo creates, at start, the table
+// idemdemo_orders if it is missing (id, user_id, dedup_key, sku, qty,
+// created_at) with a UNIQUE index on (user_id, dedup_key), in the store
+// URL's database, and keeps the orders there, so a restart finds them.
+// Each order route then runs one transaction: it INSERTs the order (ON
+// CONFLICT on the unique index it returns the key's existing order, or
+// 422 when that order has another sku or qty), records the answer (the 201
+// with its Location, or the 422) as the key's idempotency record through
+// the store's view of that transaction (idemhttp.CompleteIn with
+// sqlstore's Store.Tx), and COMMITs; the middleware then sends the
+// recorded answer. The order and the record commit together or not at
+// all: if the commit fails, the client gets 500, the key is freed and a
+// retry creates the order once. An answer that is not recorded (a 5xx)
+// rolls the order back. The same holds for the token form of the browser
+// page; its unprotected form, and a request run unguarded under
+// -on-store-error open, create their order in a transaction of its own.
+//
+// With a -fallback, a claim the fallback took while PostgreSQL failed is
+// not in the table the order's transaction would complete, so the orders
+// stay in PostgreSQL but commit on their own, before their records, as
+// with the other stores (the banner says so). mysql:// keeps the orders in
+// memory. Order SKUs may not contain NUL characters, which PostgreSQL
+// text cannot hold (400 on every store).
 //
 // -fallback URL (IDEMKIT_FALLBACK), such as mem://, answers while the store
 // fails, behind a circuit breaker. -on-store-error (IDEMKIT_ON_STORE_ERROR)

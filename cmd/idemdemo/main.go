@@ -234,7 +234,7 @@ func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	app, err := newHandler(engine, be.orders, cfg.window, log)
+	app, err := newTxHandler(engine, be.orders, be.txOrders, cfg.window, log)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,8 @@ import (
 var repoKinds = map[string]func(t *testing.T) orderRepo{
 	"memory": func(*testing.T) orderRepo { return newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser) },
 	"bolt":   func(t *testing.T) orderRepo { return openTestBoltOrders(t, filepath.Join(t.TempDir(), "orders.db")) },
+	// A table of a fresh database; skipped when PostgreSQL does not answer.
+	"postgres": func(t *testing.T) orderRepo { return openTestPgOrders(t) },
 }
 
 // openTestBoltOrders opens a bolt file and a repository on it, closed when

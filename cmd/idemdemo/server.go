@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,8 +64,12 @@ const (
 // server holds what the handlers need. Its handlers are safe for
 // concurrent use.
 type server struct {
-	engine    *idemkit.Engine
-	orders    orderRepo
+	engine *idemkit.Engine
+	orders orderRepo
+	// txOrders, when not nil, is orders on the database of the engine's
+	// store: placeOrder then creates each order in the transaction that
+	// completes its idempotency record.
+	txOrders  *pgOrders
 	principal func(*http.Request) (string, error)
 	log       *slog.Logger
 }
@@ -72,9 +78,17 @@ type server struct {
 // middleware of its mode, plus the token issuer, the order list and the
 // health check. window is the dedup window of POST /orders/quick.
 func newHandler(e *idemkit.Engine, orders orderRepo, window time.Duration, log *slog.Logger) (http.Handler, error) {
+	return newTxHandler(e, orders, nil, window, log)
+}
+
+// newTxHandler is newHandler whose order routes create each order in the
+// transaction that completes its idempotency record, when txOrders is not
+// nil (it is then orders too).
+func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, window time.Duration, log *slog.Logger) (http.Handler, error) {
 	s := &server{
 		engine:    e,
 		orders:    orders,
+		txOrders:  txOrders,
 		principal: demoPrincipal, // X-User-Id, or the browser page's demo cookie (ui.go)
 		log:       log,
 	}
@@ -191,15 +205,115 @@ func (s *server) createOrder(dedupKey dedupKeyFunc) http.Handler {
 			return
 		}
 		user, _ := s.principal(r) // the middleware already answered 401 when absent
-		order, _, err := s.orders.Create(r.Context(), Order{SKU: req.SKU, Qty: req.Qty, User: user}, dedupKey(r))
-		if err != nil {
-			s.orderError(w, r, err)
-			return
-		}
-		sleep(r.Context(), h.stall)
-		w.Header().Set("Location", fmt.Sprintf("/orders/%d", order.ID))
-		writeJSON(w, http.StatusCreated, order)
+		s.placeOrder(w, r, Order{SKU: req.SKU, Qty: req.Qty, User: user}, dedupKey(r), func(w http.ResponseWriter, order Order, err error) {
+			if err != nil {
+				s.orderError(w, r, err)
+				return
+			}
+			sleep(r.Context(), h.stall)
+			w.Header().Set("Location", fmt.Sprintf("/orders/%d", order.ID))
+			writeJSON(w, http.StatusCreated, order)
+		})
 	})
+}
+
+// placeOrder creates o, unique per dedupKey, and answers with what respond
+// writes for the outcome of the creation.
+//
+// With txOrders, in a request that holds an idempotency claim, that is
+// all one database transaction: the order's INSERT, then, when the
+// route's store policy keeps respond's answer (the 201, or a 422), the
+// completion of the idempotency record with that answer (idemhttp
+// CompleteIn), then the COMMIT; the middleware then sends the recorded
+// answer. So the order and the record commit together: a crash or a
+// failed commit leaves neither, the key is freed and a retry creates the
+// order once. An answer the policy does not keep (a 5xx), a failed
+// completion or a failed commit rolls everything back and is sent as it
+// is, and the middleware frees the key.
+//
+// Otherwise (no txOrders, or no claim: an unprotected form post, or a
+// request run unguarded under -on-store-error open) the order is created
+// on its own and the middleware records the answer afterwards.
+func (s *server) placeOrder(w http.ResponseWriter, r *http.Request, o Order, dedupKey string, respond func(http.ResponseWriter, Order, error)) {
+	ctx := r.Context()
+	if s.txOrders == nil || idemkit.ClaimFromContext(ctx) == nil {
+		order, _, err := s.orders.Create(ctx, o, dedupKey)
+		respond(w, order, err)
+		return
+	}
+	var answer bufferedResponse
+	recorded := false
+	err := s.txOrders.inTx(ctx, func(tx *sql.Tx) (bool, error) {
+		order, _, err := s.txOrders.createIn(ctx, tx, o, dedupKey)
+		if err != nil && !errors.Is(err, errKeyReused) {
+			err = fmt.Errorf("orders: %w", err)
+		}
+		respond(&answer, order, err)
+		if !idemhttp.DefaultStorePolicy(answer.status()) {
+			return false, nil // not recorded: roll back, send it as it is
+		}
+		if err := idemhttp.CompleteIn(r, s.txOrders.st.Tx(tx), answer.status(), answer.header, answer.body.Bytes()); err != nil {
+			return false, fmt.Errorf("record the answer in the order's transaction: %w", err)
+		}
+		recorded = true
+		return true, nil
+	})
+	switch {
+	case err != nil:
+		s.log.ErrorContext(ctx, "create order", "error", err)
+		writeProblem(w, http.StatusInternalServerError, problemInternal, "the order could not be stored")
+	case !recorded:
+		answer.sendTo(w)
+	}
+	// Recorded and committed: write nothing, the middleware sends the
+	// recorded answer.
+}
+
+// bufferedResponse is an http.ResponseWriter that keeps the response, for
+// placeOrder to record it or send it.
+type bufferedResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+// Header implements http.ResponseWriter.
+func (b *bufferedResponse) Header() http.Header {
+	if b.header == nil {
+		b.header = http.Header{}
+	}
+	return b.header
+}
+
+// WriteHeader implements http.ResponseWriter; only the first call counts.
+func (b *bufferedResponse) WriteHeader(code int) {
+	if b.code == 0 {
+		b.code = code
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	return b.body.Write(p)
+}
+
+// status is the response's status: 200 when nothing set one.
+func (b *bufferedResponse) status() int {
+	if b.code == 0 {
+		return http.StatusOK
+	}
+	return b.code
+}
+
+// sendTo writes the response to w.
+func (b *bufferedResponse) sendTo(w http.ResponseWriter) {
+	h := w.Header()
+	for name, values := range b.header {
+		h[name] = values
+	}
+	w.WriteHeader(b.status())
+	_, _ = w.Write(b.body.Bytes())
 }
 
 // orderError answers a failed Create.
@@ -236,6 +350,8 @@ func decodeOrderRequest(w http.ResponseWriter, r *http.Request) (orderRequest, e
 	switch {
 	case req.SKU == "":
 		return orderRequest{}, errors.New("sku must be a non-empty string")
+	case strings.ContainsRune(req.SKU, 0):
+		return orderRequest{}, errors.New("sku must not contain NUL characters") // a PostgreSQL text cannot hold them
 	case req.Qty <= 0:
 		return orderRequest{}, errors.New("qty must be a positive integer")
 	}

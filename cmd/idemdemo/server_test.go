@@ -112,6 +112,7 @@ func TestCreateOrderInvalidBody(t *testing.T) {
 		"qty missing":   `{"sku":"book"}`,
 		"sku empty":     `{"sku":"","qty":1}`,
 		"sku number":    `{"sku":7,"qty":1}`,
+		"sku NUL":       `{"sku":"bo\u0000ok","qty":1}`,
 		"two objects":   `{"sku":"book","qty":1}{"sku":"book","qty":1}`,
 	}
 	for name, body := range bodies {

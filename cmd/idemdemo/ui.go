@@ -117,7 +117,10 @@ type ui struct {
 func registerUI(mux *http.ServeMux, s *server, window time.Duration) error {
 	token, err := idemhttp.Token(s.engine,
 		idemhttp.WithPrincipal(s.principal), idemhttp.WithLogger(s.log),
-		idemhttp.WithMaxBody(uiMaxForm), idemhttp.WithTokenField(uiTokenField), idemhttp.WithWait(0))
+		idemhttp.WithMaxBody(uiMaxForm), idemhttp.WithTokenField(uiTokenField), idemhttp.WithWait(0),
+		// The result page is recorded, and sent even the first time from
+		// the record when it was recorded in the order's transaction.
+		idemhttp.WithReplayHeaders("Content-Security-Policy"))
 	if err != nil {
 		return fmt.Errorf("browser page: %w", err)
 	}
@@ -235,8 +238,8 @@ func (u *ui) form(next http.Handler) http.Handler {
 		o := uiOrder{sku: r.PostFormValue("sku"), token: r.PostFormValue(uiTokenField), slow: r.PostFormValue("slow") == "1"}
 		qty, err := strconv.Atoi(r.PostFormValue("qty"))
 		switch {
-		case o.sku == "" || len(o.sku) > 64:
-			http.Error(w, "sku must be a non-empty string of at most 64 bytes", http.StatusBadRequest)
+		case o.sku == "" || len(o.sku) > 64 || strings.ContainsRune(o.sku, 0):
+			http.Error(w, "sku must be a non-empty string of at most 64 bytes, without NUL", http.StatusBadRequest)
 			return
 		case err != nil || qty <= 0 || qty > 1000:
 			http.Error(w, "qty must be an integer between 1 and 1000", http.StatusBadRequest)
@@ -277,21 +280,22 @@ func (u *ui) createOrder(variant string, dedupKey func(uiOrder) string) http.Han
 		if dedupKey != nil {
 			key = dedupKey(o)
 		}
-		order, _, err := u.s.orders.Create(r.Context(), Order{SKU: o.sku, Qty: o.qty, User: user}, key)
-		switch {
-		case errors.Is(err, errKeyReused):
-			http.Error(w, "this token was already used for a different order", http.StatusUnprocessableEntity)
-			return
-		case errors.Is(err, errOrdersFull):
-			http.Error(w, err.Error()+"; restart the demo", http.StatusInsufficientStorage)
-			return
-		case err != nil:
-			u.s.log.ErrorContext(r.Context(), "browser page: create order", "error", err)
-			http.Error(w, "the order could not be stored", http.StatusInternalServerError)
-			return
-		}
-		u.render(w, http.StatusCreated, "result.html", resultData{
-			Variant: variant, Order: order, At: time.Now().UTC().Format("15:04:05.000"),
+		u.s.placeOrder(w, r, Order{SKU: o.sku, Qty: o.qty, User: user}, key, func(w http.ResponseWriter, order Order, err error) {
+			switch {
+			case errors.Is(err, errKeyReused):
+				http.Error(w, "this token was already used for a different order", http.StatusUnprocessableEntity)
+				return
+			case errors.Is(err, errOrdersFull):
+				http.Error(w, err.Error()+"; restart the demo", http.StatusInsufficientStorage)
+				return
+			case err != nil:
+				u.s.log.ErrorContext(r.Context(), "browser page: create order", "error", err)
+				http.Error(w, "the order could not be stored", http.StatusInternalServerError)
+				return
+			}
+			u.render(w, http.StatusCreated, "result.html", resultData{
+				Variant: variant, Order: order, At: time.Now().UTC().Format("15:04:05.000"),
+			})
 		})
 	})
 }

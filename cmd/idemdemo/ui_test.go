@@ -287,6 +287,7 @@ func TestUIFormRefusesBadInput(t *testing.T) {
 	for name, form := range map[string]url.Values{
 		"no sku":       {"qty": {"1"}},
 		"long sku":     {"sku": {strings.Repeat("x", 65)}, "qty": {"1"}},
+		"NUL in sku":   {"sku": {"mu\x00g"}, "qty": {"1"}},
 		"no qty":       {"sku": {"mug"}},
 		"zero qty":     {"sku": {"mug"}, "qty": {"0"}},
 		"word qty":     {"sku": {"mug"}, "qty": {"two"}},

@@ -112,8 +112,9 @@ type Store interface {
 // a transaction that also reads PTTL. The engine uses it, when the store
 // offers it, for the claims that only look at the existing record's
 // value (Do and Begin); Guard, whose answer is the remaining window,
-// keeps SetNX. A store offers it only when it costs less than SetNX;
-// a wrapper offers it only when the store it wraps does.
+// keeps SetNX. A store offers it only when it costs no more than SetNX
+// (its callers get no TTL); a wrapper, when the store it wraps does or
+// when it routes to several stores of which some do.
 type SetNXValuer interface {
 	// SetNXValue is SetNX without the existing entry's TTL. It stores
 	// value under key with the given TTL only if key is absent, and

@@ -117,9 +117,16 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fing
 	return Result{}, e.inProgress(ctx, cfg, key, ent, mode), false
 }
 
-// inProgress reports a repeat that found the first execution running.
+// inProgress reports a repeat that found the first execution running. The
+// retry hint is the retry-hint cap, or less when the record's lease ends
+// sooner. An entry read without its TTL (zero: claimed through
+// store.SetNXValuer, see claim) gets the cap, bounded by this call's
+// lease, which a running execution's heartbeat keeps renewing.
 func (e *Engine) inProgress(ctx context.Context, cfg *config, key string, ent store.Entry, mode Mode) error {
 	retry := min(max(ent.TTL, time.Millisecond), cfg.retryHint)
+	if ent.TTL == 0 {
+		retry = min(cfg.retryHint, cfg.lease)
+	}
 	e.observe(ctx, cfg, Event{Kind: EventInProgress, Mode: mode, Key: key, RetryAfter: retry})
 	return &ConflictError{Err: ErrInProgress, RetryAfter: retry}
 }

@@ -208,7 +208,9 @@ func WithMaxResultSize(n int) Option {
 }
 
 // WithRetryHint caps the RetryAfter reported with ErrInProgress (default
-// 1s; never more than the lease's remaining time).
+// 1s; never more than the lease's remaining time, when the store reports
+// it: over a store.SetNXValuer, such as redisstore, Do's claim does not
+// read it, and the hint is the cap, or the lease if that is shorter).
 func WithRetryHint(d time.Duration) Option {
 	return func(c *config) { positive(c, "retry hint", d, func() { c.retryHint = d }) }
 }

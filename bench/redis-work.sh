@@ -3,7 +3,9 @@
 # (its work, not the client's): a replay (SetNX on a present key) and a first
 # execution (SetNX on an absent key, then CompareAndSwap, as the engine
 # completes it), each through the Lua scripts (before) and through plain
-# commands in MULTI/EXEC (after), beside a plain GET (the floor).
+# commands in MULTI/EXEC (after), and with SetNXValue (one SET NX PX GET,
+# the claim the engine's Do makes on Redis 7.0+), beside a plain GET (the
+# floor).
 #
 #   ./bench/redis-work.sh                 # CPU time and INFO commandstats
 #   CALLGRIND=1 ./bench/redis-work.sh     # also instructions per op (valgrind)

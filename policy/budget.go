@@ -60,9 +60,9 @@ func WithMaxAbandoned(n int) BudgetOption {
 // store that ignores its context is cut off at d; see the package
 // documentation ("Time budget").
 //
-// The result implements store.Closer and store.Pinger exactly when s does:
-// it owns s, so Close closes s (once), and Ping runs s's Ping under the
-// budget. A nil s, a d <= 0 or an invalid option is an error wrapping
+// The result implements store.Closer, store.Pinger and store.SetNXValuer
+// exactly when s does: it owns s, so Close closes s (once), and Ping and
+// SetNXValue run s's under the budget, as every call does. A nil s, a d <= 0 or an invalid option is an error wrapping
 // store.ErrInvalid.
 func Budget(s store.Store, d time.Duration, opts ...BudgetOption) (store.Store, error) {
 	if s == nil {
@@ -80,7 +80,7 @@ func Budget(s store.Store, d time.Duration, opts ...BudgetOption) (store.Store, 
 	if b.inline && b.maxAbandonedSet {
 		return nil, invalid("WithMaxAbandoned: no calls are detached with WithInline")
 	}
-	return expose(b, s, (&onceCloser{s: s}).Close, b.ping), nil
+	return expose(b, s, (&onceCloser{s: s}).Close, b.ping, b.setNXValue), nil
 }
 
 type budget struct {
@@ -269,6 +269,19 @@ func (b *budget) SetNX(ctx context.Context, key string, value []byte, ttl time.D
 		return setResult{set, e}, err
 	})
 	return r.set, r.e, err
+}
+
+// setNXValue runs the wrapped store's SetNXValue under the budget, as
+// SetNX runs. It is exposed only when the wrapped store is a
+// store.SetNXValuer.
+func (b *budget) setNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+	sv := b.s.(store.SetNXValuer)
+	value = b.clone(value)
+	r, err := within(b, ctx, "SetNXValue", key, func(ctx context.Context) (valueResult, error) {
+		set, existing, err := sv.SetNXValue(ctx, key, value, ttl)
+		return valueResult{set, existing}, err
+	})
+	return r.set, r.existing, err
 }
 
 // Get implements store.Store.

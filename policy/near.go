@@ -21,6 +21,10 @@ import (
 // "held", never "free", and never past the TTL the store reported; see the
 // package documentation ("Near cache").
 //
+// A NearCache is not a store.SetNXValuer, even over one: it needs the TTL
+// of what it caches, and a cached replay costs no round trip either way,
+// so the engine claims through its SetNX.
+//
 // A NearCache owns the store it wraps: Close closes it. It is safe for
 // concurrent use.
 type NearCache struct {

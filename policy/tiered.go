@@ -72,6 +72,8 @@ var (
 	_ store.Store  = (*Tiered)(nil)
 	_ store.Closer = (*Tiered)(nil)
 	_ store.Pinger = (*Tiered)(nil)
+
+	_ store.SetNXValuer = (*Tiered)(nil)
 )
 
 // NewTiered returns a Tiered store over primary and fallback. supersedes
@@ -365,6 +367,35 @@ func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.D
 		},
 	})
 	return r.set, r.e, err
+}
+
+// SetNXValue implements store.SetNXValuer: SetNX without the existing
+// entry's TTL, routed as SetNX is. Each tier answers with its own
+// SetNXValue when it has one (redisstore on Redis 7.0 and later, in one
+// command) and with its SetNX otherwise, whose TTL is then dropped. Over
+// a primary without SetNXValue a claim thus costs what SetNX costs, and
+// the engine's in-progress retry hint is its cap (WithRetryHint) rather
+// than the lease's remaining time when that is shorter.
+func (t *Tiered) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+	if t.fast() {
+		set, v, err := setNXValue(ctx, t.primary, key, value, ttl)
+		t.lostOnFastPath(ctx, err)
+		return set, v, err
+	}
+	r, err := tier(ctx, t, tierOp[valueResult]{
+		key: key,
+		call: func(s store.Store) (valueResult, error) {
+			set, v, err := setNXValue(ctx, s, key, value, ttl)
+			return valueResult{set, v}, err
+		},
+		settle: func(r valueResult, err error) (valueResult, error) {
+			if r.set && err == nil {
+				t.journalWrite(key, ttl)
+			}
+			return r, err
+		},
+	})
+	return r.set, r.existing, err
 }
 
 // Get implements store.Store. While the breaker is open, a key the

@@ -29,8 +29,9 @@
 //     wrapping ErrCorrupt that names the key; it never panics.
 //   - All methods are safe for concurrent use.
 //
-// Optional capabilities (Closer, Pinger) are separate interfaces, found by
-// type assertion, as database/sql/driver does.
+// Optional capabilities (Closer, Pinger, SetNXValuer, Batcher, Scanner)
+// are separate interfaces, found by type assertion, as database/sql/driver
+// does.
 //
 // The package storetest holds the conformance suite every Store must pass.
 package store
@@ -103,6 +104,31 @@ type Store interface {
 	// step, or an error wrapping ErrNotFound. Of many concurrent callers
 	// at most one receives the value.
 	Consume(ctx context.Context, key string) ([]byte, error)
+}
+
+// SetNXValuer is implemented by stores that can run SetNX more cheaply
+// when the caller does not need the existing entry's remaining TTL: on
+// Redis 7.0 and later, one SET key value NX PX ttl GET command instead of
+// a transaction that also reads PTTL. The engine uses it, when the store
+// offers it, for the claims that only look at the existing record's
+// value (Do and Begin); Guard, whose answer is the remaining window,
+// keeps SetNX. A store offers it only when it costs no more than SetNX
+// (its callers get no TTL); a wrapper, when the store it wraps does or
+// when it routes to several stores of which some do.
+type SetNXValuer interface {
+	// SetNXValue is SetNX without the existing entry's TTL. It stores
+	// value under key with the given TTL only if key is absent, and
+	// reports whether it did. When key is present it returns false
+	// together with the existing value (non-nil; the caller owns it),
+	// read in the same atomic step as the write that did not happen; when
+	// it stored, existing is nil. It is as atomic as SetNX, against SetNX
+	// and every other operation on the key, and follows the same rules:
+	// arguments are checked as SetNX checks them, the TTL is kept as
+	// SetNX keeps it (an entry it stored expires as one SetNX stored), an
+	// expired entry is absent, values are copied, and a write reported
+	// with an error may have happened just as with SetNX (a store that
+	// waits for replicas reports set == true together with its error).
+	SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (set bool, existing []byte, err error)
 }
 
 // Closer is implemented by stores that hold resources (files, goroutines,

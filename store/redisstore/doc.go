@@ -17,7 +17,9 @@
 //   - Redis 7.0 and later: SetNX sends SET key value NX PX ttl GET and
 //     PTTL key in one MULTI/EXEC transaction, so that the TTL it reports
 //     is that of the value it returns; Get sends GET and PTTL the same
-//     way.
+//     way. SetNXValue (store.SetNXValuer), which the engine's Do uses,
+//     sends SET key value NX PX ttl GET alone, also with
+//     WithWaitReplicas.
 //   - Redis 8.4 and later: CompareAndSwap sends SET key new IFEQ old PX
 //     ttl and CompareAndDelete sends DELEX key IFEQ old.
 //   - Otherwise (Redis 6.2; SetNX with WithWaitReplicas; a server that

@@ -58,8 +58,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Pinger = (*Store)(nil)
+	_ store.Store       = (*Store)(nil)
+	_ store.Pinger      = (*Store)(nil)
+	_ store.SetNXValuer = (*Store)(nil)
 )
 
 // Client is the part of a go-redis client that a Store uses.

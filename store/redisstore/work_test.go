@@ -46,7 +46,8 @@ type workScenario struct {
 // runs under callgrind, its instructions per operation. It compares a
 // replay (SetNX on a present key) and a first execution (SetNX on an
 // absent key, then CompareAndSwap, as the engine completes it) through
-// the Lua scripts and through the plain commands, against a plain GET.
+// the Lua scripts and through the plain commands, against a plain GET,
+// and the same with SetNXValue, the claim the engine's Do makes.
 // It also reports this process's CPU time per operation (the client's
 // side: go-redis and the Store, plus the loop). It is skipped unless
 // REDISSTORE_WORK=1; see bench/redis-work.sh.
@@ -108,6 +109,32 @@ func workScenarios(t *testing.T, c *redis.Client) []workScenario {
 			},
 		}
 	}
+	// The engine's Do claims with SetNXValue, which reads no TTL.
+	replayValue := func(s *redisstore.Store) workScenario {
+		return workScenario{
+			setup: func(int) { _, _, _ = s.SetNX(ctxb, "done", value, time.Hour) },
+			op: func(int) error {
+				set, _, err := s.SetNXValue(ctxb, "done", claim, time.Hour)
+				if err == nil && set {
+					err = fmt.Errorf("replay stored")
+				}
+				return err
+			},
+		}
+	}
+	firstValue := func(s *redisstore.Store) workScenario {
+		return workScenario{op: func(i int) error {
+			set, _, err := s.SetNXValue(ctxb, key(i), claim, time.Hour)
+			if err != nil || !set {
+				return fmt.Errorf("claim: set=%v err=%v", set, err)
+			}
+			ok, err := s.CompareAndSwap(ctxb, key(i), claim, value, time.Hour)
+			if err != nil || !ok {
+				return fmt.Errorf("complete: ok=%v err=%v", ok, err)
+			}
+			return nil
+		}}
+	}
 	first := func(s *redisstore.Store) workScenario {
 		return workScenario{op: func(i int) error {
 			set, _, err := s.SetNX(ctxb, key(i), claim, time.Hour)
@@ -138,7 +165,7 @@ func workScenarios(t *testing.T, c *redis.Client) []workScenario {
 		},
 	}
 	scenarios := []workScenario{get, setGet}
-	lua, tx := []string{"evalsha"}, []string{"multi", "exec", "evalsha"}
+	lua, tx, one := []string{"evalsha"}, []string{"multi", "exec", "evalsha"}, []string{"set", "evalsha"}
 	for _, sc := range []struct {
 		name string
 		sent []string
@@ -147,7 +174,9 @@ func workScenarios(t *testing.T, c *redis.Client) []workScenario {
 		{"replay, Lua (before)", lua, replay(store("rl:", true))},
 		{"replay, MULTI/EXEC (after)", tx, replay(store("rt:", false))},
 		{"first exec, Lua (before)", lua, first(store("fl:", true))},
+		{"replay, SetNXValue (Do)", one, replayValue(store("rv:", false))},
 		{"first exec, MULTI (after)", tx, first(store("ft:", false))},
+		{"first exec, SetNXValue (Do)", one, firstValue(store("fv:", false))},
 	} {
 		sc.s.name, sc.s.sent = sc.name, sc.sent
 		scenarios = append(scenarios, sc.s)

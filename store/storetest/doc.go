@@ -28,7 +28,11 @@
 // When the store implements store.Batcher it also checks batches: mixed
 // new, held and expired keys, keys repeated in one batch, invalid items,
 // and overlapping batches raced from 16 goroutines, alone and against
-// single SetNX calls, with exactly one winner per key. Run it under the
+// single SetNX calls, with exactly one winner per key. When it implements
+// store.SetNXValuer it checks SetNXValue the same way: stored and existing
+// values, expiry consistent with SetNX, invalid arguments, isolation, a
+// done context, and 64 goroutines (half calling SetNX) racing at one key,
+// in rounds and in lockstep, with exactly one winner. Run it under the
 // race detector.
 //
 // # Time and space

@@ -50,23 +50,30 @@ func TestCheckReportsEachBrokenRule(t *testing.T) {
 		anyOf [][]string // and at least one case of each group
 	}{
 		{"GetThenSet", faults{getThenSet: true}, "atomically", nil,
-			[][]string{{"Race/SetNXOneWinner", "Race/LockstepSetNX"}, {"Batch/RaceOverlapping", "Batch/RaceWithSetNX"}}},
+			[][]string{{"Race/SetNXOneWinner", "Race/LockstepSetNX"}, {"Batch/RaceOverlapping", "Batch/RaceWithSetNX"},
+				{"Race/SetNXValueOneWinner", "Race/LockstepSetNXValue"}}},
 		{"SharedValues", faults{shareValues: true}, "copied on the way in and on the way out",
 			[]string{"Isolation/SetNXInput", "Isolation/CompareAndSwapInput", "Isolation/GetOutput",
-				"Isolation/SetNXExistingOutput", "Isolation/ConsumeOutput", "Batch/Isolation"}, nil},
+				"Isolation/SetNXExistingOutput", "Isolation/ConsumeOutput", "Batch/Isolation", "SetNXValue/Isolation"}, nil},
 		{"IgnoredTTL", faults{ignoreTTL: true}, "expired entry is absent",
-			[]string{"TTL/ExpiredIsAbsentForEveryOp", "Batch/MixedNewHeldExpired"}, nil},
+			[]string{"TTL/ExpiredIsAbsentForEveryOp", "Batch/MixedNewHeldExpired", "SetNXValue/Expiry"}, nil},
 		{"AcceptedInvalid", faults{acceptInvalid: true}, "ErrInvalid",
-			[]string{"Invalid/SetNX", "Invalid/Get", "Invalid/CompareAndSwap", "Invalid/CompareAndDelete", "Invalid/Consume"}, nil},
+			[]string{"Invalid/SetNX", "Invalid/Get", "Invalid/CompareAndSwap", "Invalid/CompareAndDelete", "Invalid/Consume",
+				"SetNXValue/Invalid"}, nil},
 		{"SwapKeepsTTL", faults{casKeepsTTL: true}, "and its TTL with ttl", []string{"CompareAndSwap/Match"}, nil},
 		{"ConsumeKeeps", faults{consumeKeeps: true}, "Consume deletes key",
 			[]string{"Consume/Present", "Consume/EmptyValue", "Race/ConsumeOneWinner", "Race/LockstepConsume"}, nil},
 		{"IgnoredContext", faults{ignoreCtx: true}, "wraps ctx.Err()",
-			[]string{"Context/Cancelled", "Context/DeadlineExceeded", "Batch/Context"}, nil},
+			[]string{"Context/Cancelled", "Context/DeadlineExceeded", "Batch/Context", "SetNXValue/Context"}, nil},
 		{"BatchLastWins", faults{batchLastWins: true}, "claimed by its first occurrence", []string{"Batch/DuplicateKeys"}, nil},
 		{"BatchPartial", faults{batchPartial: true}, "nothing is written", []string{"Batch/Invalid"}, nil},
 		{"BatchUnordered", faults{batchUnordered: true}, "results in input order",
 			[]string{"Batch/MixedNewHeldExpired", "Batch/Isolation"}, nil},
+		{"ValueNoExpiry", faults{valueNoExpiry: true}, "expired entry is absent", []string{"SetNXValue/Expiry"}, nil},
+		{"ValueNoExpiryTTL", faults{valueNoExpiry: true}, "SetNXValue is SetNX without the existing entry's TTL",
+			[]string{"SetNXValue/AbsentThenPresent"}, nil},
+		{"ValueHidden", faults{valueHidden: true}, "SetNXValue is SetNX without the existing entry's TTL",
+			[]string{"SetNXValue/AbsentThenPresent", "SetNXValue/EmptyValue", "Race/SetNXValueOneWinner"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,11 +120,11 @@ func errorsOf(vs []*storetest.Violation) error {
 // plainStore hides every method but those of store.Store.
 type plainStore struct{ store.Store }
 
-func TestCheckSkipsBatchCasesWithoutBatcher(t *testing.T) {
-	f := faults{batchLastWins: true, batchPartial: true, batchUnordered: true}
+func TestCheckSkipsOptionalCasesWithoutTheirInterfaces(t *testing.T) {
+	f := faults{batchLastWins: true, batchPartial: true, batchUnordered: true, valueNoExpiry: true, valueHidden: true}
 	newStore := func() (store.Store, error) { return plainStore{newRefStore(f)}, nil }
 	if err := storetest.Check(t.Context(), newStore); err != nil {
-		t.Errorf("Check of a store without SetNXBatch ran batch cases:\n%v", err)
+		t.Errorf("Check of a store without SetNXBatch or SetNXValue ran their cases:\n%v", err)
 	}
 }
 

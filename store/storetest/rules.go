@@ -11,6 +11,10 @@ const (
 	ruleSetNX      = "SetNX stores value under key with the given TTL only if key is absent, " +
 		"and reports whether it did. When key is present it returns false together with " +
 		"the existing value and its remaining TTL, read in the same atomic step"
+	ruleSetNXValue = "SetNXValue is SetNX without the existing entry's TTL. It stores value under key " +
+		"with the given TTL only if key is absent, and reports whether it did. When key is present " +
+		"it returns false together with the existing value (non-nil; the caller owns it), read in the " +
+		"same atomic step as the write that did not happen; when it stored, existing is nil."
 	ruleGet = "Get returns the value under key and its remaining TTL, " +
 		"or an error wrapping ErrNotFound."
 	ruleCAS = "CompareAndSwap replaces the value under key with new, and its TTL with ttl, " +

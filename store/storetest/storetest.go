@@ -32,8 +32,8 @@ func (v *Violation) message() string {
 // rule with t.Error. newStore is called once per subtest, with that
 // subtest's t, and must return a fresh, empty store; it registers its own
 // cleanup (closing the store, say) with t.Cleanup. Subtests run
-// sequentially; the batch cases are skipped unless the store implements
-// store.Batcher.
+// sequentially; the batch, scan and SetNXValue cases are skipped unless the
+// store implements store.Batcher, store.Scanner and store.SetNXValuer.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	for _, tc := range cases() {
@@ -47,6 +47,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 			}
 			if tc.scan && !isScanner(s) {
 				t.Skip("storetest: the store does not implement store.Scanner")
+			}
+			if tc.valuer && !isValuer(s) {
+				t.Skip("storetest: the store does not implement store.SetNXValuer")
 			}
 			c := &checker{ctx: t.Context(), name: tc.name, start: time.Now(), report: func(v *Violation) { t.Error(v.message()) }}
 			tc.f(c, s)
@@ -85,7 +88,7 @@ func checkCase(ctx context.Context, tc testCase, newStore func() (store.Store, e
 		return nil, fmt.Errorf("storetest: %s: newStore: %w", tc.name, err)
 	case s == nil:
 		return nil, fmt.Errorf("storetest: %s: newStore returned nil", tc.name)
-	case tc.batch && !isBatcher(s), tc.scan && !isScanner(s):
+	case tc.batch && !isBatcher(s), tc.scan && !isScanner(s), tc.valuer && !isValuer(s):
 		return closeStore(tc.name, s), nil
 	}
 	var mu sync.Mutex
@@ -123,13 +126,19 @@ func isScanner(s store.Store) bool {
 	return ok
 }
 
+func isValuer(s store.Store) bool {
+	_, ok := s.(store.SetNXValuer)
+	return ok
+}
+
 // testCase is one named conformance check, run against a fresh store.
 // A batch case runs only against a store.Batcher.
 type testCase struct {
-	name  string
-	f     func(c *checker, s store.Store)
-	batch bool
-	scan  bool // runs only against a store.Scanner
+	name   string
+	f      func(c *checker, s store.Store)
+	batch  bool
+	scan   bool // runs only against a store.Scanner
+	valuer bool // runs only against a store.SetNXValuer
 }
 
 func cases() []testCase {
@@ -137,6 +146,7 @@ func cases() []testCase {
 	for _, group := range [][]testCase{
 		opCases(), invalidCases(), ttlCases(), isolationCases(), keyCases(),
 		raceCases(), lockstepCases(), ctxCases(), batchCases(), scanCases(),
+		valuerCases(),
 	} {
 		all = append(all, group...)
 	}

@@ -28,6 +28,8 @@ type faults struct {
 	batchPartial   bool // a batch writes the items before an invalid one
 	ignoreCtx      bool // reports plain errors for a done context
 	batchUnordered bool // batch results come back in reverse order
+	valueNoExpiry  bool // SetNXValue stores for an hour, whatever its TTL
+	valueHidden    bool // SetNXValue of a present key returns no existing value
 }
 
 // refStore is the simplest correct Store and Batcher, one mutex around one
@@ -225,7 +227,22 @@ func (r *refStore) Consume(ctx context.Context, key string) ([]byte, error) {
 	return r.copy(e.value), nil
 }
 
-var _ store.Batcher = (*refStore)(nil)
+// SetNXValue is SetNX without the TTL, with SetNX's faults and its own.
+func (r *refStore) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+	if r.f.valueNoExpiry {
+		ttl = time.Hour
+	}
+	set, e, err := r.SetNX(ctx, key, value, ttl)
+	if r.f.valueHidden {
+		e.Value = nil
+	}
+	return set, e.Value, err
+}
+
+var (
+	_ store.Batcher     = (*refStore)(nil)
+	_ store.SetNXValuer = (*refStore)(nil)
+)
 
 func TestRunPassesReferenceStore(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return newRefStore(faults{}) })

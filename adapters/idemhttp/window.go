@@ -39,11 +39,12 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fp := h.fp.Sum(principal, operation(r), h.params(r, false), body)
+	fp := h.fp.Sum(principal, operation(r), h.params(r, false), body.b)
 	ran := false
 	err := h.e.Guard(r.Context(), keying.Key(transport, fp), func(context.Context) error {
 		ran = true
 		sw := &statusWriter{ResponseWriter: w}
+		body.restore(r, &sw.in)
 		h.next.ServeHTTP(sw, r)
 		if !h.c.store(sw.result()) {
 			return errNotStored
@@ -53,6 +54,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ran {
 		return
 	}
+	body.release()
 	var ce *idemkit.ConflictError
 	a, ok := common(err)
 	if errors.As(err, &ce) && errors.Is(err, idemkit.ErrDuplicate) {

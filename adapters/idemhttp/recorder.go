@@ -252,18 +252,13 @@ func (rec *recorder) complete() {
 func (rec *recorder) writeFresh() {
 	h := rec.w.Header()
 	delete(h, rec.c.replayHeader)
-	writeResponse(rec.w, h, rec.status, rec.body, nil)
+	writeResponse(rec.w, h, rec.status, rec.body)
 }
 
-// writeResponse sets Content-Length and sends status and body. slot, when
-// not nil, is a one-value slice to hold the length.
-func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte, slot []string) {
+// writeResponse sets Content-Length and sends status and body.
+func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte) {
 	if bodyAllowed(status) {
-		if slot == nil {
-			slot = make([]string, 1)
-		}
-		slot[0] = strconv.Itoa(len(body))
-		h["Content-Length"] = slot
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	}
 	w.WriteHeader(status)
 	if len(body) > 0 {

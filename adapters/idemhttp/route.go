@@ -281,12 +281,12 @@ func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, ke
 		rt.p.write(w, r, answer{kind: kindResponseNotStored, detail: why, key: key, replay: true})
 		return
 	}
-	sr, err := decodeResponse(value, rt.c.replayHeaders)
+	sr, err := decodeResponse(value)
 	if err != nil {
 		rt.internal(w, r, err, key)
 		return
 	}
-	replay(w, sr, rt.c.replayHeader)
+	sr.send(w, rt.c.replayHeaders, rt.c.replayHeader, true)
 }
 
 // afterRun logs what went wrong around a handler that ran.

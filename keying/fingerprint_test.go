@@ -277,5 +277,10 @@ func TestAppendSum(t *testing.T) {
 		require.Len(t, sum, SumLen)
 		assert.Equal(t, "prefix:"+sum, string(f.AppendSum([]byte("prefix:"), "alice", "POST /orders", params, body)))
 		assert.Equal(t, sum, string(f.AppendSum(nil, "alice", "POST /orders", params, body)))
+		assert.Equal(t, "http:"+sum, Key("http", sum), "a fingerprint is a literal key part (idemhttp relies on it)")
+	}
+	for i := range 1000 { // every base64url character turns up
+		sum := f.Sum("p", "o", nil, []byte{byte(i), byte(i >> 8)})
+		require.Equal(t, "x:"+sum, Key("x", sum))
 	}
 }

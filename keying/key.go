@@ -108,10 +108,13 @@ func encodedLen(p string) int {
 
 // appendPart appends p's encoded form to b.
 func appendPart(b []byte, p string) []byte {
-	switch {
-	case p == "":
+	if p == "" {
 		return append(b, emptyPart...)
-	case literalLen(p) >= 0:
+	}
+	switch n := literalLen(p); {
+	case n == len(p): // nothing to escape
+		return append(b, p...)
+	case n >= 0:
 		return appendLiteral(b, p)
 	default:
 		return appendDigest(b, p)

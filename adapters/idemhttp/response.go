@@ -187,17 +187,16 @@ type decoder struct {
 
 // count reads a uvarint count that cannot exceed the bytes left.
 func (d *decoder) count() int {
+	if d.err == nil && d.off < len(d.b) && int(d.b[d.off]) <= len(d.b)-d.off-1 {
+		d.off++ // one byte, within bounds: the common case
+		return int(d.b[d.off-1])
+	}
+	return d.slowCount()
+}
+
+func (d *decoder) slowCount() int {
 	if d.err != nil {
 		return 0
-	}
-	if d.off < len(d.b) && d.b[d.off] < 0x80 { // one byte: the common case
-		v := int(d.b[d.off])
-		d.off++
-		if v > len(d.b)-d.off {
-			d.err = fmt.Errorf("%w: count %d", errCorruptResponse, v)
-			return 0
-		}
-		return v
 	}
 	v, n := binary.Uvarint(d.b[d.off:])
 	if n <= 0 {

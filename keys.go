@@ -48,30 +48,35 @@ func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {
 		}
 		return p + s + ":" + keying.Key(key)
 	}
-	h := sha256.New()
-	h.Write([]byte(keyDigestDomain))
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(scope)))
-	h.Write(n[:]) // the scope's length keeps (scope, key) pairs apart
-	h.Write([]byte(scope))
-	h.Write([]byte(key))
+	var buf [256]byte // most scopes and keys fit: one SHA-256 call, no copy
 	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	if n := len(keyDigestDomain) + 8 + len(scope) + len(key); n <= len(buf) {
+		in := append(buf[:0], keyDigestDomain...)
+		in = binary.BigEndian.AppendUint64(in, uint64(len(scope))) // keeps (scope, key) pairs apart
+		in = append(append(in, scope...), key...)
+		sum = sha256.Sum256(in)
+	} else {
+		h := sha256.New()
+		h.Write([]byte(keyDigestDomain))
+		h.Write(binary.BigEndian.AppendUint64(buf[:0], uint64(len(scope))))
+		h.Write([]byte(scope))
+		h.Write([]byte(key))
+		h.Sum(sum[:0])
+	}
+	out := append(buf[:0], ':')
+	out = base64.RawURLEncoding.AppendEncode(out, sum[:])
 	var b strings.Builder
-	b.Grow(len(p) + scopeDigestText + 1 + base64.RawURLEncoding.EncodedLen(len(sum)))
+	b.Grow(len(p) + scopeDigestText + len(out))
 	b.WriteString(p)
 	if scope == "" {
 		b.WriteString(noScope)
 	} else {
 		s := sha256.Sum256([]byte(scope))
-		var buf [16]byte
-		base64.RawURLEncoding.Encode(buf[:], s[:scopeDigestLen])
-		b.Write(buf[:scopeDigestText])
+		var text [16]byte
+		base64.RawURLEncoding.Encode(text[:], s[:scopeDigestLen])
+		b.Write(text[:scopeDigestText])
 	}
-	b.WriteByte(':')
-	var kb [43]byte
-	base64.RawURLEncoding.Encode(kb[:], sum[:])
-	b.Write(kb[:])
+	b.Write(out)
 	return b.String()
 }
 

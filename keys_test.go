@@ -131,3 +131,21 @@ func TestWithScopeRejectsEmpty(t *testing.T) {
 	_, err := e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithScope(""))
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 }
+
+// TestStoreKeysPinned pins store key names as stores hold them, for short
+// inputs (hashed in one call) and long ones (streamed): a change here
+// invalidates every record written before it.
+func TestStoreKeysPinned(t *testing.T) {
+	e := newEngine(t)
+	for _, c := range []struct {
+		scope, key, want string
+	}{
+		{"", "http:k", "idem:i:-:AsMcsefnewctWlAjn7PlrPTrrtkHoYGT9eG6Wechhfc"},
+		{"", strings.Repeat("k", 260), "idem:i:-:PF6HNcN8Jylkvm0AY8uoxs3EwhVX-RFKy0KT8RH3Bj8"},
+		{"alice", "http:k", "idem:i:K9gGyX8OAK8aH8My:V4PQAgpH7YxpcdlV4HuUaqgESLXrUjeTVEYHEcj8cIU"},
+		{strings.Repeat("s", 40), "http:k", "idem:i:OSP7g0jfd1KbBPb1:qNZzRNT2MPek6IGYj90lJ2wX-uJRwYTiTgyJ07Tcd7o"},
+		{strings.Repeat("s", 300), "http:k", "idem:i:KVXHMoxXyjnQVou5:9T2Hoe3aamrZIhtnCKb-KJ0RIG8ujlnfBDruHpWA0gE"},
+	} {
+		assert.Equal(t, c.want, idemkit.StoreKey(e, idemkit.ModeDo, c.scope, c.key), "scope %d, key %d bytes", len(c.scope), len(c.key))
+	}
+}

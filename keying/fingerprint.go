@@ -98,16 +98,24 @@ func (f *Fingerprinter) Volatile() []string {
 // the body, which comes last, is length-prefixed, so no bytes can move
 // between fields without changing the fingerprint.
 func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body []byte) string {
+	var text [SumLen]byte
+	return string(f.AppendSum(text[:0], principal, operation, params, body))
+}
+
+// AppendSum appends Sum(principal, operation, params, body), SumLen bytes,
+// to dst and returns the extended buffer, so that a fingerprint can be
+// built next to other text without a string of its own.
+func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, params url.Values, body []byte) []byte {
 	p := getParser()
 	defer putParser(p)
 	head := appendHead(p.sum[:0], principal, operation, params)
 	p.sum = head
 	in, err := p.canonicalize(append(head, bodyJSON), body, f.root)
 	if err != nil {
-		return p.sumRaw(head, body)
+		return appendSumText(dst, p.sumRaw(head, body))
 	}
 	p.sum = in
-	return sumText(sha256.Sum256(in))
+	return appendSumText(dst, sha256.Sum256(in))
 }
 
 // SumRaw is Sum without JSON detection: the body is always hashed as raw
@@ -117,31 +125,30 @@ func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body
 func (f *Fingerprinter) SumRaw(principal, operation string, params url.Values, body []byte) string {
 	p := getParser()
 	defer putParser(p)
-	return p.sumRaw(appendHead(p.sum[:0], principal, operation, params), body)
+	var text [SumLen]byte
+	return string(appendSumText(text[:0], p.sumRaw(appendHead(p.sum[:0], principal, operation, params), body)))
 }
 
-// sumRaw returns the fingerprint of head followed by the raw body. A body
+// sumRaw returns the digest of head followed by the raw body. A body
 // that fits the pooled buffer is copied after head and hashed in one call;
 // a larger one is streamed rather than copied.
-func (p *parser) sumRaw(head, body []byte) string {
+func (p *parser) sumRaw(head, body []byte) [sha256.Size]byte {
 	head = append(head, bodyRaw)
+	var sum [sha256.Size]byte
 	if len(head)+len(body) > maxPooledBuffer {
 		h := sha256.New()
 		h.Write(head)
 		h.Write(body)
-		var sum [sha256.Size]byte
 		h.Sum(sum[:0])
-		return sumText(sum)
+		return sum
 	}
 	p.sum = append(head, body...)
-	return sumText(sha256.Sum256(p.sum))
+	return sha256.Sum256(p.sum)
 }
 
-// sumText returns the text form of a fingerprint digest.
-func sumText(sum [sha256.Size]byte) string {
-	var text [SumLen]byte
-	base64.RawURLEncoding.Encode(text[:], sum[:])
-	return string(text[:])
+// appendSumText appends the text form of a fingerprint digest to dst.
+func appendSumText(dst []byte, sum [sha256.Size]byte) []byte {
+	return base64.RawURLEncoding.AppendEncode(dst, sum[:])
 }
 
 // appendHead appends the framed fields that precede the body to b: the

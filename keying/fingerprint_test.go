@@ -46,7 +46,7 @@ func TestSumRawLargeBodyStreams(t *testing.T) {
 	}
 	in := appendHead(nil, "p", "o", url.Values{"a": {"b"}})
 	in = append(append(in, bodyRaw), body...)
-	assert.Equal(t, sumText(sha256.Sum256(in)), f.SumRaw("p", "o", url.Values{"a": {"b"}}, body))
+	assert.Equal(t, string(appendSumText(nil, sha256.Sum256(in))), f.SumRaw("p", "o", url.Values{"a": {"b"}}, body))
 	assert.Equal(t, f.SumRaw("p", "o", nil, body), f.Sum("p", "o", nil, body), "not JSON: Sum hashes raw too")
 }
 
@@ -265,5 +265,22 @@ func TestSumConcurrent(t *testing.T) {
 		for n, r := range rs {
 			require.Equal(t, want[(g+n)%len(bodies)], r)
 		}
+	}
+}
+
+// AppendSum appends exactly Sum's text, for JSON and raw bodies alike.
+func TestAppendSum(t *testing.T) {
+	f := newFingerprinter(t, WithVolatile("ts"))
+	params := url.Values{"q": {"1", "2"}}
+	for _, body := range [][]byte{nil, []byte(`{"b":1,"ts":2}`), []byte("not json"), make([]byte, maxPooledBuffer+1)} {
+		sum := f.Sum("alice", "POST /orders", params, body)
+		require.Len(t, sum, SumLen)
+		assert.Equal(t, "prefix:"+sum, string(f.AppendSum([]byte("prefix:"), "alice", "POST /orders", params, body)))
+		assert.Equal(t, sum, string(f.AppendSum(nil, "alice", "POST /orders", params, body)))
+		assert.Equal(t, "http:"+sum, Key("http", sum), "a fingerprint is a literal key part (idemhttp relies on it)")
+	}
+	for i := range 1000 { // every base64url character turns up
+		sum := f.Sum("p", "o", nil, []byte{byte(i), byte(i >> 8)})
+		require.Equal(t, "x:"+sum, Key("x", sum))
 	}
 }

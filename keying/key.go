@@ -3,7 +3,6 @@ package keying
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"strings"
 )
 
 // Encoding of a part inside a key; see Key for the rules.
@@ -61,15 +60,25 @@ func Key(parts ...string) string {
 	for _, p := range parts {
 		n += encodedLen(p)
 	}
-	var b strings.Builder
-	b.Grow(n)
+	var stack [256]byte // most keys fit: one allocation, the string
+	buf := stack[:0]
+	if n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
+	return string(AppendKey(buf, parts...))
+}
+
+// AppendKey appends Key(parts...) to dst and returns the extended buffer,
+// so that a key can be built next to other text without a string of its
+// own.
+func AppendKey(dst []byte, parts ...string) []byte {
 	for i, p := range parts {
 		if i > 0 {
-			b.WriteByte(separator)
+			dst = append(dst, separator)
 		}
-		writePart(&b, p)
+		dst = appendPart(dst, p)
 	}
-	return b.String()
+	return dst
 }
 
 // Hidden marks a sensitive part, such as a bearer token or an e-mail
@@ -97,15 +106,18 @@ func encodedLen(p string) int {
 	return digestPartLen
 }
 
-// writePart writes p's encoded form to b.
-func writePart(b *strings.Builder, p string) {
-	switch {
-	case p == "":
-		b.WriteString(emptyPart)
-	case literalLen(p) >= 0:
-		writeLiteral(b, p)
+// appendPart appends p's encoded form to b.
+func appendPart(b []byte, p string) []byte {
+	if p == "" {
+		return append(b, emptyPart...)
+	}
+	switch n := literalLen(p); {
+	case n == len(p): // nothing to escape
+		return append(b, p...)
+	case n >= 0:
+		return appendLiteral(b, p)
 	default:
-		writeDigest(b, p)
+		return appendDigest(b, p)
 	}
 }
 
@@ -143,30 +155,25 @@ var literalWidth = func() (w [256]byte) {
 	return w
 }()
 
-// writeLiteral writes the escaped literal form of the printable part p.
-func writeLiteral(b *strings.Builder, p string) {
+// appendLiteral appends the escaped literal form of the printable part p.
+func appendLiteral(b []byte, p string) []byte {
 	run := 0
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if literalWidth[c] != 3 {
 			continue
 		}
-		b.WriteString(p[run:i])
-		b.WriteByte(escapeByte)
-		b.WriteByte(hexDigits[c>>4])
-		b.WriteByte(hexDigits[c&0x0f])
+		b = append(b, p[run:i]...)
+		b = append(b, escapeByte, hexDigits[c>>4], hexDigits[c&0x0f])
 		run = i + 1
 	}
-	b.WriteString(p[run:])
+	return append(b, p[run:]...)
 }
 
-// writeDigest writes the digest form of p.
-func writeDigest(b *strings.Builder, p string) {
+// appendDigest appends the digest form of p.
+func appendDigest(b []byte, p string) []byte {
 	var stack [256]byte // most parts fit: hash them without a heap copy
 	sum := sha256.Sum256(append(append(stack[:0], partDomain...), p...))
-	var text [64]byte
-	enc := text[:base64.RawURLEncoding.EncodedLen(digestBytes)]
-	base64.RawURLEncoding.Encode(enc, sum[:digestBytes])
-	b.WriteByte(digestMarker)
-	b.Write(enc)
+	b = append(b, digestMarker)
+	return base64.RawURLEncoding.AppendEncode(b, sum[:digestBytes])
 }

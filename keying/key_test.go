@@ -273,3 +273,22 @@ func splitAt(s string, i int) []string {
 	i %= len(s) + 1
 	return []string{s[:i], s[i:]}
 }
+
+// AppendKey appends exactly Key's text; Key is the same for keys longer
+// than its stack buffer.
+func TestAppendKey(t *testing.T) {
+	long := strings.Repeat("x", 60)
+	for _, parts := range [][]string{{"a"}, {"a", ""}, {"http", "a:b c%"}, {"\x00secret"}, {long},
+		{long, long, long, long, long, long, long, long, "tail"}} {
+		k := Key(parts...)
+		assert.Equal(t, "pre"+k, string(AppendKey([]byte("pre"), parts...)), "%q", parts)
+		assert.Equal(t, k, string(AppendKey(nil, parts...)))
+	}
+	many := make([]string, 12)
+	for i := range many {
+		many[i] = strings.Repeat("y", 40) + string(rune('a'+i))
+	}
+	k := Key(many...)
+	require.Greater(t, len(k), 256)
+	assert.Equal(t, strings.Join(many, ":"), k, "literal parts joined as they are")
+}

@@ -52,12 +52,23 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fp := h.fp.Sum(principal, operation(r), h.params(r, true), body)
+	// The fingerprint and the engine key share one string.
+	var text [128]byte
+	b := h.fp.AppendSum(text[:0], principal, operation(r), h.params(r, true), body.b)
+	both := string(keying.AppendKey(b, transport, key))
+	fp, engineKey := both[:len(b)], both[len(b):]
 	if h.payload != nil && !h.firstKeyFor(w, r, principal, key, fp) {
+		body.release()
 		return
 	}
-	rec := newRecorder(w, h.c)
-	res, err := h.e.Do(r.Context(), keying.Key(transport, key), fp, rec.run(h.next, r), scope(principal))
+	var rec *recorder // set when the handler runs
+	res, err := h.e.Do(r.Context(), engineKey, fp, func(ctx context.Context) ([]byte, error) {
+		rec = newRecorder(w, h.c)
+		return rec.serve(ctx, h.next, r, &body)
+	}, scope(principal))
+	if rec == nil {
+		body.release()
+	}
 	h.finish(w, r, rec, res, err, key, keyProblem)
 }
 

@@ -83,16 +83,24 @@ func parseSFString(v string) (string, error) {
 // parseBare accepts a run of RFC 9110 tchar, ':' and '/': every visible
 // ASCII character except delimiters such as quotes, commas and spaces.
 func parseBare(v string) (string, error) {
-	if err := checkPrintable(v); err != nil {
-		return "", err
-	}
 	for i := 0; i < len(v); i++ {
-		if c := v[i]; !isTchar(c) && c != ':' && c != '/' {
-			return "", fmt.Errorf("%w: %q is not allowed outside a quoted string", errBadKey, c)
+		if !bareKeyByte[v[i]] {
+			if err := checkPrintable(v); err != nil {
+				return "", err
+			}
+			return "", fmt.Errorf("%w: %q is not allowed outside a quoted string", errBadKey, v[i])
 		}
 	}
 	return v, nil
 }
+
+// bareKeyByte tells the bytes a bare key may hold: tchar, ':' and '/'.
+var bareKeyByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isTchar(byte(c)) || c == ':' || c == '/'
+	}
+	return t
+}()
 
 func checkPrintable(s string) error {
 	for i := 0; i < len(s); i++ {

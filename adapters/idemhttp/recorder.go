@@ -28,8 +28,8 @@ type recorder struct {
 	header http.Header // the header map when the status was set
 	body   []byte
 	state  recState
-	ran    bool
-	tooBig bool // the response was over the stored-size cap
+	tooBig bool       // the response was over the stored-size cap
+	in     bodyReader // the request body restored for the handler
 
 	txResponse []byte // the response CompleteIn recorded in the handler's transaction
 }
@@ -189,39 +189,38 @@ func (rec *recorder) passThrough(st recState) {
 	rec.body = nil
 }
 
-// run returns the engine work function: it runs next, then encodes the
-// captured response for the store, or a terminal record when it cannot be
-// stored (WithUnstored), or returns an error so that the engine releases
-// the key.
-func (rec *recorder) run(next http.Handler, r *http.Request) func(context.Context) ([]byte, error) {
-	return func(ctx context.Context) ([]byte, error) {
-		rec.ran = true
-		next.ServeHTTP(rec, withRecorder(r, ctx, rec))
-		if rec.txResponse != nil {
-			return nil, nil // the engine settles by the transaction's outcome
-		}
-		c := rec.c
-		switch rec.state {
-		case capturing:
-		case overflowed:
-			rec.tooBig = true
-			return unstored(c.tooLarge, reasonTooLarge)
-		default:
-			return unstored(c.streamed, reasonStreamed)
-		}
-		rec.complete()
-		if !c.store(rec.status) {
-			return nil, errNotStored
-		}
-		enc := encodeResponse(rec.status, rec.w.Header(), c.replayHeaders, rec.body)
-		if len(enc) > c.maxStored {
-			// The headers took it over the cap; the response itself is
-			// still to be sent (writeFresh).
-			rec.tooBig = true
-			return unstored(c.tooLarge, reasonTooLarge)
-		}
-		return enc, nil
+// serve is the engine work function, allocated with the recorder only
+// when the handler is to run: it gives the handler the request body rb,
+// runs next, then encodes the captured response for the store, or a
+// terminal record when it cannot be stored (WithUnstored), or returns an
+// error so that the engine releases the key.
+func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Request, rb *reqBody) ([]byte, error) {
+	rb.restore(r, &rec.in)
+	next.ServeHTTP(rec, withRecorder(r, ctx, rec))
+	if rec.txResponse != nil {
+		return nil, nil // the engine settles by the transaction's outcome
 	}
+	c := rec.c
+	switch rec.state {
+	case capturing:
+	case overflowed:
+		rec.tooBig = true
+		return unstored(c.tooLarge, reasonTooLarge)
+	default:
+		return unstored(c.streamed, reasonStreamed)
+	}
+	rec.complete()
+	if !c.store(rec.status) {
+		return nil, errNotStored
+	}
+	enc := encodeResponse(rec.status, rec.w.Header(), c.replayHeaders, rec.body)
+	if len(enc) > c.maxStored {
+		// The headers took it over the cap; the response itself is
+		// still to be sent (writeFresh).
+		rec.tooBig = true
+		return unstored(c.tooLarge, reasonTooLarge)
+	}
+	return enc, nil
 }
 
 // unstored is the outcome of a response that cannot be stored.
@@ -253,18 +252,13 @@ func (rec *recorder) complete() {
 func (rec *recorder) writeFresh() {
 	h := rec.w.Header()
 	delete(h, rec.c.replayHeader)
-	writeResponse(rec.w, h, rec.status, rec.body, nil)
+	writeResponse(rec.w, h, rec.status, rec.body)
 }
 
-// writeResponse sets Content-Length and sends status and body. slot, when
-// not nil, is a one-value slice to hold the length.
-func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte, slot []string) {
+// writeResponse sets Content-Length and sends status and body.
+func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte) {
 	if bodyAllowed(status) {
-		if slot == nil {
-			slot = make([]string, 1)
-		}
-		slot[0] = strconv.Itoa(len(body))
-		h["Content-Length"] = slot
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	}
 	w.WriteHeader(status)
 	if len(body) > 0 {
@@ -281,6 +275,7 @@ func bodyAllowed(status int) bool {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	in     bodyReader // the request body restored for the handler
 }
 
 func (sw *statusWriter) WriteHeader(code int) {

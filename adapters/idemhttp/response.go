@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // A stored response, version 1:
@@ -87,22 +89,20 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// storedResponse is a decoded stored response. Header names and values
-// share one string; body aliases the encoded bytes.
+// storedResponse is a validated stored response. Its headers stay encoded
+// until send decodes them straight into the writer's header map; body
+// aliases the encoded bytes.
 type storedResponse struct {
 	status  int
-	headers []storedHeader
+	n       int    // header count
+	values  int    // value count, all headers together
+	headers []byte // the encoded headers, after their count
 	body    []byte
-	spare   []string // two free value slots for replay
 }
 
-type storedHeader struct {
-	name   string
-	values []string
-}
-
-// decodeResponse parses b. allow supplies canonical header names to reuse.
-func decodeResponse(b []byte, allow []string) (storedResponse, error) {
+// decodeResponse checks that b is a well-formed stored response and
+// returns it, without allocating.
+func decodeResponse(b []byte) (storedResponse, error) {
 	var sr storedResponse
 	if len(b) < 4 || b[0] != responseVersion {
 		return sr, errCorruptResponse
@@ -112,38 +112,63 @@ func decodeResponse(b []byte, allow []string) (storedResponse, error) {
 		return sr, errCorruptResponse
 	}
 	d := decoder{b: b, off: 3}
-	n := d.count()
-	headerStart := d.off
-	total := 0
-	for i := 0; i < n && d.err == nil; i++ {
-		d.bytes()
+	sr.n = d.count()
+	start := d.off
+	for i := 0; i < sr.n && d.err == nil; i++ {
+		d.skip()
 		k := d.count()
-		total += k
+		sr.values += k
 		for j := 0; j < k && d.err == nil; j++ {
-			d.bytes()
+			d.skip()
 		}
 	}
 	if d.err != nil {
-		return sr, d.err
+		return storedResponse{}, d.err
 	}
-	sr.body = b[d.off:]
-	text := string(b[headerStart:d.off]) // one allocation for all header strings
-	sr.headers = make([]storedHeader, n)
-	// Two more slots hold the replay header's and Content-Length's
-	// values, so a replay allocates no slice of its own.
-	vals := make([]string, total+2)
-	sr.spare = vals[total : total+2 : total+2]
-	t := decoder{b: b[:d.off], off: headerStart}
-	for i := range sr.headers {
-		sh := &sr.headers[i]
-		sh.name = canonicalName(t.text(text, headerStart), allow)
-		k := t.count()
-		for j := range k {
-			vals[j] = t.text(text, headerStart)
-		}
-		sh.values, vals = vals[:k:k], vals[k:]
-	}
+	sr.headers, sr.body = b[start:d.off], b[d.off:]
 	return sr, nil
+}
+
+// send writes sr to w: its headers, which replace any of the same name in
+// w's header map, the replay header ("true") when replayed is set (it is
+// removed otherwise), Content-Length, the status and the body. allow
+// supplies canonical header names to reuse. All header values share one
+// string and one slice: two allocations, whatever the headers.
+func (sr *storedResponse) send(w http.ResponseWriter, allow []string, replayHeader string, replayed bool) {
+	var digits [20]byte
+	length := strconv.AppendInt(digits[:0], int64(len(sr.body)), 10)
+	var sb strings.Builder
+	sb.Grow(len(sr.headers) + len(length))
+	sb.Write(sr.headers)
+	sb.Write(length)
+	text := sb.String()
+	// Two more slots hold the replay header's and Content-Length's
+	// values.
+	vals := make([]string, sr.values+2)
+	h := w.Header()
+	d := decoder{b: sr.headers}
+	for range sr.n {
+		name := canonicalName(d.text(text), allow)
+		k := d.count()
+		for j := range k {
+			vals[j] = d.text(text)
+		}
+		h[name], vals = vals[:k:k], vals[k:]
+	}
+	if replayed {
+		vals[0] = "true"
+		h[replayHeader] = vals[0:1:1]
+	} else {
+		delete(h, replayHeader)
+	}
+	if bodyAllowed(sr.status) {
+		vals[1] = text[len(sr.headers):]
+		h["Content-Length"] = vals[1:2:2]
+	}
+	w.WriteHeader(sr.status)
+	if len(sr.body) > 0 {
+		_, _ = w.Write(sr.body)
+	}
 }
 
 func canonicalName(name string, allow []string) string {
@@ -160,7 +185,16 @@ type decoder struct {
 	err error
 }
 
-func (d *decoder) uvarint() uint64 {
+// count reads a uvarint count that cannot exceed the bytes left.
+func (d *decoder) count() int {
+	if d.err == nil && d.off < len(d.b) && int(d.b[d.off]) <= len(d.b)-d.off-1 {
+		d.off++ // one byte, within bounds: the common case
+		return int(d.b[d.off-1])
+	}
+	return d.slowCount()
+}
+
+func (d *decoder) slowCount() int {
 	if d.err != nil {
 		return 0
 	}
@@ -170,12 +204,6 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	d.off += n
-	return v
-}
-
-// count reads a count that cannot exceed the bytes left.
-func (d *decoder) count() int {
-	v := d.uvarint()
 	if v > uint64(len(d.b)-d.off) {
 		d.err = fmt.Errorf("%w: count %d", errCorruptResponse, v)
 		return 0
@@ -183,31 +211,15 @@ func (d *decoder) count() int {
 	return int(v)
 }
 
-func (d *decoder) bytes() []byte {
-	n := d.count()
-	if d.err != nil {
-		return nil
-	}
-	d.off += n
-	return d.b[d.off-n : d.off]
+// skip passes over the next length-prefixed field.
+func (d *decoder) skip() {
+	d.off += d.count()
 }
 
-// text returns the next field as a substring of text, which holds the
-// encoded bytes from offset base on.
-func (d *decoder) text(text string, base int) string {
+// text returns the next field of an already validated encoding as a
+// substring of text, which starts with the same bytes as d.b.
+func (d *decoder) text(text string) string {
 	n := d.count()
 	d.off += n
-	return text[d.off-n-base : d.off-base]
-}
-
-// replay writes a stored response: status, stored headers, body and the
-// replay header set to "true".
-func replay(w http.ResponseWriter, sr storedResponse, replayHeader string) {
-	h := w.Header()
-	for _, sh := range sr.headers {
-		h[sh.name] = sh.values
-	}
-	sr.spare[0] = "true"
-	h[replayHeader] = sr.spare[0:1:1]
-	writeResponse(w, h, sr.status, sr.body, sr.spare[1:2:2])
+	return text[d.off-n : d.off]
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/keying"
@@ -100,10 +101,15 @@ func (rt *route) principal(w http.ResponseWriter, r *http.Request) (string, bool
 
 var errBodyTooLarge = errors.New("idemhttp: request body too large")
 
-// body reads the request body, at most the configured cap, and restores it
-// for the handler. It answers 413 or 400 itself and reports false.
-func (rt *route) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	b, err := readBody(r, rt.c.maxBody)
+// body reads the request body, at most the configured cap, for the
+// fingerprint. It answers 413 or 400 itself and reports false. The body is
+// given back to the handler only if it runs (reqBody.restore); a request
+// answered without it (a replay, say) returns the buffer with release.
+func (rt *route) body(w http.ResponseWriter, r *http.Request) (reqBody, bool) {
+	rb, err := readBody(r, rt.c.maxBody)
+	if err == nil {
+		return rb, true
+	}
 	var tooLarge *http.MaxBytesError // a server-wide http.MaxBytesReader
 	switch {
 	case errors.Is(err, errBodyTooLarge), errors.As(err, &tooLarge):
@@ -112,17 +118,49 @@ func (rt *route) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 			limit = min(limit, tooLarge.Limit)
 		}
 		rt.p.write(w, r, answer{kind: kindBodyTooLarge, detail: fmt.Sprintf("the request body is over %d bytes", limit)})
-		return nil, false
-	case err != nil:
+	default:
 		rt.p.write(w, r, answer{kind: kindBodyUnreadable, detail: "the request body could not be read"})
-		return nil, false
 	}
-	if r.Body != nil && r.Body != http.NoBody {
-		br := new(bodyReader)
-		br.Reset(b)
+	return reqBody{}, false
+}
+
+// reqBody is a request body read for the fingerprint.
+type reqBody struct {
+	b      []byte
+	pooled *[pooledBodyLen]byte // the pooled array b lies in, or nil
+	sent   bool                 // the request had a body to restore
+}
+
+// pooledBodyLen is the size of the pooled buffers small bodies are read
+// into, so that a replay, which never hands the body to the handler,
+// allocates none.
+const pooledBodyLen = 4 << 10
+
+var bodyPool = sync.Pool{New: func() any { return new([pooledBodyLen]byte) }}
+
+// restore gives the body back to r for the handler, in br. A body in a
+// pooled buffer is copied out first and the buffer released: pooled memory
+// never reaches the handler, which is called only when it is to run, so a
+// replay never pays for the copy.
+func (rb *reqBody) restore(r *http.Request, br *bodyReader) {
+	if rb.pooled != nil {
+		b := bytes.Clone(rb.b)
+		rb.release()
+		rb.b = b
+	}
+	if rb.sent {
+		br.Reset(rb.b)
 		r.Body = br
 	}
-	return b, true
+}
+
+// release returns a pooled buffer to the pool; rb.b must not be used
+// afterwards. It is a no-op for a body that was restored.
+func (rb *reqBody) release() {
+	if rb.pooled != nil {
+		bodyPool.Put(rb.pooled)
+	}
+	rb.pooled, rb.b = nil, nil
 }
 
 // bodyReader is the restored request body.
@@ -133,35 +171,41 @@ func (*bodyReader) Close() error { return nil }
 // firstRead is the most readBody allocates before any byte has arrived.
 const firstRead = 64 << 10
 
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+func readBody(r *http.Request, limit int64) (reqBody, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+		return reqBody{}, nil
 	}
 	if r.ContentLength > limit {
-		return nil, errBodyTooLarge
+		return reqBody{}, errBodyTooLarge
 	}
-	size := int64(512)
-	if r.ContentLength >= 0 {
+	rb := reqBody{sent: true}
+	if r.ContentLength < pooledBodyLen { // unknown (-1) or small
+		rb.pooled = bodyPool.Get().(*[pooledBodyLen]byte)
+		rb.b = rb.pooled[:0]
+	} else {
 		// +1 so that EOF is seen without growing. The length is only
 		// the client's word: beyond firstRead the buffer grows as bytes
 		// arrive, so a few header bytes cannot pin the whole cap.
-		size = min(r.ContentLength+1, firstRead)
+		rb.b = make([]byte, 0, min(r.ContentLength+1, firstRead))
 	}
-	buf := make([]byte, 0, size)
+	buf := rb.b
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
+			rb.release() // buf has left the pooled array, if it was in one
 		}
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			return nil, errBodyTooLarge
-		}
-		if err == io.EOF {
-			return buf, nil
+		switch {
+		case int64(len(buf)) > limit:
+			err = errBodyTooLarge
+		case err == io.EOF:
+			rb.b = buf
+			return rb, nil
 		}
 		if err != nil {
-			return nil, err
+			rb.release()
+			return reqBody{}, err
 		}
 	}
 }
@@ -203,16 +247,16 @@ func (rt *route) params(r *http.Request, all bool) url.Values {
 }
 
 // finish answers a request that went through Do or UseToken: the fresh
-// response when the handler ran, the stored one on a replay, or the
-// problem mapErr picks for err. key is the client's idempotency key, ""
+// response when the handler ran (rec is not nil), the stored one on a
+// replay, or the problem mapErr picks for err. key is the client's idempotency key, ""
 // in Token mode.
 func (rt *route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, res idemkit.Result, err error, key string,
 	mapErr func(error) (answer, bool)) {
-	if rec.ran && rec.txResponse != nil {
+	if rec != nil && rec.txResponse != nil {
 		rt.afterTx(w, r, rec, res, err, key)
 		return
 	}
-	if rec.ran {
+	if rec != nil {
 		rt.afterRun(r, rec, err)
 		if rec.state == capturing {
 			rec.writeFresh()
@@ -237,12 +281,12 @@ func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, ke
 		rt.p.write(w, r, answer{kind: kindResponseNotStored, detail: why, key: key, replay: true})
 		return
 	}
-	sr, err := decodeResponse(value, rt.c.replayHeaders)
+	sr, err := decodeResponse(value)
 	if err != nil {
 		rt.internal(w, r, err, key)
 		return
 	}
-	replay(w, sr, rt.c.replayHeader)
+	sr.send(w, rt.c.replayHeaders, rt.c.replayHeader, true)
 }
 
 // afterRun logs what went wrong around a handler that ran.

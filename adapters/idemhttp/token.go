@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -35,42 +36,51 @@ func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	token, ok := h.token(w, r)
+	token, body, ok := h.token(w, r)
 	if !ok {
 		return
 	}
-	rec := newRecorder(w, h.c)
-	res, err := h.e.UseToken(r.Context(), principal, token, rec.run(h.next, r))
+	var rec *recorder // set when the handler runs
+	res, err := h.e.UseToken(r.Context(), principal, token, func(ctx context.Context) ([]byte, error) {
+		rec = newRecorder(w, h.c)
+		return rec.serve(ctx, h.next, r, &body)
+	})
+	if rec == nil {
+		body.release()
+	}
 	h.finish(w, r, rec, res, err, "", tokenProblem)
 }
 
 // token reads the request's token from the header or, failing that and
 // when WithTokenField is set, from the form field. It answers 400 or 413
-// itself and reports false.
-func (h *tokenHandler) token(w http.ResponseWriter, r *http.Request) (string, bool) {
+// itself and reports false. body is the request body when it was read
+// for the form field, for the handler.
+func (h *tokenHandler) token(w http.ResponseWriter, r *http.Request) (token string, body reqBody, ok bool) {
 	token, present, err := headerKey(r.Header[h.c.tokenHeader])
 	from := h.c.tokenHeader
 	if !present && err == nil && h.c.tokenField != "" && isForm(r) {
-		body, ok := h.body(w, r)
-		if !ok {
-			return "", false
+		if body, ok = h.body(w, r); !ok {
+			return "", body, false
 		}
-		token, present, err = formToken(r, body, h.c.tokenField)
+		token, present, err = formToken(r, body.b, h.c.tokenField)
 		from = "form field " + h.c.tokenField
+	}
+	if err != nil || !present {
+		body.release()
 	}
 	switch {
 	case err != nil:
 		h.p.write(w, r, answer{kind: kindTokenInvalid, detail: from + ": " + err.Error()})
-		return "", false
+		return "", body, false
 	case !present && h.c.tokenField != "":
 		h.p.write(w, r, answer{kind: kindTokenMissing,
 			detail: "this request requires an " + h.c.tokenHeader + " header or a " + h.c.tokenField + " form field"})
-		return "", false
+		return "", body, false
 	case !present:
 		h.p.write(w, r, answer{kind: kindTokenMissing, detail: "this request requires an " + h.c.tokenHeader + " header"})
-		return "", false
+		return "", body, false
 	}
-	return token, true
+	return token, body, true
 }
 
 func tokenProblem(err error) (answer, bool) {

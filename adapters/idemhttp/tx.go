@@ -100,15 +100,10 @@ func (rt *route) afterTx(w http.ResponseWriter, r *http.Request, rec *recorder, 
 		return // the handler streamed or hijacked after CompleteIn: its response went out
 	}
 	rec.restoreHeader()
-	sr, derr := decodeResponse(sent, rt.c.replayHeaders)
+	sr, derr := decodeResponse(sent)
 	if derr != nil {
 		rt.internal(w, r, derr, key)
 		return
 	}
-	h := w.Header()
-	for _, sh := range sr.headers {
-		h[sh.name] = sh.values
-	}
-	delete(h, rt.c.replayHeader)
-	writeResponse(w, h, sr.status, sr.body, sr.spare[1:2:2])
+	sr.send(w, rt.c.replayHeaders, rt.c.replayHeader, false)
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/keying"
 )
 
 // Window returns middleware that rejects a repeat of the same request
@@ -39,11 +38,15 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fp := h.fp.Sum(principal, operation(r), h.params(r, false), body)
+	// The key is keying.Key(transport, fingerprint), built in place: a
+	// fingerprint is always a literal part.
+	var text [64]byte
+	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, operation(r), h.params(r, false), body.b))
 	ran := false
-	err := h.e.Guard(r.Context(), keying.Key(transport, fp), func(context.Context) error {
+	err := h.e.Guard(r.Context(), key, func(context.Context) error {
 		ran = true
 		sw := &statusWriter{ResponseWriter: w}
+		body.restore(r, &sw.in)
 		h.next.ServeHTTP(sw, r)
 		if !h.c.store(sw.result()) {
 			return errNotStored
@@ -53,6 +56,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ran {
 		return
 	}
+	body.release()
 	var ce *idemkit.ConflictError
 	a, ok := common(err)
 	if errors.As(err, &ce) && errors.Is(err, idemkit.ErrDuplicate) {

@@ -1,0 +1,90 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+)
+
+// echoBody answers 201 with the request body it read.
+var echoBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		panic(err)
+	}
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(b)
+})
+
+// onlyReader hides everything but Read, so that httptest.NewRequest cannot
+// tell the length: the body arrives as with chunked encoding.
+type onlyReader struct{ io.Reader }
+
+// TestBodySizes: the handler gets the whole body, whatever its size
+// relative to the buffers the middleware reads into, with and without a
+// known Content-Length, and the replay returns what the first run saw.
+func TestBodySizes(t *testing.T) {
+	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMaxStoredResponse(1<<20)))(echoBody)
+	for _, n := range []int{0, 1, 511, 512, 4095, 4096, 4097, 8192, 70000} {
+		for _, known := range []bool{true, false} {
+			body := []byte(strings.Repeat("x", n))
+			send := func() *httptest.ResponseRecorder {
+				var rd io.Reader = bytes.NewReader(body)
+				if !known {
+					rd = onlyReader{rd}
+				}
+				r := httptest.NewRequest(http.MethodPost, "/orders", rd)
+				r.Header.Set(userHeader, "alice")
+				r.Header.Set(idemhttp.DefaultKeyHeader, fmt.Sprintf("k-%d-%t", n, known))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			first := send()
+			require.Equal(t, http.StatusCreated, first.Code, "size %d, known %t", n, known)
+			require.Equal(t, n, first.Body.Len(), "size %d, known %t", n, known)
+			require.True(t, bytes.Equal(body, first.Body.Bytes()))
+			again := send()
+			require.True(t, isReplay(again), "size %d, known %t", n, known)
+			require.True(t, bytes.Equal(body, again.Body.Bytes()), "size %d, known %t", n, known)
+		}
+	}
+}
+
+// TestBodiesConcurrent races first runs against replays, which return
+// their body buffers for reuse: every handler must see its own body, and
+// every replay the response of its own key.
+func TestBodiesConcurrent(t *testing.T) {
+	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))(echoBody)
+	const workers, rounds = 8, 50
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				body := fmt.Sprintf(`{"worker":%d,"round":%d,"pad":%q}`, g, i, strings.Repeat("p", (g*rounds+i)%300))
+				for try := range 3 {
+					r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body))
+					r.Header.Set(userHeader, "alice")
+					r.Header.Set(idemhttp.DefaultKeyHeader, fmt.Sprintf("k-%d-%d", g, i))
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					if !assert.Equal(t, http.StatusCreated, w.Code) || !assert.Equal(t, body, w.Body.String()) ||
+						!assert.Equal(t, try > 0, isReplay(w)) {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

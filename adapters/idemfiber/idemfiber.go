@@ -87,8 +87,12 @@ func (m *middleware) handle(c fiber.Ctx) error {
 		return writeProblem(c, http.StatusBadRequest, ProblemKeyMissing, "this request requires an "+m.c.keyHeader+" header", 0)
 	}
 	ctx := c.Context()
-	fp := m.fp.Sum(principal, operation(c), query(c), c.BodyRaw())
-	claim, res, err := m.e.Begin(ctx, keying.Key("fiber", key), fp, idemkit.WithScope(principal))
+	// The fingerprint and the engine key share one string.
+	var text [128]byte
+	b := m.fp.AppendSum(text[:0], principal, operation(c), query(c), c.BodyRaw())
+	both := string(keying.AppendKey(b, "fiber", key))
+	fp, engineKey := both[:len(b)], both[len(b):]
+	claim, res, err := m.e.Begin(ctx, engineKey, fp, idemkit.WithScope(principal))
 	switch {
 	case claim != nil:
 		return m.run(ctx, c, claim)

@@ -60,10 +60,12 @@ func benchSerial(b *testing.B, url string, next func() string) {
 	admin := adminClient(b)
 	mustPost(b, c, url, next(), http.StatusCreated) // warm the connections and scripts
 	calls, work := redisCalls.Load(), startWork(b, admin)
+	callgrindZero(b) // after the admin commands, so only the ops are counted
 	b.ReportAllocs()
 	for b.Loop() {
 		mustPost(b, c, url, next(), http.StatusCreated)
 	}
+	reportInstructions(b) // before INFO
 	b.ReportMetric(float64(redisCalls.Load()-calls)/float64(b.N), "redis-calls/op")
 	reportWork(b, admin, work)
 }

@@ -1,7 +1,11 @@
-# Sourced by run.sh and redis-work.sh: starts a throwaway redis-server on a
-# free loopback port (no persistence, in a temporary directory $work,
-# stopped on exit) and exports IDEMKIT_BENCH_REDIS. redis-server is
-# installed with apt-get when it is missing.
+# Sourced by run.sh, stack-work.sh and callgrind.sh: starts a throwaway
+# redis-server on a free loopback port (no persistence, in a temporary
+# directory $work, stopped on exit) and exports IDEMKIT_BENCH_REDIS.
+# redis-server is installed with apt-get when it is missing. With
+# REDIS_CALLGRIND=1 the server runs under valgrind --tool=callgrind (with
+# --hz 1, serverCron not counted), writing to $work/callgrind.out, and
+# IDEMKIT_BENCH_CALLGRIND and IDEMKIT_BENCH_CALLGRIND_OUT are exported for
+# the benchmarks, which then report its instructions per op.
 work="$(mktemp -d "${TMPDIR:-/tmp}/idemkit-bench.XXXXXX")"
 redis_pid=""
 
@@ -31,12 +35,21 @@ install_redis() {
 # accepts connections. Fails (returns 1) when the server exits, e.g. because
 # the port is taken.
 start_redis() {
-	local port="$1" logf="$work/redis.log"
+	local port="$1" logf="$work/redis.log" wrap=() extra=() tries=100
+	if [[ -n "${REDIS_CALLGRIND:-}" ]]; then
+		# serverCron (jemalloc statistics, about 120k instructions a call)
+		# is left out of the counts; --collect-atstart=yes must come after
+		# --toggle-collect, which turns it off.
+		wrap=(valgrind --tool=callgrind --toggle-collect=serverCron --collect-atstart=yes
+			--callgrind-out-file="$work/callgrind.out" --log-file="$work/valgrind.log")
+		extra=(--hz 1)
+		tries=1200
+	fi
 	: >"$logf"
-	redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
-		--dir "$work" --logfile "$logf" --daemonize no &
+	"${wrap[@]}" redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+		--dir "$work" --logfile "$logf" --daemonize no "${extra[@]}" &
 	redis_pid=$!
-	for _ in $(seq 100); do
+	for _ in $(seq "$tries"); do
 		if grep -q "Ready to accept connections" "$logf"; then
 			return 0
 		fi
@@ -70,3 +83,6 @@ pick_port() {
 install_redis
 pick_port
 export IDEMKIT_BENCH_REDIS="127.0.0.1:${port}"
+if [[ -n "${REDIS_CALLGRIND:-}" ]]; then
+	export IDEMKIT_BENCH_CALLGRIND="$redis_pid" IDEMKIT_BENCH_CALLGRIND_OUT="$work/callgrind.out"
+fi

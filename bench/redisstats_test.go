@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,8 +15,17 @@ import (
 )
 
 // detailEnv, when set to 1, makes benchmarks log the Redis commands of
-// each op with their calls and server time (redis-work.sh sets it).
+// each op with their calls and server time (stack-work.sh sets it).
 const detailEnv = "IDEMKIT_BENCH_REDIS_DETAIL"
+
+// When the Redis server runs under valgrind --tool=callgrind,
+// stack-work.sh sets callgrindPidEnv to its pid and callgrindOutEnv to its
+// --callgrind-out-file, and the serial benchmarks report the server's
+// instructions per op (redis-instr/op).
+const (
+	callgrindPidEnv = "IDEMKIT_BENCH_CALLGRIND"
+	callgrindOutEnv = "IDEMKIT_BENCH_CALLGRIND_OUT"
+)
 
 // redisWork is a snapshot of the work the Redis server has done: its main
 // thread's CPU time (user + system, which includes reading requests and
@@ -109,4 +120,61 @@ func reportWork(b *testing.B, rdb *redis.Client, start redisWork) {
 		fmt.Fprintf(&sb, " %s %.2f calls %.2f µs;", name, s.calls/n, s.usec/n)
 	}
 	b.Log(sb.String())
+}
+
+// callgrindZero zeroes the instruction counters of the Redis server run
+// under callgrind (callgrindPidEnv), if any.
+func callgrindZero(tb testing.TB) {
+	tb.Helper()
+	if pid := os.Getenv(callgrindPidEnv); pid != "" {
+		callgrindControl(tb, "-z", pid)
+	}
+}
+
+// reportInstructions dumps the counters of the Redis server run under
+// callgrind, if any, and reports the instructions it executed since
+// callgrindZero, per op, as redis-instr/op.
+func reportInstructions(b *testing.B) {
+	pid := os.Getenv(callgrindPidEnv)
+	if pid == "" {
+		return
+	}
+	callgrindControl(b, "-d", pid)
+	// A dump is written as <out>.<n>, n counting up; the newest holds the
+	// events since the last zeroing or dump.
+	files, err := filepath.Glob(os.Getenv(callgrindOutEnv) + ".*")
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no callgrind dump next to %s (%v)", os.Getenv(callgrindOutEnv), err)
+	}
+	slices.SortFunc(files, func(x, y string) int { return dumpNumber(x) - dumpNumber(y) })
+	data, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "summary: "); ok {
+			first, _, _ := strings.Cut(v, " ")
+			n, err := strconv.ParseFloat(first, 64)
+			if err != nil {
+				b.Fatalf("callgrind summary %q: %v", v, err)
+			}
+			b.ReportMetric(n/float64(b.N), "redis-instr/op")
+			return
+		}
+	}
+	b.Fatalf("no summary line in %s", files[len(files)-1])
+}
+
+// callgrindControl runs callgrind_control with flag on pid.
+func callgrindControl(tb testing.TB, flag, pid string) {
+	tb.Helper()
+	if out, err := exec.Command("callgrind_control", flag, pid).CombinedOutput(); err != nil {
+		tb.Fatalf("callgrind_control %s %s: %v: %s", flag, pid, err, out)
+	}
+}
+
+// dumpNumber returns n of a dump file named <out>.<n>.
+func dumpNumber(path string) int {
+	n, _ := strconv.Atoi(path[strings.LastIndexByte(path, '.')+1:])
+	return n
 }

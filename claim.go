@@ -206,50 +206,52 @@ func (c *Claim) completedInTx() bool {
 }
 
 // afterTx ends a claim that fn completed with CompleteIn, once fn has
-// returned v and err: by then fn has committed or rolled back. Unless fn
-// released the claim itself, the claim's in-progress record is removed if
-// it is still there (the transaction did not commit: a retry runs again).
-// The result is the recorded value when the record is this claim's
-// completed one (the transaction committed), and fn's value otherwise;
-// err is fn's, joined with ErrUnavailable when the store could not tell.
+// returned v and err: by then fn has committed or rolled back. The key is
+// read once: this claim's completed record means the transaction
+// committed, and the result is the recorded value; this claim's
+// in-progress record means it did not, and the record is removed so a
+// retry runs again (unless fn released the claim itself); anything else
+// (the lease was lost) is left alone. Without a commit the result is fn's
+// value. err is fn's, joined with ErrUnavailable when the store could not
+// tell.
 func (c *Claim) afterTx(ctx context.Context, v []byte, err error) (Result, error) {
 	c.mu.Lock()
 	pending, value := c.inTx, c.txValue
 	c.inTx = false
 	c.mu.Unlock()
-	if pending {
-		released, rerr := c.release(ctx, true)
-		if rerr != nil {
-			return Result{Value: v}, errors.Join(err, unavailable("settle the transaction's claim", rerr))
+	state, serr := c.recordState(ctx)
+	if serr != nil {
+		if pending {
+			c.release(ctx, true) // best effort: removes only our in-progress record
 		}
-		if released {
-			return Result{Value: v}, err
-		}
+		return Result{Value: v}, errors.Join(err, unavailable("read the transaction's record", serr))
 	}
-	if value == nil {
-		return Result{Value: v}, err // CompleteIn failed: nothing was recorded
-	}
-	committed, gerr := c.committed(ctx)
-	if gerr != nil {
-		return Result{Value: v}, errors.Join(err, unavailable("read the transaction's record", gerr))
-	}
-	if committed {
+	switch {
+	case state == stateDone && value != nil:
 		return Result{Value: value}, err
+	case state == stateInProgress && pending:
+		if _, rerr := c.release(ctx, true); rerr != nil {
+			return Result{Value: v}, errors.Join(err, unavailable("release the transaction's claim", rerr))
+		}
 	}
 	return Result{Value: v}, err
 }
 
-// committed reports whether the key holds this claim's completed record.
-func (c *Claim) committed(ctx context.Context) (bool, error) {
+// recordState returns the state of this claim's record under the key, or
+// 0 when the key holds no record of this claim.
+func (c *Claim) recordState(ctx context.Context) (byte, error) {
 	ent, err := c.e.store.Get(detach(ctx), c.sk)
 	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
+		return 0, nil
 	}
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	rec, err := decodeRecord(ent.Value)
-	return err == nil && rec.owner == c.rec.owner && rec.state == stateDone, nil
+	if err != nil || rec.owner != c.rec.owner {
+		return 0, nil
+	}
+	return rec.state, nil
 }
 
 func (c *Claim) checkSize(ctx context.Context, value []byte) error {

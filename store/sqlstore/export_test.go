@@ -9,3 +9,9 @@ func WithoutReturning() Option {
 		return nil
 	}
 }
+
+// WrapOwnConn replaces the Conn of the Store's own operations with
+// wrap's result, so that tests see the statements they run.
+func WrapOwnConn(s *Store, wrap func(Conn) Conn) {
+	s.view.c = wrap(s.view.c)
+}

@@ -17,6 +17,9 @@ type View struct {
 	s   *Store
 	c   Conn // nil for a View over a nil Querier or Conn
 	own bool // the Store's own pool: each statement commits on its own
+	// async: SetNX commits without waiting for the WAL flush (the Store's
+	// own claims under WithAsyncClaims; PostgreSQL only)
+	async bool
 }
 
 // maxAttempts bounds the loops of operations that run a statement again
@@ -91,7 +94,11 @@ func (v *View) SetNX(ctx context.Context, key string, value []byte, ttl time.Dur
 func (v *View) pgSetNX(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
 	var val []byte
 	var ttl int64
-	done, err = queryOne(ctx, v.c, v.s.q.setnx, []any{[]byte(key), value, ms}, &set, &val, &ttl)
+	query := v.s.q.setnx
+	if v.async {
+		query = v.s.q.setnxAsync
+	}
+	done, err = queryOne(ctx, v.c, query, []any{[]byte(key), value, ms}, &set, &val, &ttl)
 	if err != nil || !done || set {
 		return set, store.Entry{}, done, err
 	}

@@ -62,9 +62,12 @@ func New(db *sql.DB, d Dialect, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("sqlstore.New: %w", err)
 		}
 	}
-	s := &Store{db: db, q: newQueries(d.d, cfg.table), cfg: cfg, own: &stmtConn{db: db, stmts: map[string]*sql.Stmt{}}}
+	if cfg.asyncClaims && d.d != &postgres {
+		return nil, fmt.Errorf("%w: sqlstore.New: WithAsyncClaims needs PostgreSQL; MySQL's durability is server-wide (innodb_flush_log_at_trx_commit)", store.ErrInvalid)
+	}
+	s := &Store{db: db, q: newQueries(d.d, cfg.table), cfg: cfg, own: newStmtConn(db)}
 	s.returning.Store(int32(cfg.returning))
-	s.view = &View{s: s, c: s.own, own: true}
+	s.view = &View{s: s, c: s.own, own: true, async: cfg.asyncClaims}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	if cfg.sweep {
@@ -131,7 +134,7 @@ func (s *Store) Tx(q Querier) *View {
 	if q == nil {
 		return &View{s: s}
 	}
-	return &View{s: s, c: querierConn{q}}
+	return &View{s: s, c: querierConn{q: q, stmts: s.own}}
 }
 
 // On returns a View of the Store whose operations run on c, for adapters

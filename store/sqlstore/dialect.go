@@ -17,7 +17,8 @@ var (
 	// that implement INSERT ... ON CONFLICT and data-modifying CTEs).
 	Postgres = Dialect{&postgres}
 	// MySQL is MySQL 8 or MariaDB 10.3 or later, InnoDB tables. On MariaDB
-	// 10.5 or later Consume uses DELETE ... RETURNING.
+	// 10.5 or later SetNX uses INSERT ... RETURNING and Consume DELETE ...
+	// RETURNING.
 	MySQL = Dialect{&mysql}
 )
 
@@ -37,7 +38,7 @@ type dialect struct {
 	quote  func(ident string) string
 	schema []string // CREATE statements, T for the table, I for the index
 	// statement templates; see queries
-	get, setnx, setnxAsync, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
+	get, setnx, setnxAsync, upsert, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
 }
 
 // DefaultTable is the table a Store uses unless WithTable says otherwise.
@@ -119,7 +120,16 @@ var mysql = dialect{
 	get:         `SELECT idem_value, ` + myTTL + ` FROM T WHERE idem_key = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	scan:        `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
 	scanBounded: `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND idem_key < ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
-	insert:      `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
+	// MariaDB 10.5 or later: SetNX in one statement. The assignments
+	// run in order, each seeing the ones before, so expires_at, which the
+	// others test, comes last.
+	upsert: `INSERT INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, ?)
+ON DUPLICATE KEY UPDATE
+	rev = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(rev), rev),
+	idem_value = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(idem_value), idem_value),
+	expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
+RETURNING rev, idem_value, ` + myTTL,
+	insert: `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
 	reclaim: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
 WHERE idem_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
 	cas: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
@@ -158,7 +168,7 @@ type queries struct {
 func newQueries(d *dialect, table string) *queries {
 	q := &queries{dialect: d, base: d, table: quoteTable(d, table)}
 	c := *d
-	for _, s := range []*string{&c.get, &c.setnx, &c.setnxAsync, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
+	for _, s := range []*string{&c.get, &c.setnx, &c.setnxAsync, &c.upsert, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
 		*s = q.fill(*s)
 	}
 	q.dialect = &c

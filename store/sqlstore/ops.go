@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -105,13 +107,20 @@ func (v *View) pgSetNX(ctx context.Context, key string, value []byte, ms int64) 
 	return false, entry(val, ttl), true, nil
 }
 
-// mySetNX claims key in at most three statements, each atomic on its own:
-// read a live row; insert if no row; replace an expired row. On the
-// Store's own pool the read comes first, so that a replay costs one round
-// trip. In a View the read comes last, as a locking read: a plain read in
-// a REPEATABLE READ transaction would see the transaction's snapshot, not
-// the row that made the insert fail.
+// mySetNX claims key. On MariaDB 10.5 or later it is one statement (see
+// myUpsert). Elsewhere it takes at most three statements, each atomic on
+// its own: read a live row; insert if no row; replace an expired row. On
+// the Store's own pool the read comes first, so that a replay costs one
+// round trip. In a View the read comes last, as a locking read: a plain
+// read in a REPEATABLE READ transaction would see the transaction's
+// snapshot, not the row that made the insert fail.
 func (v *View) mySetNX(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
+	if ret, err := v.s.mysqlReturning(ctx, v.c); err != nil || ret {
+		if err != nil {
+			return false, store.Entry{}, false, err
+		}
+		return v.myUpsert(ctx, key, value, ms)
+	}
 	q, k := v.s.q, []byte(key)
 	if v.own {
 		if e, found, err := v.read(ctx, q.get, k); err != nil || found {
@@ -134,6 +143,33 @@ func (v *View) mySetNX(ctx context.Context, key string, value []byte, ms int64) 
 	}
 	return false, store.Entry{}, false, nil
 }
+
+// myUpsert claims key in one statement, INSERT ... ON DUPLICATE KEY
+// UPDATE ... RETURNING, which inserts the row, or replaces an expired
+// one, or leaves a live one as it is, and returns the row as the
+// statement left it, read under its exclusive lock: the latest committed
+// row whatever the isolation level. The row written gets a fresh random
+// revision, drawn from [2^32, 2^63), and the statement set the key
+// exactly when the row it returns has that revision: a live row holds
+// another one, except with a probability of the order of 2^-63 (a
+// revision only changes by +1 per write afterwards).
+func (v *View) myUpsert(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
+	rev := rand.Int64N(math.MaxInt64-minRev) + minRev
+	var got, ttl int64
+	var val []byte
+	done, err = queryOne(ctx, v.c, v.s.q.upsert, []any{[]byte(key), value, ms * 1000, rev}, &got, &val, &ttl)
+	switch {
+	case err != nil || !done:
+		return false, store.Entry{}, false, err
+	case got == rev:
+		return true, store.Entry{}, true, nil
+	}
+	return false, entry(val, ttl), true, nil
+}
+
+// minRev is the least revision myUpsert writes, above the small counters
+// of rows written by the other statements.
+const minRev = 1 << 32
 
 // read runs a Get-shaped query.
 func (v *View) read(ctx context.Context, query string, key []byte) (store.Entry, bool, error) {
@@ -252,7 +288,7 @@ func (v *View) Consume(ctx context.Context, key string) ([]byte, error) {
 func (v *View) consumeOnce(ctx context.Context, key []byte) (val []byte, found bool, err error) {
 	q := v.s.q
 	if q.base == &mysql {
-		ret, err := v.s.mysqlReturning(ctx)
+		ret, err := v.s.mysqlReturning(ctx, v.c)
 		if err != nil {
 			return nil, false, err
 		}

@@ -183,18 +183,24 @@ const (
 	featureNo
 )
 
-// mysqlReturning reports whether the server supports DELETE ... RETURNING
-// (MariaDB 10.5 or later), asking it once.
-func (s *Store) mysqlReturning(ctx context.Context) (bool, error) {
+// mysqlReturning reports whether the server supports INSERT and DELETE
+// ... RETURNING (MariaDB 10.5 or later), asking it once, through c: the
+// View's connection, so that a View in a caller's transaction never waits
+// for a second connection of a pool at its limit.
+func (s *Store) mysqlReturning(ctx context.Context, c Conn) (bool, error) {
 	switch feature(s.returning.Load()) {
 	case featureYes:
 		return true, nil
 	case featureNo:
 		return false, nil
 	}
-	version, err := s.version(ctx)
-	if err != nil {
+	var version string
+	found, err := queryOne(ctx, c, "SELECT VERSION()", nil, &version)
+	switch {
+	case err != nil:
 		return false, err
+	case !found:
+		return false, fmt.Errorf("SELECT VERSION() returned no row")
 	}
 	r := featureNo
 	if mariaDBAtLeast(version, 10, 5) {

@@ -30,11 +30,12 @@ type Rows interface {
 	Close() error
 }
 
-// querierConn adapts a Querier to Conn. When the Querier is a transaction
-// of the Store's *sql.DB, statements that the Store has prepared run as
-// those statements, on the transaction's connection (Tx.StmtContext): one
-// round trip each, where a driver without client-side interpolation
-// (go-sql-driver/mysql by default) would prepare, execute and close.
+// querierConn adapts a Querier to Conn. On MySQL, when the Querier is a
+// transaction of the Store's *sql.DB, statements that the Store has
+// prepared run as those statements, on the transaction's connection
+// (Tx.StmtContext): one round trip each, where a driver without
+// client-side interpolation (go-sql-driver/mysql by default) would
+// prepare, execute and close.
 type querierConn struct {
 	q     Querier
 	stmts *stmtConn // the Store's statements; nil: run the query texts

@@ -66,10 +66,11 @@
 // row's revision and a DELETE of exactly that revision.
 //
 // The Store prepares each statement once per connection, so a driver
-// without interpolateParams still makes one round trip a statement; a
-// View on a transaction of the Store's *sql.DB runs the same prepared
-// statements on the transaction's connection (a statement the Store has
-// not prepared yet runs as text once, and is prepared in the background).
+// without interpolateParams still makes one round trip a statement; on
+// MySQL a View on a transaction of the Store's *sql.DB runs the same
+// prepared statements on the transaction's connection (a statement the
+// Store has not prepared yet runs as text once, and is prepared in the
+// background). pgx caches prepared statements on its own.
 //
 // On PostgreSQL, WithAsyncClaims lets the Store's own claims commit
 // without waiting for their WAL flush; see its documentation for when

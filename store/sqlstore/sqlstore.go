@@ -134,7 +134,18 @@ func (s *Store) Tx(q Querier) *View {
 	if q == nil {
 		return &View{s: s}
 	}
-	return &View{s: s, c: querierConn{q: q, stmts: s.own}}
+	return &View{s: s, c: querierConn{q: q, stmts: s.txStmts()}}
+}
+
+// txStmts returns the statements a View on a caller's transaction runs
+// prepared (see querierConn), or nil. On PostgreSQL pgx's own statement
+// cache already makes each statement one round trip, and database/sql's
+// bookkeeping of transaction statements measured slower than it.
+func (s *Store) txStmts() *stmtConn {
+	if s.q.base == &mysql {
+		return s.own
+	}
+	return nil
 }
 
 // On returns a View of the Store whose operations run on c, for adapters

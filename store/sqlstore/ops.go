@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 
@@ -149,12 +148,12 @@ func (v *View) mySetNX(ctx context.Context, key string, value []byte, ms int64) 
 // one, or leaves a live one as it is, and returns the row as the
 // statement left it, read under its exclusive lock: the latest committed
 // row whatever the isolation level. The row written gets a fresh random
-// revision, drawn from [2^32, 2^63), and the statement set the key
+// revision, drawn from [2^32, 2^62), and the statement set the key
 // exactly when the row it returns has that revision: a live row holds
-// another one, except with a probability of the order of 2^-63 (a
+// another one, except with a probability of the order of 2^-62 (a
 // revision only changes by +1 per write afterwards).
 func (v *View) myUpsert(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
-	rev := rand.Int64N(math.MaxInt64-minRev) + minRev
+	rev := rand.Int64N(maxRev-minRev) + minRev
 	var got, ttl int64
 	var val []byte
 	done, err = queryOne(ctx, v.c, v.s.q.upsert, []any{[]byte(key), value, ms * 1000, rev}, &got, &val, &ttl)
@@ -167,9 +166,13 @@ func (v *View) myUpsert(ctx context.Context, key string, value []byte, ms int64)
 	return false, entry(val, ttl), true, nil
 }
 
-// minRev is the least revision myUpsert writes, above the small counters
-// of rows written by the other statements.
-const minRev = 1 << 32
+// myUpsert's revisions are at least minRev, above the small counters of
+// rows written by the other statements, and below maxRev, far enough
+// from the BIGINT limit for the +1 of every later write.
+const (
+	minRev = 1 << 32
+	maxRev = 1 << 62
+)
 
 // read runs a Get-shaped query.
 func (v *View) read(ctx context.Context, query string, key []byte) (store.Entry, bool, error) {

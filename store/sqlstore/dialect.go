@@ -17,8 +17,8 @@ var (
 	// that implement INSERT ... ON CONFLICT and data-modifying CTEs).
 	Postgres = Dialect{&postgres}
 	// MySQL is MySQL 8 or MariaDB 10.3 or later, InnoDB tables. On MariaDB
-	// 10.5 or later SetNX uses INSERT ... RETURNING and Consume DELETE ...
-	// RETURNING.
+	// 10.5 or later the Store's SetNX uses INSERT ... RETURNING, and
+	// Consume DELETE ... RETURNING.
 	MySQL = Dialect{&mysql}
 )
 
@@ -120,7 +120,7 @@ var mysql = dialect{
 	get:         `SELECT idem_value, ` + myTTL + ` FROM T WHERE idem_key = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	scan:        `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
 	scanBounded: `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND idem_key < ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
-	// MariaDB 10.5 or later: SetNX in one statement. The assignments
+	// MariaDB 10.5 or later: the Store's SetNX in one statement. The assignments
 	// run in order, each seeing the ones before, so expires_at, which the
 	// others test, comes last.
 	upsert: `INSERT INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, ?)

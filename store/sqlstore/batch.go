@@ -72,7 +72,7 @@ func (v *View) batchOnce(ctx context.Context, items []store.BatchItem, order []i
 			return nil, wrap(ctx, "setnx-batch", "", err)
 		}
 		defer tx.Rollback()
-		tv = &View{s: v.s, c: querierConn{tx}}
+		tv = &View{s: v.s, c: querierConn{q: tx, stmts: v.s.txStmts()}, async: v.async}
 	}
 	for _, i := range order {
 		it := items[i]

@@ -5,13 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/sqlstore"
 )
 
 // Benchmarks of SetNX beside the raw statement it improves on, on the same
@@ -172,70 +171,92 @@ func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
 
 // BenchmarkBusinessTx times a business transaction (BEGIN, INSERT order,
 // COMMIT) beside the same transaction with its idempotency record, at the
-// store level, interleaved: ClaimOutside commits a SetNX first and
-// completes with a CompareAndSwap inside the transaction; AllInside runs
-// SetNX, the insert and the CompareAndSwap in the transaction.
+// store level, interleaved. ClaimOutside commits a SetNX on the Store's own
+// pool first, then runs the business transaction, which completes the
+// record with a CompareAndSwap through the transaction's View, as
+// idemkit's Begin and Claim.CompleteIn do. AllInside runs SetNX, the insert
+// and the CompareAndSwap in the transaction, as a Do on an engine over the
+// View does. WithAsyncClaims variants (PostgreSQL only) commit the claim
+// without waiting for its WAL flush.
 //
-// The /32 variants run 32 callers at once, in
-// alternating rounds of raw and idempotent transactions.
+// The /32 variants run 32 callers at once, in alternating rounds of raw
+// and idempotent transactions.
 func BenchmarkBusinessTx(b *testing.B) {
+	type mode struct {
+		name    string
+		outside bool
+		opts    []sqlstore.Option
+	}
 	for _, be := range backends() {
-		for _, mode := range []string{"ClaimOutside", "AllInside", "ClaimOutside/32", "AllInside/32"} {
-			b.Run(be.name+"/"+mode, func(b *testing.B) {
-				workers := 1
-				if strings.HasSuffix(mode, "/32") {
-					workers = 32
-				}
-				s := newStore(b, be)
-				orders := fmt.Sprintf("orders%d", tables.Add(1))
-				if _, err := be.db.Exec("CREATE TABLE " + orders + " (id VARCHAR(64) PRIMARY KEY)"); err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { be.db.Exec("DROP TABLE " + orders) })
-				insert := "INSERT INTO " + orders + " (id) VALUES ($1)"
-				if be == my {
-					insert = "INSERT INTO " + orders + " (id) VALUES (?)"
-				}
-				ctx := context.Background()
-				business := func(during func(tx *sql.Tx, id string) error) error {
-					id := string(benchKey())
-					tx, err := be.db.BeginTx(ctx, nil)
-					if err != nil {
-						return err
-					}
-					defer tx.Rollback()
-					if _, err := tx.ExecContext(ctx, insert, id); err != nil {
-						return err
-					}
-					if err := during(tx, id); err != nil {
-						return err
-					}
-					return tx.Commit()
-				}
-				claim, done := []byte("claim:0123456789abcdef"), []byte("done:0123456789abcdef")
-				run := paired
+		modes := []mode{{name: "ClaimOutside", outside: true}, {name: "AllInside"}}
+		if be == pg {
+			modes = append(modes, mode{name: "ClaimOutsideAsync", outside: true, opts: []sqlstore.Option{sqlstore.WithAsyncClaims()}})
+		}
+		for _, m := range modes {
+			for _, workers := range []int{1, 32} {
+				name := be.name + "/" + m.name
 				if workers > 1 {
-					run = func(b *testing.B, raw, op func() error) { pairedParallel(b, workers, raw, op) }
+					name += "/" + strconv.Itoa(workers)
 				}
-				run(b, func() error {
-					return business(func(*sql.Tx, string) error { return nil })
-				}, func() error {
-					return business(func(tx *sql.Tx, id string) error {
-						v := s.Tx(tx)
-						var claimer store.Store = s
-						if strings.HasPrefix(mode, "AllInside") {
-							claimer = v
-						}
-						if set, _, err := claimer.SetNX(ctx, id, claim, time.Minute); err != nil || !set {
-							return fmt.Errorf("claim: %v, %w", set, err)
-						}
-						if ok, err := v.CompareAndSwap(ctx, id, claim, done, time.Hour); err != nil || !ok {
-							return fmt.Errorf("complete: %v, %w", ok, err)
-						}
-						return nil
-					})
+				b.Run(name, func(b *testing.B) {
+					benchBusinessTx(b, be, workers, m.outside, m.opts)
 				})
-			})
+			}
 		}
 	}
+}
+
+func benchBusinessTx(b *testing.B, be *backend, workers int, outside bool, opts []sqlstore.Option) {
+	s := newStore(b, be, opts...)
+	orders := fmt.Sprintf("orders%d", tables.Add(1))
+	if _, err := be.db.Exec("CREATE TABLE " + orders + " (id VARCHAR(64) PRIMARY KEY)"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.db.Exec("DROP TABLE " + orders) })
+	insert := "INSERT INTO " + orders + " (id) VALUES ($1)"
+	if be == my {
+		insert = "INSERT INTO " + orders + " (id) VALUES (?)"
+	}
+	ctx := context.Background()
+	business := func(id string, during func(tx *sql.Tx) error) error {
+		tx, err := be.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, insert, id); err != nil {
+			return err
+		}
+		if err := during(tx); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	claim, done := []byte("claim:0123456789abcdef"), []byte("done:0123456789abcdef")
+	run := paired
+	if workers > 1 {
+		run = func(b *testing.B, raw, op func() error) { pairedParallel(b, workers, raw, op) }
+	}
+	run(b, func() error {
+		return business(string(benchKey()), func(*sql.Tx) error { return nil })
+	}, func() error {
+		id := string(benchKey())
+		if outside {
+			if set, _, err := s.SetNX(ctx, id, claim, time.Minute); err != nil || !set {
+				return fmt.Errorf("claim: %v, %w", set, err)
+			}
+		}
+		return business(id, func(tx *sql.Tx) error {
+			v := s.Tx(tx)
+			if !outside {
+				if set, _, err := v.SetNX(ctx, id, claim, time.Minute); err != nil || !set {
+					return fmt.Errorf("claim: %v, %w", set, err)
+				}
+			}
+			if ok, err := v.CompareAndSwap(ctx, id, claim, done, time.Hour); err != nil || !ok {
+				return fmt.Errorf("complete: %v, %w", ok, err)
+			}
+			return nil
+		})
+	})
 }

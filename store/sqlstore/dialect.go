@@ -17,7 +17,8 @@ var (
 	// that implement INSERT ... ON CONFLICT and data-modifying CTEs).
 	Postgres = Dialect{&postgres}
 	// MySQL is MySQL 8 or MariaDB 10.3 or later, InnoDB tables. On MariaDB
-	// 10.5 or later Consume uses DELETE ... RETURNING.
+	// 10.5 or later the Store's SetNX uses INSERT ... RETURNING, and
+	// Consume DELETE ... RETURNING.
 	MySQL = Dialect{&mysql}
 )
 
@@ -37,7 +38,7 @@ type dialect struct {
 	quote  func(ident string) string
 	schema []string // CREATE statements, T for the table, I for the index
 	// statement templates; see queries
-	get, setnx, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
+	get, setnx, setnxAsync, upsert, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
 }
 
 // DefaultTable is the table a Store uses unless WithTable says otherwise.
@@ -61,23 +62,11 @@ var postgres = dialect{
 	get:         `SELECT idem_value, ` + pgTTL + ` FROM T WHERE idem_key = $1 AND expires_at > statement_timestamp()`,
 	scan:        `SELECT idem_key, idem_value, ` + pgTTL + ` FROM T WHERE idem_key >= $1 AND expires_at > statement_timestamp() ORDER BY idem_key LIMIT 500`,
 	scanBounded: `SELECT idem_key, idem_value, ` + pgTTL + ` FROM T WHERE idem_key >= $1 AND idem_key < $2 AND expires_at > statement_timestamp() ORDER BY idem_key LIMIT 500`,
-	// One statement: read a live row; only when there is none, insert, or
-	// replace an expired row. A row committed by a concurrent claim after
-	// this statement's snapshot makes the insert conflict and return
-	// nothing while cur is empty too: the caller then runs it again.
-	setnx: `WITH cur AS (
-	SELECT idem_value, expires_at FROM T WHERE idem_key = $1 AND expires_at > statement_timestamp()
-), ins AS (
-	INSERT INTO T AS t (idem_key, idem_value, expires_at)
-	SELECT $1, $2, statement_timestamp() + $3::bigint * interval '1 millisecond'
-	WHERE NOT EXISTS (SELECT 1 FROM cur)
-	ON CONFLICT (idem_key) DO UPDATE SET idem_value = EXCLUDED.idem_value, expires_at = EXCLUDED.expires_at
-	WHERE t.expires_at <= statement_timestamp()
-	RETURNING 1
-)
-SELECT true, NULL::bytea, 0::bigint FROM ins
-UNION ALL
-SELECT false, idem_value, ` + pgTTL + ` FROM cur`,
+	setnx:       strings.Replace(pgSetNX, " ASYNC", "", 1),
+	// The same, which also sets synchronous_commit to off for its own
+	// transaction (set_config's is_local): the implicit transaction of the
+	// autocommit statement, or a SetNXBatch's.
+	setnxAsync: strings.Replace(pgSetNX, " ASYNC", " AND set_config('synchronous_commit', 'off', true) = 'off'", 1),
 	cas: `UPDATE T SET idem_value = $3, expires_at = statement_timestamp() + $4::bigint * interval '1 millisecond'
 WHERE idem_key = $1 AND idem_value = $2 AND expires_at > statement_timestamp()`,
 	cad:     `DELETE FROM T WHERE idem_key = $1 AND idem_value = $2 AND expires_at > statement_timestamp()`,
@@ -88,6 +77,24 @@ WHERE idem_key = $1 AND idem_value = $2 AND expires_at > statement_timestamp()`,
 	SELECT idem_key FROM T WHERE expires_at <= statement_timestamp() LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at <= statement_timestamp()`,
 }
+
+// pgSetNX is PostgreSQL's SetNX, one statement: read a live row; only
+// when there is none, insert, or replace an expired row. A row committed by a concurrent claim after
+// this statement's snapshot makes the insert conflict and return
+// nothing while cur is empty too: the caller then runs it again.
+const pgSetNX = `WITH cur AS (
+	SELECT idem_value, expires_at FROM T WHERE idem_key = $1 AND expires_at > statement_timestamp()
+), ins AS (
+	INSERT INTO T AS t (idem_key, idem_value, expires_at)
+	SELECT $1, $2, statement_timestamp() + $3::bigint * interval '1 millisecond'
+	WHERE NOT EXISTS (SELECT 1 FROM cur) ASYNC
+	ON CONFLICT (idem_key) DO UPDATE SET idem_value = EXCLUDED.idem_value, expires_at = EXCLUDED.expires_at
+	WHERE t.expires_at <= statement_timestamp()
+	RETURNING 1
+)
+SELECT true, NULL::bytea, 0::bigint FROM ins
+UNION ALL
+SELECT false, idem_value, ` + pgTTL + ` FROM cur`
 
 // pgTTL is the remaining TTL of a live row in whole milliseconds, rounded
 // up so that a row's first reading is exactly the TTL it was set with.
@@ -113,7 +120,16 @@ var mysql = dialect{
 	get:         `SELECT idem_value, ` + myTTL + ` FROM T WHERE idem_key = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	scan:        `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
 	scanBounded: `SELECT idem_key, idem_value, ` + myTTL + ` FROM T WHERE idem_key >= ? AND idem_key < ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY idem_key LIMIT 500`,
-	insert:      `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
+	// MariaDB 10.5 or later: the Store's SetNX in one statement. The assignments
+	// run in order, each seeing the ones before, so expires_at, which the
+	// others test, comes last.
+	upsert: `INSERT INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, ?)
+ON DUPLICATE KEY UPDATE
+	rev = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(rev), rev),
+	idem_value = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(idem_value), idem_value),
+	expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
+RETURNING rev, idem_value, ` + myTTL,
+	insert: `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
 	reclaim: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
 WHERE idem_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
 	cas: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
@@ -152,7 +168,7 @@ type queries struct {
 func newQueries(d *dialect, table string) *queries {
 	q := &queries{dialect: d, base: d, table: quoteTable(d, table)}
 	c := *d
-	for _, s := range []*string{&c.get, &c.setnx, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
+	for _, s := range []*string{&c.get, &c.setnx, &c.setnxAsync, &c.upsert, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
 		*s = q.fill(*s)
 	}
 	q.dialect = &c

@@ -53,16 +53,30 @@
 // CompareAndDelete are single conditional UPDATE and DELETE statements,
 // Consume a DELETE ... RETURNING.
 //
-// On MySQL, which has no UPDATE ... RETURNING, each step is one atomic
-// statement and no step relies on an earlier read without a condition or
-// a lock: SetNX reads a live row (a replay: one round trip), else INSERT
-// IGNORE (a new claim: two), else replaces an expired row with a
-// conditional UPDATE (three). CompareAndSwap and CompareAndDelete are one
-// conditional statement. Consume is one DELETE ... RETURNING on MariaDB
-// 10.5 or later, and elsewhere a read of the row's revision and a DELETE
-// of exactly that revision. The Store prepares each statement once per
-// connection, so a driver without interpolateParams still makes one round
-// trip a statement.
+// On MariaDB 10.5 or later the Store's SetNX is one statement too, INSERT
+// ... ON DUPLICATE KEY UPDATE ... RETURNING: it inserts, or replaces an
+// expired row, or leaves a live one, and returns the row it left, marked
+// by a random revision when it wrote it. On MySQL, which has no
+// RETURNING, each step is one atomic statement and no step relies on an
+// earlier read without a condition or a lock: SetNX reads a live row (a
+// replay: one round trip), else INSERT IGNORE (a new claim: two), else
+// replaces an expired row with a conditional UPDATE (three). A View's
+// SetNX, on both, runs INSERT IGNORE first (a new claim: one round trip),
+// then the UPDATE, then a locking read. CompareAndSwap and
+// CompareAndDelete are one conditional statement. Consume is one DELETE
+// ... RETURNING on MariaDB 10.5 or later, and elsewhere a read of the
+// row's revision and a DELETE of exactly that revision.
+//
+// The Store prepares each statement once per connection, so a driver
+// without interpolateParams still makes one round trip a statement; on
+// MySQL a View on a transaction of the Store's *sql.DB runs the same
+// prepared statements on the transaction's connection (a statement the
+// Store has not prepared yet runs as text once, and is prepared in the
+// background). pgx caches prepared statements on its own.
+//
+// On PostgreSQL, WithAsyncClaims lets the Store's own claims commit
+// without waiting for their WAL flush; see its documentation for when
+// that is safe.
 //
 // Statements that the server rolls back as deadlock victims run again on
 // the Store's own pool (never in a caller's transaction). Connection
@@ -104,7 +118,13 @@
 // see the latest committed row whatever the isolation level. Under
 // REPEATABLE READ (MySQL's default) concurrent claims of one absent key
 // may end in a deadlock error that rolls back the caller's transaction;
-// READ COMMITTED avoids the gap locks behind it. On MySQL, a statement
+// READ COMMITTED avoids the gap locks behind it. On every server a claim
+// of a key that another transaction claimed and has not committed waits
+// for it. A claim of a key whose completion a transaction has written and
+// not committed yet waits for it too, then replays the completed record,
+// in a View on MySQL and on the Store on MariaDB 10.5 or later (they lock
+// the row they read); elsewhere it answers at once from the last
+// committed row (in progress). On MySQL, a statement
 // whose context ends may still complete on the server (the driver drops
 // the connection; the server is not told to stop): that is why such
 // errors wrap store.ErrUnavailable, which concludes nothing.

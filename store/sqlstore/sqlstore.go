@@ -62,9 +62,12 @@ func New(db *sql.DB, d Dialect, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("sqlstore.New: %w", err)
 		}
 	}
-	s := &Store{db: db, q: newQueries(d.d, cfg.table), cfg: cfg, own: &stmtConn{db: db, stmts: map[string]*sql.Stmt{}}}
+	if cfg.asyncClaims && d.d != &postgres {
+		return nil, fmt.Errorf("%w: sqlstore.New: WithAsyncClaims needs PostgreSQL; MySQL's durability is server-wide (innodb_flush_log_at_trx_commit)", store.ErrInvalid)
+	}
+	s := &Store{db: db, q: newQueries(d.d, cfg.table), cfg: cfg, own: newStmtConn(db)}
 	s.returning.Store(int32(cfg.returning))
-	s.view = &View{s: s, c: s.own, own: true}
+	s.view = &View{s: s, c: s.own, own: true, async: cfg.asyncClaims}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	if cfg.sweep {
@@ -131,7 +134,18 @@ func (s *Store) Tx(q Querier) *View {
 	if q == nil {
 		return &View{s: s}
 	}
-	return &View{s: s, c: querierConn{q}}
+	return &View{s: s, c: querierConn{q: q, stmts: s.txStmts()}}
+}
+
+// txStmts returns the statements a View on a caller's transaction runs
+// prepared (see querierConn), or nil. On PostgreSQL pgx's own statement
+// cache already makes each statement one round trip, and database/sql's
+// bookkeeping of transaction statements measured slower than it.
+func (s *Store) txStmts() *stmtConn {
+	if s.q.base == &mysql {
+		return s.own
+	}
+	return nil
 }
 
 // On returns a View of the Store whose operations run on c, for adapters
@@ -180,18 +194,24 @@ const (
 	featureNo
 )
 
-// mysqlReturning reports whether the server supports DELETE ... RETURNING
-// (MariaDB 10.5 or later), asking it once.
-func (s *Store) mysqlReturning(ctx context.Context) (bool, error) {
+// mysqlReturning reports whether the server supports INSERT and DELETE
+// ... RETURNING (MariaDB 10.5 or later), asking it once, through c: the
+// View's connection, so that a View in a caller's transaction never waits
+// for a second connection of a pool at its limit.
+func (s *Store) mysqlReturning(ctx context.Context, c Conn) (bool, error) {
 	switch feature(s.returning.Load()) {
 	case featureYes:
 		return true, nil
 	case featureNo:
 		return false, nil
 	}
-	version, err := s.version(ctx)
-	if err != nil {
+	var version string
+	found, err := queryOne(ctx, c, "SELECT VERSION()", nil, &version)
+	switch {
+	case err != nil:
 		return false, err
+	case !found:
+		return false, fmt.Errorf("SELECT VERSION() returned no row")
 	}
 	r := featureNo
 	if mariaDBAtLeast(version, 10, 5) {

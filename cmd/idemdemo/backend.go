@@ -38,9 +38,8 @@ type backend struct {
 	txOrders *pgOrders
 	// primary is the store opened from the store URL, under its wrappers.
 	primary store.Store
-	// pgURL and pg are the store URL and the store when the primary is a
-	// PostgreSQL sqlstore, whose database then keeps the orders too.
-	pgURL string
+	// pg is the primary when it is a PostgreSQL sqlstore, whose database
+	// (and pool) then keeps the orders too.
 	pg    *sqlstore.Store
 	stack *setup.Stack
 	// closers release the backend's resources, in order.
@@ -99,7 +98,7 @@ func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error)
 	if err == nil && be.primary == nil {
 		be.primary = s
 		if sq, ok := s.(*sqlstore.Store); ok && sq.Dialect() == sqlstore.Postgres {
-			be.pgURL, be.pg = rawURL, sq
+			be.pg = sq
 		}
 	}
 	return s, err
@@ -115,7 +114,7 @@ func (be *backend) openPgOrders(ctx context.Context) error {
 	if be.stack.Tiered != nil {
 		st = nil
 	}
-	orders, err := openPgOrders(ctx, be.pgURL, st)
+	orders, err := openPgOrders(ctx, be.pg, st)
 	if err != nil {
 		return err
 	}
@@ -125,7 +124,6 @@ func (be *backend) openPgOrders(ctx context.Context) error {
 		be.txOrders = nil
 		be.ordersDesc = "orders in the PostgreSQL table " + ordersTable + " (committed before their idempotency records: a fallback is set)"
 	}
-	be.closers = append(be.closers, orders.close)
 	return nil
 }
 

@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 
-	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/sqlstore"
 )
 
@@ -51,24 +49,13 @@ type pgOrders struct {
 	st *sqlstore.Store
 }
 
-// openPgOrders opens a connection pool to the database of the PostgreSQL
-// store URL rawURL (without sqlstore's own parameters, which the driver
-// does not know) and creates the orders table if it is missing. The
-// caller closes the pool with close.
-func openPgOrders(ctx context.Context, rawURL string, st *sqlstore.Store) (*pgOrders, error) {
-	where := "orders: " + store.Redact(rawURL)
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	q := u.Query()
-	q.Del("table") // sqlstore's parameters; see package sqlstore's URLs
-	q.Del("create_table")
-	u.RawQuery = q.Encode()
-	db, err := sql.Open(sqlstore.PostgresDriver, u.String())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
+// openPgOrders creates the orders table in the database of sq, the
+// PostgreSQL idempotency store, if it is missing, and keeps orders there,
+// on sq's own pool. When st is set (it is then sq) orders are created in
+// transactions that complete their records through st.Tx.
+func openPgOrders(ctx context.Context, sq, st *sqlstore.Store) (*pgOrders, error) {
+	where := "orders on the store's PostgreSQL database"
+	db := sq.DB()
 	r := &pgOrders{db: db, st: st}
 	if err := r.inTx(ctx, func(tx *sql.Tx) (bool, error) {
 		for _, stmt := range ordersSchema {
@@ -78,13 +65,10 @@ func openPgOrders(ctx context.Context, rawURL string, st *sqlstore.Store) (*pgOr
 		}
 		return true, nil
 	}); err != nil {
-		return nil, errors.Join(fmt.Errorf("%s: create table %s: %w", where, ordersTable, err), db.Close())
+		return nil, fmt.Errorf("%s: create table %s: %w", where, ordersTable, err)
 	}
 	return r, nil
 }
-
-// close closes the pool.
-func (r *pgOrders) close() error { return r.db.Close() }
 
 // inTx runs fn in a transaction, which it commits when fn returns true and
 // no error, and rolls back otherwise. It returns fn's error, or the

@@ -73,10 +73,12 @@ func pgTestDatabase(t *testing.T) (storeURL string, db *sql.DB) {
 // no idempotency records.
 func openTestPgOrders(t *testing.T) *pgOrders {
 	t.Helper()
-	storeURL, _ := pgTestDatabase(t)
-	r, err := openPgOrders(context.Background(), storeURL, nil)
+	_, db := pgTestDatabase(t)
+	sq, err := sqlstore.New(db, sqlstore.Postgres, sqlstore.WithoutSweeper())
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = r.close() })
+	t.Cleanup(func() { _ = sq.Close() })
+	r, err := openPgOrders(context.Background(), sq, nil)
+	require.NoError(t, err)
 	return r
 }
 

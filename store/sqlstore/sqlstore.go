@@ -80,6 +80,12 @@ func New(db *sql.DB, d Dialect, opts ...Option) (*Store, error) {
 // Dialect returns the Store's dialect.
 func (s *Store) Dialect() Dialect { return Dialect{s.q.base} }
 
+// DB returns the pool the Store works on, for business transactions on
+// the same database whose records complete through Tx. A Store opened
+// from a URL (store.Open) owns its pool and closes it on Close; a Store
+// from New leaves the pool to its caller.
+func (s *Store) DB() *sql.DB { return s.db }
+
 // Table returns the Store's table name, as given to WithTable.
 func (s *Store) Table() string { return s.cfg.table }
 

@@ -260,3 +260,13 @@ AND (info LIKE 'INSERT%' OR info LIKE 'UPDATE%')`
 
 // Compile-time check that pgx's transaction satisfies pgxstore.Querier.
 var _ pgxstore.Querier = pgx.Tx(nil)
+
+// TestDBIsTheStoresPool: business transactions begun on DB complete their
+// records through Tx on the same database.
+func TestDBIsTheStoresPool(t *testing.T) {
+	for _, b := range backends() {
+		if s := newStore(t, b); s.DB() != b.db {
+			t.Errorf("%s: DB() is not the pool given to New", s.Dialect())
+		}
+	}
+}

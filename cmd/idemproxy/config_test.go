@@ -104,11 +104,16 @@ func TestShutdownLetsInFlightFinishAndReleasesCutOffClaims(t *testing.T) {
 	type answer struct {
 		code int
 		body string
+		err  error
 	}
 	got := make(chan answer, 1)
 	go func() {
-		res, b := send(t, addr+"/long", "POST", "alice", "cut", `{}`, "X-Block", "1")
-		got <- answer{res.StatusCode, string(b)}
+		res, b, err := trySend(addr+"/long", "POST", "alice", "cut", `{}`, "X-Block", "1")
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		got <- answer{res.StatusCode, string(b), nil}
 	}()
 	<-up.started
 	stop() // SIGTERM
@@ -116,6 +121,9 @@ func TestShutdownLetsInFlightFinishAndReleasesCutOffClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := <-got
+	if a.err != nil {
+		t.Fatalf("cut-off request: %v, want a 502 answer", a.err)
+	}
 	if a.code != http.StatusBadGateway {
 		t.Fatalf("cut-off request got %d %s, want 502", a.code, a.body)
 	}
@@ -146,7 +154,12 @@ func TestShutdownWaitsForRequestsThatFinishInTime(t *testing.T) {
 	addr := "http://" + <-ready
 	got := make(chan int, 1)
 	go func() {
-		res, _ := send(t, addr+"/orders", "POST", "alice", "inflight", `{}`, "X-Block", "1")
+		res, _, err := trySend(addr+"/orders", "POST", "alice", "inflight", `{}`, "X-Block", "1")
+		if err != nil {
+			t.Errorf("in-flight request: %v", err)
+			got <- 0
+			return
+		}
 		got <- res.StatusCode
 	}()
 	<-up.started

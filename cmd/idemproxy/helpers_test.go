@@ -103,9 +103,19 @@ max_body = 16
 // body read.
 func send(t testing.TB, url, method, user, key, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	res, b, err := trySend(url, method, user, key, body, hdr...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return res, b
+}
+
+// trySend is send for goroutines other than the test's: it returns the
+// error instead of failing the test.
+func trySend(url, method, user, key, body string, hdr ...string) (*http.Response, []byte, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, nil, err
 	}
 	if user != "" {
 		req.Header.Set("X-User", user)
@@ -122,14 +132,11 @@ func send(t testing.TB, url, method, user, key, body string, hdr ...string) (*ht
 	defer cancel()
 	res, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, b
+	return res, b, err
 }
 
 // wantStatus fails the test when res has another status.

@@ -246,6 +246,10 @@ func (p *proxy) serve(ctx context.Context, ln net.Listener) error {
 		if !p.drained(wctx.Done()) {
 			p.log.Error("requests still running after the cut-off; their claims end with their lease")
 		}
+		// A handler that returned has not necessarily sent its answer
+		// (net/http flushes it afterwards): let the connections go idle
+		// before closing them, or the cut-off requests get EOF, not 502.
+		_ = srv.Shutdown(wctx)
 	}
 	_ = srv.Close()
 	p.log.Info("idemproxy stopped")

@@ -51,25 +51,34 @@ func (c *checker) invalid(err error, reported bool, call string) {
 	c.expect(!reported, ruleInvalid, "%s reported success", call)
 }
 
+// claimArgs are the arguments of one claim (SetNX, SetNXValue).
+type claimArgs struct {
+	key   string
+	value []byte
+	ttl   time.Duration
+}
+
+// invalidClaims returns claims that every store must refuse with
+// store.ErrInvalid: nil and oversized values, bad keys and bad TTLs, on an
+// absent key ("new") and a present one ("k").
+func invalidClaims() []claimArgs {
+	oversized := make([]byte, store.MaxValueLen+1)
+	calls := []claimArgs{{"new", nil, time.Hour}, {"k", nil, time.Hour}, {"new", oversized, time.Hour}}
+	for _, k := range badKeys {
+		calls = append(calls, claimArgs{k, []byte("x"), time.Hour})
+	}
+	for _, ttl := range badTTLs {
+		calls = append(calls, claimArgs{"new", []byte("x"), ttl}, claimArgs{"k", []byte("x"), ttl})
+	}
+	return calls
+}
+
 func testInvalidSetNX(c *checker, s store.Store) {
 	check, ok := setupInvalid(c, s)
 	if !ok {
 		return
 	}
-	oversized := make([]byte, store.MaxValueLen+1)
-	type args struct {
-		key   string
-		value []byte
-		ttl   time.Duration
-	}
-	calls := []args{{"new", nil, time.Hour}, {"k", nil, time.Hour}, {"new", oversized, time.Hour}}
-	for _, k := range badKeys {
-		calls = append(calls, args{k, []byte("x"), time.Hour})
-	}
-	for _, ttl := range badTTLs {
-		calls = append(calls, args{"new", []byte("x"), ttl}, args{"k", []byte("x"), ttl})
-	}
-	for _, a := range calls {
+	for _, a := range invalidClaims() {
 		set, _, err := s.SetNX(c.ctx, a.key, a.value, a.ttl)
 		c.invalid(err, set, fmt.Sprintf("SetNX(key of %d bytes, %s, ttl %v)", len(a.key), describe(a.value), a.ttl))
 	}

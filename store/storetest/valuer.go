@@ -120,20 +120,7 @@ func testValueInvalid(c *checker, s valuerStore) {
 	if !ok {
 		return
 	}
-	oversized := make([]byte, store.MaxValueLen+1)
-	type args struct {
-		key   string
-		value []byte
-		ttl   time.Duration
-	}
-	calls := []args{{"new", nil, time.Hour}, {"k", nil, time.Hour}, {"new", oversized, time.Hour}}
-	for _, k := range badKeys {
-		calls = append(calls, args{k, []byte("x"), time.Hour})
-	}
-	for _, ttl := range badTTLs {
-		calls = append(calls, args{"new", []byte("x"), ttl}, args{"k", []byte("x"), ttl})
-	}
-	for _, a := range calls {
+	for _, a := range invalidClaims() {
 		set, existing, err := s.SetNXValue(c.ctx, a.key, a.value, a.ttl)
 		c.invalid(err, set || existing != nil, fmt.Sprintf("SetNXValue(key of %d bytes, %s, ttl %v)", len(a.key), describe(a.value), a.ttl))
 	}

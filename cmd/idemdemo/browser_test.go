@@ -195,6 +195,19 @@ func (b tab) waitJS(what, expr string) {
 	})
 }
 
+// reload reloads the page, as the user's reload button does, while a form
+// submission is under way. The reload cancels the submission's navigation,
+// and chromedp.Reload may report that navigation's net::ERR_ABORTED as its
+// own failure although the reload goes on; the caller's next wait checks
+// that the page came back.
+func (b tab) reload() {
+	b.t.Helper()
+	err := chromedp.Do(b.ctx, chromedp.Reload())
+	if err != nil && !strings.Contains(err.Error(), "net::ERR_ABORTED") {
+		require.NoError(b.t, err)
+	}
+}
+
 // open loads a fresh render of the page (a new token, a new key state)
 // with the slow server on or off.
 func (b tab) open(slow bool) {
@@ -317,7 +330,7 @@ func TestBrowser(t *testing.T) {
 		token := eval[string](b, `document.querySelector("#token").value`)
 		b.clicks("#token-form button", 1)
 		waitUntil(b.ctx, t, "the submission to reach the server", func() bool { return d.inflight.Load() > 0 })
-		b.do(chromedp.Reload())
+		b.reload()
 		b.waitJS("the page again", `document.querySelector("#token-form") !== null`)
 		require.NotEqual(t, token, eval[string](b, `document.querySelector("#token").value`),
 			"a reload renders the page again, with a new token")
@@ -333,7 +346,7 @@ func TestBrowser(t *testing.T) {
 		b.open(true)
 		b.clicks("#key-form button", 1)
 		waitUntil(b.ctx, t, "the submission to reach the server", func() bool { return d.inflight.Load() > 0 })
-		b.do(chromedp.Reload())
+		b.reload()
 		b.waitJS("the page again", `document.querySelector("#key-log") !== null`)
 		b.waitLog("#key-log", 1, "ok", "replay")
 		d.settle(b.ctx, t)

@@ -28,8 +28,6 @@ const (
 	keyDigestDomain = "idemkit/store-key\x00"
 )
 
-var scopeDigestText = base64.RawURLEncoding.EncodedLen(scopeDigestLen)
-
 // storeKey maps a caller's key in a scope into one of the engine's key
 // spaces.
 func (e *Engine) storeKey(cfg *config, space int, key string) (string, error) {
@@ -48,36 +46,20 @@ func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {
 		}
 		return p + s + ":" + keying.Key(key)
 	}
-	var buf [256]byte // most scopes and keys fit: one SHA-256 call, no copy
-	var sum [sha256.Size]byte
-	if n := len(keyDigestDomain) + 8 + len(scope) + len(key); n <= len(buf) {
-		in := append(buf[:0], keyDigestDomain...)
-		in = binary.BigEndian.AppendUint64(in, uint64(len(scope))) // keeps (scope, key) pairs apart
-		in = append(append(in, scope...), key...)
-		sum = sha256.Sum256(in)
-	} else {
-		h := sha256.New()
-		h.Write([]byte(keyDigestDomain))
-		h.Write(binary.BigEndian.AppendUint64(buf[:0], uint64(len(scope))))
-		h.Write([]byte(scope))
-		h.Write([]byte(key))
-		h.Sum(sum[:0])
-	}
-	out := append(buf[:0], ':')
-	out = base64.RawURLEncoding.AppendEncode(out, sum[:])
-	var b strings.Builder
-	b.Grow(len(p) + scopeDigestText + len(out))
-	b.WriteString(p)
+	var buf [256]byte // most scopes and keys fit: hashed and built without a heap copy
+	in := append(buf[:0], keyDigestDomain...)
+	in = binary.BigEndian.AppendUint64(in, uint64(len(scope))) // keeps (scope, key) pairs apart
+	in = append(append(in, scope...), key...)
+	sum := sha256.Sum256(in)
+	out := append(buf[:0], p...)
 	if scope == "" {
-		b.WriteString(noScope)
+		out = append(out, noScope...)
 	} else {
 		s := sha256.Sum256([]byte(scope))
-		var text [16]byte
-		base64.RawURLEncoding.Encode(text[:], s[:scopeDigestLen])
-		b.Write(text[:scopeDigestText])
+		out = base64.RawURLEncoding.AppendEncode(out, s[:scopeDigestLen])
 	}
-	b.Write(out)
-	return b.String()
+	out = append(out, ':')
+	return string(base64.RawURLEncoding.AppendEncode(out, sum[:]))
 }
 
 // ScopeOf returns the scope segment of a store key the engine wrote: the

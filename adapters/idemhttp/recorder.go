@@ -238,14 +238,20 @@ func (rec *recorder) complete() {
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
-	if !bodyAllowed(rec.status) {
-		rec.body = nil
-		return
+	rec.body = settleBody(rec.status, rec.w.Header(), rec.body)
+}
+
+// settleBody returns the body net/http would send with status and h: none
+// where the status allows none; otherwise body, with a sniffed
+// Content-Type added to h when it has none (and no Content-Encoding).
+func settleBody(status int, h http.Header, body []byte) []byte {
+	if !bodyAllowed(status) {
+		return nil
 	}
-	h := rec.w.Header()
-	if _, typed := h["Content-Type"]; !typed && len(rec.body) > 0 && h.Get("Content-Encoding") == "" {
-		h["Content-Type"] = []string{http.DetectContentType(rec.body)}
+	if _, typed := h["Content-Type"]; !typed && len(body) > 0 && h.Get("Content-Encoding") == "" {
+		h["Content-Type"] = []string{http.DetectContentType(body)}
 	}
+	return body
 }
 
 // writeFresh sends the captured response to the client.

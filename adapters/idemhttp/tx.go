@@ -52,11 +52,7 @@ func CompleteIn(r *http.Request, tx store.Store, status int, header http.Header,
 	if h == nil {
 		h = http.Header{}
 	}
-	if !bodyAllowed(status) {
-		body = nil
-	} else if _, typed := h["Content-Type"]; !typed && len(body) > 0 && h.Get("Content-Encoding") == "" {
-		h["Content-Type"] = []string{http.DetectContentType(body)}
-	}
+	body = settleBody(status, h, body)
 	enc := encodeResponse(status, h, rec.c.replayHeaders, body)
 	if len(enc) > rec.c.maxStored {
 		return fmt.Errorf("idemhttp: %w: %d bytes encoded, cap %d", idemkit.ErrResultTooLarge, len(enc), rec.c.maxStored)

@@ -42,7 +42,7 @@ type Claim struct {
 }
 
 func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *Claim {
-	now := time.Now().UnixMilli()
+	now := cfg.clock().UnixMilli()
 	c := &Claim{e: e, cfg: cfg, mode: mode, key: key, sk: sk}
 	c.rec = record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
 	c.started = time.Now()
@@ -269,7 +269,7 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 	e, cfg := c.e, c.cfg
 	done := c.rec
 	done.state = state
-	done.updated = time.Now().UnixMilli()
+	done.updated = cfg.clock().UnixMilli()
 	done.payload = payload
 	ok, err := s.CompareAndSwap(detach(ctx), c.sk, c.enc, done.encode(), cfg.retention)
 	if err != nil {
@@ -301,7 +301,7 @@ func (c *Claim) release(ctx context.Context, afterTx bool) (bool, error) {
 	if c.mode == ModeToken {
 		spent := c.rec
 		spent.state = stateSpent
-		spent.updated = time.Now().UnixMilli()
+		spent.updated = cfg.clock().UnixMilli()
 		ok, err = e.store.CompareAndSwap(bg, c.sk, c.enc, spent.encode(), cfg.tokenTTL)
 	} else {
 		ok, err = e.store.CompareAndDelete(bg, c.sk, c.enc)

@@ -78,7 +78,7 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 // either are the same claims. Adapters build one view per route at start-up
 // instead of passing options on every call. It returns an error wrapping
 // ErrInvalid for an invalid option, or one that is set per engine
-// (WithNamespace, WithReadableKeys) or per call (WithScope).
+// (WithNamespace, WithReadableKeys, WithClock) or per call (WithScope).
 func (e *Engine) With(opts ...Option) (*Engine, error) {
 	cfg, err := e.callConfig(opts)
 	if err != nil {
@@ -120,6 +120,7 @@ func (e *Engine) callConfig(opts []Option) (*config, error) {
 	}
 	cfg := new(config)
 	*cfg = e.cfg
+	cfg.clockSet = false
 	for _, o := range opts {
 		o(cfg)
 	}
@@ -129,6 +130,8 @@ func (e *Engine) callConfig(opts []Option) (*config, error) {
 		cfg.invalid("the namespace is set per engine, not per call")
 	case cfg.readable != e.cfg.readable:
 		cfg.invalid("readable keys are set per engine, not per call")
+	case cfg.clockSet:
+		cfg.invalid("the clock is set per engine, not per call")
 	}
 	if cfg.err != nil {
 		return nil, fmt.Errorf("idemkit: %w", cfg.err)

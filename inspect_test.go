@@ -102,3 +102,32 @@ func TestModeOfStoreKey(t *testing.T) {
 	_, ok := idemkit.ModeOfStoreKey("other:x")
 	assert.False(t, ok)
 }
+
+// TestClockStampsRecords shows that WithClock sets the Created and Updated
+// stamps Inspect reports, and nothing about expiry: an engine an hour
+// ahead of another on one store sees the other's claim in progress and
+// its result replayed, with the same remaining TTL.
+func TestClockStampsRecords(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := at
+	e := newEngine(t, idemkit.WithClock(func() time.Time { return now }))
+	ahead, err := idemkit.New(e.Store(), idemkit.WithClock(func() time.Time { return now.Add(time.Hour) }))
+	require.NoError(t, err)
+
+	c, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	_, err = ahead.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("twice"), nil })
+	require.ErrorIs(t, err, idemkit.ErrInProgress, "a clock an hour ahead must not take over a live claim")
+	now = at.Add(time.Minute)
+	require.NoError(t, c.Complete(ctx, []byte("once")))
+
+	info, err := ahead.Inspect(ctx, idemkit.ModeDo, "k")
+	require.NoError(t, err)
+	assert.Equal(t, at, info.Created.UTC())
+	assert.Equal(t, at.Add(time.Minute), info.Updated.UTC())
+	res, err := ahead.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("twice"), nil })
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+	assert.Equal(t, "once", string(res.Value))
+}

@@ -73,12 +73,15 @@ type config struct {
 	codec        Codec
 	scope        string // per call: the owner of the key
 	readable     bool   // per engine: keys not hashed (debugging)
+	clock        func() time.Time
+	clockSet     bool // WithClock was applied (per engine only)
 	err          error  // first invalid option
 }
 
 func defaultConfig() config {
 	return config{
 		namespace:    DefaultNamespace,
+		clock:        time.Now,
 		window:       DefaultWindow,
 		lease:        DefaultLease,
 		retention:    DefaultRetention,
@@ -285,4 +288,21 @@ func WithScope(scope string) Option {
 // Engine-level only.
 func WithReadableKeys() Option {
 	return func(c *config) { c.readable = true }
+}
+
+// WithClock sets the clock that stamps the Created and Updated times of
+// the records the engine writes (see Inspect). Nothing else reads it:
+// leases, windows and retention expire on the store's own clock (the
+// database's, Redis's), so instances whose clocks disagree still agree on
+// every key. Tests use it to show exactly that. It must not be nil.
+// Engine-level only.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now == nil {
+			c.invalid("nil clock")
+			return
+		}
+		c.clock = now
+		c.clockSet = true
+	}
 }

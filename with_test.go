@@ -32,6 +32,8 @@ func TestWithRejectsBadOptions(t *testing.T) {
 		"namespace":         idemkit.WithNamespace("other"),
 		"readable keys":     idemkit.WithReadableKeys(),
 		"scope is per call": idemkit.WithScope("alice"),
+		"clock":             idemkit.WithClock(time.Now),
+		"nil clock":         idemkit.WithClock(nil),
 	} {
 		v, err := e.With(opt)
 		require.ErrorIs(t, err, idemkit.ErrInvalid, name)
@@ -39,6 +41,8 @@ func TestWithRejectsBadOptions(t *testing.T) {
 	}
 	_, err := idemkit.New(newEngine(t).Store(), idemkit.WithScope("alice"))
 	require.ErrorIs(t, err, idemkit.ErrInvalid, "a scope is never engine-wide")
+	_, err = idemkit.New(newEngine(t).Store(), idemkit.WithClock(nil))
+	require.ErrorIs(t, err, idemkit.ErrInvalid, "a nil clock")
 	_, err = e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithReadableKeys())
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 }

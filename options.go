@@ -74,8 +74,8 @@ type config struct {
 	scope        string // per call: the owner of the key
 	readable     bool   // per engine: keys not hashed (debugging)
 	clock        func() time.Time
-	clockSet     bool // WithClock was applied (per engine only)
-	err          error  // first invalid option
+	clockSet     bool  // WithClock was applied (per engine only)
+	err          error // first invalid option
 }
 
 func defaultConfig() config {

@@ -75,6 +75,9 @@ func TestOpenURLErrors(t *testing.T) {
 		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=bad-name", store.ErrInvalid},
 		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=a&table=b", store.ErrInvalid},
 		{"mysql://root:" + secret + "@127.0.0.1:1/db?create_table=maybe", store.ErrInvalid},
+		// libpq's sslpassword (the client key's passphrase) is a secret too.
+		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret, store.ErrUnavailable},
+		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret + "&table=bad-name", store.ErrInvalid},
 	} {
 		s, err := store.Open(t.Context(), tc.url)
 		if err == nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -111,12 +110,27 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 // quoted matches a Go-quoted string in an error text.
 var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
-// secretParams are query parameters whose values Redact hides.
-var secretParams = []string{"password", "sentinel_password", "sentinelpassword", "token", "secret", "key", "tls_key"}
+// secretWords are the parts of a query parameter's name that make Redact
+// hide its value: any parameter named like a password or a credential,
+// whichever backend reads it (libpq's sslpassword, a misspelt passwrd).
+var secretWords = []string{"pass", "pwd", "secret", "token"}
+
+// secretParam reports whether the query parameter name holds a secret.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range secretWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return n == "key" || strings.HasSuffix(n, "_key")
+}
 
 // Redact returns rawURL with its password (or a user name given without
-// one) and secret-looking query parameters replaced by "xxxxx", for error
-// texts, logs and String methods. A URL that does not parse is reduced to its scheme.
+// one) and the values of query parameters named like a secret (holding
+// "pass", "pwd", "secret" or "token", or named key or *_key) replaced by
+// "xxxxx", for error texts, logs and String methods. A URL that does not
+// parse is reduced to its scheme.
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -139,7 +153,7 @@ func Redact(rawURL string) string {
 	q := u.Query()
 	hidden := false
 	for name := range q {
-		if slices.Contains(secretParams, strings.ToLower(name)) {
+		if secretParam(name) {
 			q.Set(name, "xxxxx")
 			hidden = true
 		}

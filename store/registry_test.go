@@ -72,8 +72,14 @@ func TestRedact(t *testing.T) {
 		"redis://user:" + secret + "@h/?sentinel_password=" + secret + "&db=1": "redis://user:xxxxx@h/?db=1&sentinel_password=xxxxx",
 		"bolt:///var/lib/idem.db":                                              "bolt:///var/lib/idem.db",
 		"redis://" + secret + "@h:6379":                                        "redis://xxxxx@h:6379",
-		"redis://h:" + secret + "x/%zz":                                        "redis://<unparsable URL>",
-		secret:                                                                 secret,
+		// Every parameter named like a password is hidden, whatever the
+		// backend calls it (libpq's sslpassword, a misspelt passwrd).
+		"postgres://u@h/db?sslpassword=" + secret + "&sslmode=verify-full": "postgres://xxxxx@h/db?sslmode=verify-full&sslpassword=xxxxx",
+		"redis+sentinel://h/m?Data_Password=" + secret:                     "redis+sentinel://h/m?Data_Password=xxxxx",
+		"mysql://h/db?passwrd=" + secret + "&pwd=" + secret:                "mysql://h/db?passwrd=xxxxx&pwd=xxxxx",
+		"redis://h/?api_token=" + secret + "&client_secret=" + secret:      "redis://h/?api_token=xxxxx&client_secret=xxxxx",
+		"redis://h:" + secret + "x/%zz":                                    "redis://<unparsable URL>",
+		secret:                                                             secret,
 	}
 	for in, want := range cases {
 		if got := store.Redact(in); got != want {

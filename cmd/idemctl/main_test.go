@@ -137,3 +137,33 @@ func TestUsageAndStoreErrors(t *testing.T) {
 		t.Fatalf("-h = %d", code)
 	}
 }
+
+// IDEMKIT_STORE names the store when -store is not given, and -store
+// overrides it; an IDEMKIT_STORE the program cannot use is refused by
+// name of its problem, never with its password.
+func TestStoreFromEnvironment(t *testing.T) {
+	url := seed(t)
+	env := func(v string) func(string) string {
+		return func(name string) string {
+			if name == "IDEMKIT_STORE" {
+				return v
+			}
+			return ""
+		}
+	}
+	runEnv := func(v string, args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, env(v), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, out, errOut := runEnv(url, "get", "-scope", user, doneKey); code != exitOK || !strings.Contains(out, "completed") {
+		t.Fatalf("get with IDEMKIT_STORE = %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runEnv("redis://:hunter2SECRET@127.0.0.1:1/0?bogus=1", "-store", url, "get", "-scope", user, doneKey); code != exitOK || !strings.Contains(out, "completed") {
+		t.Fatalf("-store over a bad IDEMKIT_STORE = %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := runEnv("redis://:hunter2SECRET@127.0.0.1:1/0?bogus=1", "get", "k")
+	if code != exitError || !strings.Contains(errOut, "bogus") || strings.Contains(out+errOut, "hunter2SECRET") {
+		t.Fatalf("a bad IDEMKIT_STORE = %d\n%s%s", code, out, errOut)
+	}
+}

@@ -75,6 +75,9 @@ func TestOpenURLErrors(t *testing.T) {
 		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=bad-name", store.ErrInvalid},
 		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=a&table=b", store.ErrInvalid},
 		{"mysql://root:" + secret + "@127.0.0.1:1/db?create_table=maybe", store.ErrInvalid},
+		// libpq's sslpassword (the client key's passphrase) is a secret too.
+		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret, store.ErrUnavailable},
+		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret + "&table=bad-name", store.ErrInvalid},
 	} {
 		s, err := store.Open(t.Context(), tc.url)
 		if err == nil {
@@ -87,6 +90,42 @@ func TestOpenURLErrors(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("Open(%s) error shows the password: %v", store.Redact(tc.url), err)
+		}
+	}
+}
+
+// TestOpenURLUnknownParameter checks that a parameter neither sqlstore nor
+// the driver knows is not ignored: the driver passes it to the server as a
+// session setting, which refuses it, and Open fails naming it. The
+// PostgreSQL URL carries a password (the test server trusts loopback and
+// ignores it), which the error must not show. (The error wraps
+// store.ErrUnavailable, not store.ErrInvalid: the refusal comes from the
+// server.)
+func TestOpenURLUnknownParameter(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	pgURL, err := url.Parse(pg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgURL.User != nil {
+		pgURL.User = url.UserPassword(pgURL.User.Username(), secret)
+	}
+	for _, base := range []*url.URL{pgURL, mysqlURL(t)} {
+		for _, param := range []string{"tabel", "bogus_setting"} {
+			u := *base
+			q := u.Query()
+			q.Set(param, "1")
+			q.Set("table", "unknown_param")
+			u.RawQuery = q.Encode()
+			s, err := store.Open(t.Context(), u.String())
+			if err == nil {
+				s.(store.Closer).Close()
+				t.Errorf("Open(%s) with unknown parameter %s succeeded", store.Redact(u.String()), param)
+				continue
+			}
+			if !strings.Contains(err.Error(), param) || strings.Contains(err.Error(), secret) {
+				t.Errorf("Open(%s): %v; want an error naming %s, without the password", store.Redact(u.String()), err, param)
+			}
 		}
 	}
 }

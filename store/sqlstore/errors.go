@@ -92,6 +92,25 @@ func unavailable(err error) bool {
 	return false
 }
 
+// badDSN reports whether err, from a first connection, means the DSN
+// itself is wrong: pgx could not parse it (pgx parses the DSN when it
+// dials; its *pgconn.ParseConfigError is recognised by type name, since
+// this package imports no driver), or the server refused a session
+// setting the DSN asked for: an unknown one (PostgreSQL 42704, MySQL 1193)
+// or a bad value (PostgreSQL 22023, MySQL 1231 and 1232).
+func badDSN(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if fmt.Sprintf("%T", e) == "*pgconn.ParseConfigError" {
+			return true
+		}
+	}
+	if state, ok := sqlState(err); ok {
+		return state == "42704" || state == "22023"
+	}
+	n, ok := mysqlNumber(err)
+	return ok && (n == 1193 || n == 1231 || n == 1232)
+}
+
 // retryable reports whether a statement that failed with err, outside a
 // caller's transaction, was rolled back by the server as a deadlock or
 // serialization victim and may simply run again.

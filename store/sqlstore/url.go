@@ -112,9 +112,15 @@ func openURL(ctx context.Context, u *url.URL, d Dialect, driver, importLine, dsn
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	s.ownsDB = true
-	if err := s.Ping(ctx); err != nil {
+	if err := db.PingContext(ctx); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("%s: %w", where, err)
+		if badDSN(err) {
+			// A value the driver cannot parse, or an unknown parameter
+			// the server refused as a session setting: final, not an
+			// outage to retry.
+			return nil, fmt.Errorf("%s: %w: %w", where, store.ErrInvalid, err)
+		}
+		return nil, fmt.Errorf("%s: sqlstore: ping: %w: %w", where, store.ErrUnavailable, err)
 	}
 	if o.create {
 		if err := s.CreateTable(ctx); err != nil {

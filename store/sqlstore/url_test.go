@@ -78,6 +78,10 @@ func TestOpenURLErrors(t *testing.T) {
 		// libpq's sslpassword (the client key's passphrase) is a secret too.
 		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret, store.ErrUnavailable},
 		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret + "&table=bad-name", store.ErrInvalid},
+		// Values the driver cannot parse are refused before any dial.
+		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?connect_timeout=bad", store.ErrInvalid},
+		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?sslmode=bad", store.ErrInvalid},
+		{"mysql://root:" + secret + "@127.0.0.1:1/db?timeout=bad", store.ErrInvalid},
 	} {
 		s, err := store.Open(t.Context(), tc.url)
 		if err == nil {
@@ -98,9 +102,8 @@ func TestOpenURLErrors(t *testing.T) {
 // the driver knows is not ignored: the driver passes it to the server as a
 // session setting, which refuses it, and Open fails naming it. The
 // PostgreSQL URL carries a password (the test server trusts loopback and
-// ignores it), which the error must not show. (The error wraps
-// store.ErrUnavailable, not store.ErrInvalid: the refusal comes from the
-// server.)
+// ignores it), which the error must not show. The error wraps
+// store.ErrInvalid, not store.ErrUnavailable: a retry cannot fix a typo.
 func TestOpenURLUnknownParameter(t *testing.T) {
 	const secret = "s3cr3t-pw"
 	pgURL, err := url.Parse(pg.dsn)
@@ -122,6 +125,9 @@ func TestOpenURLUnknownParameter(t *testing.T) {
 				s.(store.Closer).Close()
 				t.Errorf("Open(%s) with unknown parameter %s succeeded", store.Redact(u.String()), param)
 				continue
+			}
+			if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) {
+				t.Errorf("Open(%s) with unknown parameter %s = %v; want ErrInvalid, not ErrUnavailable", store.Redact(u.String()), param, err)
 			}
 			if !strings.Contains(err.Error(), param) || strings.Contains(err.Error(), secret) {
 				t.Errorf("Open(%s): %v; want an error naming %s, without the password", store.Redact(u.String()), err, param)

@@ -347,8 +347,13 @@ func validToken(s string) bool {
 	return true
 }
 
-// fromEnv applies the IDEMPROXY_* variables that are set.
+// fromEnv applies the IDEMPROXY_* variables that are set, and
+// IDEMKIT_STORE, the store variable every program of the project reads,
+// when IDEMPROXY_STORE is not set.
 func (c *config) fromEnv(getenv func(string) string) {
+	if v := getenv("IDEMKIT_STORE"); v != "" {
+		c.Store = v
+	}
 	for name, dst := range map[string]*string{
 		"IDEMPROXY_LISTEN":   &c.Listen,
 		"IDEMPROXY_UPSTREAM": &c.Upstream,

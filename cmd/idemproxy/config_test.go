@@ -216,3 +216,31 @@ func TestCheckLoadsKeyFiles(t *testing.T) {
 		t.Fatalf("-check with a missing key file: %v", err)
 	}
 }
+
+// TestStoreFromTheSharedVariable: IDEMKIT_STORE, which every program of
+// the project reads, names the store when neither -store nor
+// IDEMPROXY_STORE does, and overrides the file; IDEMPROXY_STORE wins over it.
+func TestStoreFromTheSharedVariable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(path, []byte("upstream = \"http://file\"\nstore = \"bolt:///file.db\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"IDEMKIT_STORE": "mem://?capacity=7"}, nil, "mem://?capacity=7"},
+		{map[string]string{"IDEMKIT_STORE": "mem://?capacity=7", "IDEMPROXY_STORE": "mem://?capacity=8"}, nil, "mem://?capacity=8"},
+		{map[string]string{"IDEMKIT_STORE": "mem://?capacity=7"}, []string{"-store", "mem://?capacity=9"}, "mem://?capacity=9"},
+		{nil, nil, "bolt:///file.db"},
+	} {
+		cfg, _, err := loadConfig(append([]string{"-config", path}, tc.args...), func(k string) string { return tc.env[k] }, new(bytes.Buffer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Store != tc.want {
+			t.Errorf("env %v args %v: store %q, want %q", tc.env, tc.args, cfg.Store, tc.want)
+		}
+	}
+}

@@ -9,7 +9,7 @@
 //	idemproxy -config idemproxy.toml [-listen addr] [-upstream url] [-store url]
 //
 // Flags override the environment (IDEMPROXY_CONFIG, IDEMPROXY_LISTEN,
-// IDEMPROXY_UPSTREAM, IDEMPROXY_STORE), which overrides the file. Keep the
+// IDEMPROXY_UPSTREAM, IDEMPROXY_STORE, or the shared IDEMKIT_STORE), which overrides the file. Keep the
 // store URL's password in the environment rather than in the file.
 //
 // # Routes

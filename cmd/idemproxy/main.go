@@ -109,7 +109,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (cf
 	path := fs.String("config", getenv("IDEMPROXY_CONFIG"), "configuration file (TOML); env IDEMPROXY_CONFIG")
 	listenAddr := fs.String("listen", "", "listen address, overrides the file; env IDEMPROXY_LISTEN")
 	upstream := fs.String("upstream", "", "upstream URL, overrides the file; env IDEMPROXY_UPSTREAM")
-	storeURL := fs.String("store", "", "store URL (mem://, redis://, postgres://, mysql://), overrides the file; env IDEMPROXY_STORE")
+	storeURL := fs.String("store", "", "store URL (mem://, redis://, postgres://, mysql://), overrides the file; env IDEMPROXY_STORE or IDEMKIT_STORE")
 	fs.BoolVar(&check, "check", false, "validate the configuration and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -66,7 +66,7 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 		return nil, Result{}, err
 	}
 	ctx, end := trace(ctx, cfg, ModeDo, "Begin")
-	defer func() { end(err) }()
+	defer func() { endTrace(end, err) }()
 	sk, err := e.storeKey(cfg, spaceDo, key)
 	if err != nil {
 		return nil, Result{}, err

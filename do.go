@@ -29,7 +29,7 @@ func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(contex
 		return Result{}, err
 	}
 	ctx, end := trace(ctx, cfg, ModeDo, "Do")
-	defer func() { end(err) }()
+	defer func() { endTrace(end, err) }()
 	sk, err := e.storeKey(cfg, spaceDo, key)
 	if err != nil {
 		return Result{}, err

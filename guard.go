@@ -18,7 +18,7 @@ func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context)
 		return err
 	}
 	ctx, end := trace(ctx, cfg, ModeGuard, "Guard")
-	defer func() { end(err) }()
+	defer func() { endTrace(end, err) }()
 	sk, err := e.storeKey(cfg, spaceGuard, key)
 	if err != nil {
 		return err

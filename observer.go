@@ -83,13 +83,39 @@ type Tracer interface {
 
 func noEnd(error) {}
 
-// trace starts a traced call when the observer is a Tracer.
+// trace starts a traced call when the observer is a Tracer. A panicking
+// Start is recovered, as a panicking Observe is: the call then runs
+// untraced, with ctx.
 func trace(ctx context.Context, cfg *config, mode Mode, op string) (context.Context, func(error)) {
 	t, ok := cfg.observer.(Tracer)
 	if !ok {
 		return ctx, noEnd
 	}
-	return t.Start(ctx, mode, op)
+	return startTrace(ctx, t, mode, op)
+}
+
+func startTrace(ctx context.Context, t Tracer, mode Mode, op string) (tctx context.Context, end func(error)) {
+	defer func() {
+		if recover() != nil {
+			tctx, end = ctx, noEnd
+		}
+	}()
+	tctx, end = t.Start(ctx, mode, op)
+	if tctx == nil {
+		tctx = ctx
+	}
+	if end == nil {
+		end = noEnd
+	}
+	return tctx, end
+}
+
+// endTrace ends a traced call with its error. A panicking end is
+// recovered: it runs after the call has taken or settled its claim (Begin
+// returns one), and reporting must never lose a claim or a caller's answer.
+func endTrace(end func(error), err error) {
+	defer func() { _ = recover() }()
+	end(err)
 }
 
 // ObserverFunc adapts a function to Observer.

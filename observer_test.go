@@ -109,3 +109,62 @@ func TestTracerSpansEveryCall(t *testing.T) {
 	require.Len(t, tr.done, 2, "Do and UseToken completed")
 	assert.GreaterOrEqual(t, tr.done[0].Duration, 2*time.Millisecond, "the work's duration")
 }
+
+// panickyTracer is a Tracer whose Start or end panics, and an Observer
+// that panics too.
+type panickyTracer struct{ inStart bool }
+
+func (p panickyTracer) Observe(context.Context, idemkit.Event) { panic("observer bug") }
+
+func (p panickyTracer) Start(ctx context.Context, _ idemkit.Mode, _ string) (context.Context, func(error)) {
+	if p.inStart {
+		panic("tracer Start bug")
+	}
+	return ctx, func(error) { panic("tracer end bug") }
+}
+
+// A Tracer is the engine's observer too: its panics, in Start or in end,
+// are recovered like an Observer's. None may escape to the caller, and
+// none may lose a claim the call made (Begin's end runs after the claim is
+// taken: a panic there would drop the Claim while its heartbeat keeps the
+// key held).
+func TestTracerPanicsAreRecovered(t *testing.T) {
+	for _, inStart := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inStart=%v", inStart), func(t *testing.T) {
+			e := newEngine(t, idemkit.WithObserver(panickyTracer{inStart: inStart}), idemkit.WithLease(time.Minute))
+			ctx := context.Background()
+			ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
+
+			var (
+				c   *idemkit.Claim
+				err error
+			)
+			require.NotPanics(t, func() { c, _, err = e.Begin(ctx, "b", "") }, "Begin")
+			require.NoError(t, err)
+			require.NotNil(t, c, "Begin returns its claim")
+			require.NoError(t, c.Complete(ctx, []byte("done")))
+			var res idemkit.Result
+			require.NotPanics(t, func() { res, err = e.Do(ctx, "b", "", ok) }, "Do replay")
+			require.NoError(t, err)
+			assert.True(t, res.Replayed)
+			assert.Equal(t, "done", string(res.Value))
+
+			require.NotPanics(t, func() { res, err = e.Do(ctx, "d", "", ok) }, "Do")
+			require.NoError(t, err)
+			assert.False(t, res.Replayed)
+			require.NotPanics(t, func() {
+				err = e.Guard(ctx, "g", func(context.Context) error { return nil }, idemkit.WithRelease(idemkit.ReleaseOnDone))
+			}, "Guard")
+			require.NoError(t, err)
+			require.NotPanics(t, func() { err = e.Guard(ctx, "g", func(context.Context) error { return nil }) }, "Guard again")
+			require.NoError(t, err, "the first Guard released its claim")
+
+			var tok idemkit.Token
+			require.NotPanics(t, func() { tok, err = e.IssueToken(ctx, "p") }, "IssueToken")
+			require.NoError(t, err)
+			require.NotPanics(t, func() { res, err = e.UseToken(ctx, "p", tok.Value, ok) }, "UseToken")
+			require.NoError(t, err)
+			assert.Equal(t, "ok", string(res.Value))
+		})
+	}
+}

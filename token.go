@@ -32,7 +32,7 @@ func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Optio
 		return Token{}, err
 	}
 	ctx, end := trace(ctx, cfg, ModeToken, "IssueToken")
-	defer func() { end(err) }()
+	defer func() { endTrace(end, err) }()
 	for range 3 {
 		tok, err := keying.NewToken()
 		if err != nil {
@@ -86,7 +86,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		return Result{}, err
 	}
 	ctx, end := trace(ctx, cfg, ModeToken, "UseToken")
-	defer func() { end(err) }()
+	defer func() { endTrace(end, err) }()
 	if !validTokenText(token) {
 		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token})
 		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)

@@ -146,10 +146,20 @@ func (t *Tiered) stateChanged(_ string, _, to gobreaker.State) {
 	t.emit(TierEvent{Kind: kind})
 }
 
+// emit reports ev to the observer. A panicking observer is recovered, as
+// the engine recovers a panicking Observer: reporting runs inside store
+// operations (a claim that tripped the breaker, a fallback write with the
+// journal full) and on the background copier, and must never fail the one
+// or kill the process from the other.
 func (t *Tiered) emit(ev TierEvent) {
 	if t.observer != nil {
-		t.observer(ev)
+		t.report(ev)
 	}
+}
+
+func (t *Tiered) report(ev TierEvent) {
+	defer func() { _ = recover() }()
+	t.observer(ev)
 }
 
 // State returns the breaker's state as of the last operation (an open

@@ -91,7 +91,8 @@ func WithCopyTimeout(d time.Duration) TieredOption {
 
 // WithTierObserver registers fn to receive every TierEvent (default: none).
 // fn is called synchronously and must be fast, safe for concurrent use,
-// and must not call the Tiered's store methods. fn must not be nil.
+// and must not call the Tiered's store methods. fn must not be nil. A
+// panic in fn is recovered and the event is dropped.
 func WithTierObserver(fn func(TierEvent)) TieredOption {
 	return func(c *tieredConfig) error {
 		if fn == nil {

@@ -859,3 +859,48 @@ func TestTieredOneWinnerWhileTheBreakerOpens(t *testing.T) {
 		assert.Equal(t, winner.Load(), e.Value, "round %d", round)
 	}
 }
+
+// A panicking tier observer is recovered, as the engine recovers a
+// panicking Observer: it must not fail the operation that reported (the
+// claim that tripped the breaker, a claim made in the fallback while the
+// journal is full), leave a claim held, or kill the process from the
+// background copier.
+func TestTieredObserverPanicsAreRecovered(t *testing.T) {
+	p := newFaulty(t)
+	// The cool-down outlasts the outage's calls on a loaded machine: a
+	// half-open probe to the failing primary would refuse them.
+	s := mustTiered(t, p, newMem(t), policy.WithFailureThreshold(1), policy.WithCoolDown(time.Second),
+		policy.WithJournalSize(2), policy.WithTierObserver(func(policy.TierEvent) { panic("observer bug") }))
+	t.Cleanup(func() { _ = s.Close() })
+	e, _ := newEngine(t, s)
+	runs := 0
+	ok := func(context.Context) ([]byte, error) { runs++; return []byte("ok"), nil }
+	do := func(key string) (res idemkit.Result, err error) {
+		t.Helper()
+		require.NotPanics(t, func() { res, err = e.Do(ctx, key, "", ok) }, key)
+		return res, err
+	}
+
+	p.set(failing)
+	_, err := do("trip") // its failure opens the breaker (TierOpen); its undo is journaled
+	require.ErrorIs(t, err, idemkit.ErrUnavailable)
+	require.Equal(t, policy.BreakerOpen, s.State())
+	for _, k := range []string{"a", "b"} { // b finds the journal full: TierJournalFull, and b is never copied
+		_, err := do(k)
+		require.NoError(t, err, k)
+	}
+	assert.Equal(t, 2, runs)
+	for _, k := range []string{"a", "b"} {
+		res, err := do(k)
+		require.NoError(t, err, k)
+		assert.True(t, res.Replayed, "%s: the fallback holds its result, not a claim", k)
+	}
+
+	recoverPrimary(t, s, p) // TierClosed, then the copier reports TierCopied
+	require.Eventually(t, func() bool { return s.Stats().Journal == 0 }, hangDetector, 5*time.Millisecond)
+	assert.EqualValues(t, 1, s.Stats().Copied)
+	res, err := do("a")
+	require.NoError(t, err)
+	assert.True(t, res.Replayed, "a was copied forward")
+	assert.Equal(t, 2, runs)
+}

@@ -53,11 +53,11 @@ func TestSetNXValueConformanceOverRedis(t *testing.T) {
 		return s
 	}
 	t.Run("Budget", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) store.Store { return mustBudget(t, redis(t), time.Second) })
+		storetest.Run(t, func(t *testing.T) store.Store { return mustBudget(t, redis(t), conformanceBudget) })
 	})
 	t.Run("BudgetInline", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			return mustBudget(t, redis(t), time.Second, policy.WithInline())
+			return mustBudget(t, redis(t), conformanceBudget, policy.WithInline())
 		})
 	})
 	t.Run("Tiered", func(t *testing.T) {

@@ -306,9 +306,17 @@ func (s *Store) evicted(keys []string) {
 	s.evictions.Add(uint64(len(keys)))
 	if s.onEvict != nil {
 		for _, k := range keys {
-			s.onEvict(k)
+			s.reportEviction(k)
 		}
 	}
+}
+
+// reportEviction calls the eviction callback with key. A panicking
+// callback is recovered: the write that evicted has taken effect, and a
+// caller that never learns so (an engine claim) would leave its key held.
+func (s *Store) reportEviction(key string) {
+	defer func() { _ = recover() }()
+	s.onEvict(key)
 }
 
 // expiry returns the expiry time of an entry stored at now with ttl (> 0),

@@ -107,7 +107,8 @@ func WithSweepInterval(d time.Duration) Option {
 // WithOnEvict registers fn, non-nil, to be called with the key of every
 // live entry evicted (see Store.Evictions). fn runs synchronously, outside
 // any lock, on the goroutine whose write caused the eviction; it may call
-// the Store and must be safe for concurrent use.
+// the Store and must be safe for concurrent use. A panic in fn is
+// recovered: the write that caused the eviction still succeeds.
 func WithOnEvict(fn func(key string)) Option {
 	return func(c *config) error {
 		if fn == nil {

@@ -402,3 +402,20 @@ func TestByteBoundHoldsUnderRace(t *testing.T) {
 	assert.Equal(t, counted, s.Bytes())
 	assert.Equal(t, present, s.Len())
 }
+
+// TestOnEvictPanicIsRecovered checks that a panicking eviction callback
+// does not fail the write that evicted: the write has taken effect, and a
+// caller that never learns so (an engine claim) would leave its key held.
+func TestOnEvictPanicIsRecovered(t *testing.T) {
+	s := newStore(t, memstore.WithCapacity(1), memstore.WithShards(1),
+		memstore.WithOnEvict(func(string) { panic("observer bug") }))
+	set(t, s, "a", time.Hour)
+	var (
+		ok  bool
+		err error
+	)
+	require.NotPanics(t, func() { ok, _, err = s.SetNX(ctx, "b", []byte("v"), time.Hour) })
+	require.NoError(t, err)
+	assert.True(t, ok, "the write that evicted a is reported")
+	assert.Equal(t, uint64(1), s.Evictions())
+}

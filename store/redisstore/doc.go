@@ -5,7 +5,11 @@
 // redis.NewUniversalClient returns.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	s, err := redisstore.New(rdb, redisstore.WithPrefix("idem:"))
+//	s, err := redisstore.New(rdb, redisstore.WithPrefix("app1:")) // keys: app1:idem:i:<scope>:<key>
+//
+// The engine names its keys under its own namespace ("idem:" by default),
+// so a prefix is needed only to keep applications sharing one Redis apart;
+// WithPrefix("idem:") would give idem:idem:i:... keys.
 //
 // # Atomicity and round trips
 //

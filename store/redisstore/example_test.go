@@ -91,14 +91,17 @@ func ExampleWithWaitReplicas() {
 }
 
 func ExampleWithPrefix() {
-	// On Redis Cluster, a hash tag in the prefix puts every key of this
-	// store in one slot; without one, keys spread over the cluster.
+	// Two applications share one Redis Cluster. The engine names its keys
+	// under its own namespace ("idem:" by default), so app1's keys are
+	// app1:idem:i:<scope>:<key>. Without a hash tag ("{...}") in the
+	// prefix, keys spread over the cluster's slots; WithPrefix("{app1}:")
+	// would pin all of them to one slot.
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{"redis-1:6379", "redis-2:6379", "redis-3:6379"},
 	})
 	defer rdb.Close()
 
-	s, err := redisstore.New(rdb, redisstore.WithPrefix("idem:"))
+	s, err := redisstore.New(rdb, redisstore.WithPrefix("app1:"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -98,6 +98,9 @@ if [ -z "${IDEMKIT_TEST_MYSQL_DSN:-}" ] && ! maria_answers >/dev/null 2>&1; then
   wait_for MariaDB maria_answers
 fi
 
+# --- python3: the order backend of idemproxy's integration tests -----------
+command -v python3 >/dev/null || apt_install python3
+
 # --- Chromium: the browser tests of cmd/idemdemo (TestBrowser) --------------
 # Once installed the tests require it (IDEMDEMO_CHROMIUM); only when it
 # cannot be installed do they skip, saying why.

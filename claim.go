@@ -2,6 +2,7 @@ package idemkit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -39,6 +40,9 @@ type Claim struct {
 	inTx    bool   // CompleteIn ran and nothing has settled it yet: the outcome depends on the caller's commit
 	tx      bool   // CompleteIn ended the claim
 	txValue []byte // the value CompleteIn recorded, when it did
+	// txTooLarge is the error CompleteIn returned after writing a terminal
+	// record for an oversized value, when it did.
+	txTooLarge error
 }
 
 func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *Claim {
@@ -56,7 +60,8 @@ func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *
 //
 //   - claim != nil: this caller was admitted and must end the claim;
 //   - res.Replayed: the key holds an earlier execution's result (Value, or
-//     the final error returned as err);
+//     the final error returned as err, or an error wrapping
+//     ErrResultTooLarge when that result was too large to keep);
 //   - res.Unguarded: the store failed under FailOpen; run unguarded;
 //   - err != nil: ErrInProgress, ErrMismatch, ErrUnavailable and the
 //     others Do returns before running fn.
@@ -116,18 +121,31 @@ func (c *Claim) end(inTx bool) bool {
 }
 
 // Complete records value as the result that every repeat of the key gets.
-// It returns an error wrapping ErrResultTooLarge (the key is released),
-// ErrLeaseLost (another caller took the key over; nothing was recorded) or
-// ErrUnavailable (the store failed; the key frees itself when the lease
-// ends).
+// A value over the size cap (WithMaxResultSize, or a record over the
+// store's value limit) is not recorded: Complete returns an error wrapping
+// ErrResultTooLarge, and the key keeps a terminal record from which every
+// repeat gets ErrResultTooLarge without running the work (KeepTerminal,
+// the default), or is released (ReleaseKey); see WithOversized. Complete
+// also returns ErrLeaseLost (another caller took the key over; nothing
+// was recorded) or ErrUnavailable (the store failed; the key frees itself
+// when the lease ends), joined with ErrResultTooLarge when the value was
+// oversized.
 func (c *Claim) Complete(ctx context.Context, value []byte) error {
 	if !c.end(false) {
 		return nil
 	}
-	if err := c.checkSize(ctx, value); err != nil {
-		return err
+	tooLarge := c.oversize(ctx, value)
+	switch {
+	case tooLarge == nil:
+		return c.complete(ctx, c.e.store, stateDone, value)
+	case c.cfg.oversized == ReleaseKey:
+		c.release(ctx, false)
+		return tooLarge
 	}
-	return c.complete(ctx, c.e.store, stateDone, value)
+	if err := c.complete(ctx, c.e.store, stateTooLarge, sizePayload(len(value))); err != nil {
+		return errors.Join(tooLarge, err)
+	}
+	return tooLarge
 }
 
 // CompleteIn records value through s, a view of the engine's store bound
@@ -136,6 +154,15 @@ func (c *Claim) Complete(ctx context.Context, value []byte) error {
 // error wrapping ErrLeaseLost means another caller owns the key now: roll
 // the transaction back. After a rollback, call Release so a retry can run
 // at once; after a commit, Release finds the completed record and changes
+// nothing.
+//
+// A value over the size cap is refused with an error wrapping
+// ErrResultTooLarge: roll back, and Release, so the work is undone and a
+// retry runs it again. The key is never released before the transaction
+// has ended. Under KeepTerminal (the default, see WithOversized) CompleteIn
+// writes the terminal record through s all the same, so a caller that
+// commits anyway leaves a key whose every repeat gets ErrResultTooLarge,
+// never one that runs the committed work again; under ReleaseKey it writes
 // nothing.
 func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) error {
 	if s == nil {
@@ -147,8 +174,17 @@ func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) err
 	c.mu.Lock()
 	c.tx = true
 	c.mu.Unlock()
-	if err := c.checkSize(ctx, value); err != nil {
-		return err
+	if tooLarge := c.oversize(ctx, value); tooLarge != nil {
+		if c.cfg.oversized == ReleaseKey {
+			return tooLarge
+		}
+		if err := c.complete(ctx, s, stateTooLarge, sizePayload(len(value))); err != nil {
+			return errors.Join(tooLarge, err)
+		}
+		c.mu.Lock()
+		c.txTooLarge = tooLarge
+		c.mu.Unlock()
+		return tooLarge
 	}
 	if err := c.complete(ctx, s, stateDone, value); err != nil {
 		return err
@@ -208,7 +244,9 @@ func (c *Claim) completedInTx() bool {
 // afterTx ends a claim that fn completed with CompleteIn, once fn has
 // returned v and err: by then fn has committed or rolled back. The key is
 // read once: this claim's completed record means the transaction
-// committed, and the result is the recorded value; this claim's
+// committed, and the result is the recorded value; this claim's terminal
+// record (an oversized value, committed despite CompleteIn's error) means
+// it committed too, and err is joined with ErrResultTooLarge; this claim's
 // in-progress record means it did not, and the record is removed so a
 // retry runs again (unless fn released the claim itself); anything else
 // (the lease was lost) is left alone. Without a commit the result is fn's
@@ -216,7 +254,7 @@ func (c *Claim) completedInTx() bool {
 // tell.
 func (c *Claim) afterTx(ctx context.Context, v []byte, err error) (Result, error) {
 	c.mu.Lock()
-	pending, value := c.inTx, c.txValue
+	pending, value, tooLarge := c.inTx, c.txValue, c.txTooLarge
 	c.inTx = false
 	c.mu.Unlock()
 	state, serr := c.recordState(ctx)
@@ -229,6 +267,11 @@ func (c *Claim) afterTx(ctx context.Context, v []byte, err error) (Result, error
 	switch {
 	case state == stateDone && value != nil:
 		return Result{Value: value}, err
+	case state == stateTooLarge && tooLarge != nil:
+		if !errors.Is(err, ErrResultTooLarge) {
+			err = errors.Join(err, tooLarge)
+		}
+		return Result{Value: v}, err
 	case state == stateInProgress && pending:
 		if _, rerr := c.release(ctx, true); rerr != nil {
 			return Result{Value: v}, errors.Join(err, unavailable("release the transaction's claim", rerr))
@@ -254,13 +297,30 @@ func (c *Claim) recordState(ctx context.Context) (byte, error) {
 	return rec.state, nil
 }
 
-func (c *Claim) checkSize(ctx context.Context, value []byte) error {
+// oversize returns nil when value can be recorded. Otherwise (over the
+// size cap, or a record over the store's value limit) it reports
+// EventTooLarge and returns the error wrapping ErrResultTooLarge the
+// caller gets.
+func (c *Claim) oversize(ctx context.Context, value []byte) error {
 	if len(value) <= c.cfg.maxResult && c.rec.encodedLen(len(value)) <= store.MaxValueLen {
 		return nil
 	}
-	c.release(ctx, false)
 	c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key})
 	return fmt.Errorf("%w: %d bytes, cap %d", ErrResultTooLarge, len(value), c.cfg.maxResult)
+}
+
+// sizePayload is the payload of a terminal record: the size of the
+// result that was not kept.
+func sizePayload(n int) []byte { return binary.AppendUvarint(nil, uint64(n)) }
+
+// tooLargeReplay is the error a repeat of a key holding a terminal record
+// gets; payload is the record's.
+func tooLargeReplay(payload []byte) error {
+	const why = "the first execution with this key ran, but its result was too large to keep; it does not run again"
+	if n, w := binary.Uvarint(payload); w > 0 && w == len(payload) {
+		return fmt.Errorf("%w: %s (%d bytes)", ErrResultTooLarge, why, n)
+	}
+	return fmt.Errorf("%w: %s", ErrResultTooLarge, why)
 }
 
 // complete swaps this caller's in-progress record for the final one,

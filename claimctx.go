@@ -36,7 +36,9 @@ func ClaimFromContext(ctx context.Context) *Claim {
 // instead.
 //
 // It returns an error wrapping ErrInvalid outside a Do call's fn, or when
-// the Codec cannot encode v.
+// the Codec cannot encode v, and one wrapping ErrResultTooLarge when the
+// encoded v is over the size cap: roll back (see Claim.CompleteIn for
+// what the key keeps).
 func CompleteIn[T any](ctx context.Context, s store.Store, v T) error {
 	c := ClaimFromContext(ctx)
 	if c == nil {

@@ -18,7 +18,11 @@ import (
 // A call whose fingerprint differs from the first's gets ErrMismatch. When
 // fn fails, the key is released so a retry runs fn again, unless the
 // ErrorCodec (WithErrorCodec) says the error is final: then it is stored
-// and replayed like a result.
+// and replayed like a result. When fn's result is over the size cap
+// (WithMaxResultSize), the call that ran fn gets it in Result.Value with
+// an error wrapping ErrResultTooLarge; by default (WithOversized) every
+// repeat then gets an error wrapping ErrResultTooLarge, with Replayed set,
+// and fn never runs again.
 //
 // When fn ran but its result could not be recorded, Do returns fn's value
 // in Result.Value together with an error wrapping ErrLeaseLost (another
@@ -100,6 +104,9 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fing
 	case stateFailed:
 		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key})
 		return Result{Replayed: true}, decodeFinal(cfg, rec.payload), false
+	case stateTooLarge:
+		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key})
+		return Result{Replayed: true}, tooLargeReplay(rec.payload), false
 	case stateSpent:
 		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: mode, Key: key, Err: ErrTokenUsed})
 		return Result{}, ErrTokenUsed, false

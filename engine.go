@@ -36,8 +36,9 @@ type Engine struct {
 type Result struct {
 	// Value is fn's result, or the stored result of an earlier execution.
 	Value []byte
-	// Replayed is true when Value (or the returned final error) comes from
-	// an earlier execution and fn did not run.
+	// Replayed is true when Value (or the returned final error, or the
+	// ErrResultTooLarge of a result too large to keep) comes from an
+	// earlier execution and fn did not run.
 	Replayed bool
 	// Unguarded is true when the store failed, the engine runs fail-open,
 	// and fn ran without protection.

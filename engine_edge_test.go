@@ -162,9 +162,10 @@ func TestEdgeDoOnIssuedTokenRecordIsCorruptNotALoop(t *testing.T) {
 }
 
 // A result under the engine's cap whose record exceeds the store's value
-// limit is refused by the store with ErrInvalid. The engine reports that
-// as ErrUnavailable (a policy layer counts it as an outage) and leaves the
-// key claimed until the lease expires, so a retry gets ErrInProgress.
+// limit was refused by the store with ErrInvalid, which the engine
+// reported as ErrUnavailable (a policy layer counts it as an outage),
+// leaving the key claimed until the lease expired. It is a result too
+// large to keep like any other: a terminal record by default.
 func TestEdgeDoResultOverStoreLimit(t *testing.T) {
 	s := newMem(t)
 	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(store.MaxValueLen))
@@ -180,8 +181,8 @@ func TestEdgeDoResultOverStoreLimit(t *testing.T) {
 	assert.NotErrorIs(t, err, idemkit.ErrUnavailable, "the store did not fail; the record was too large")
 	assert.ErrorIs(t, err, idemkit.ErrResultTooLarge)
 	res, err := e.Do(ctx, "k", fp, func(context.Context) ([]byte, error) { return []byte("small"), nil })
-	require.NoError(t, err, "the key must be released as for any refused result")
-	assert.Equal(t, "small", string(res.Value))
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge, "the key must keep its terminal record as for any refused result")
+	assert.True(t, res.Replayed)
 }
 
 // When fn fails after its lease was lost, the release deletes nothing, yet

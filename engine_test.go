@@ -355,7 +355,15 @@ func TestDoResultTooLarge(t *testing.T) {
 	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return bytes.Repeat([]byte("x"), 9), nil })
 	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
 	res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("small"), nil })
-	require.NoError(t, err, "the key was released")
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge, "the key was released")
+	assert.True(t, res.Replayed)
+	assert.Contains(t, err.Error(), "(9 bytes)")
+
+	_, err = e.Do(ctx, "r", "", func(context.Context) ([]byte, error) { return bytes.Repeat([]byte("x"), 9), nil },
+		idemkit.WithOversized(idemkit.ReleaseKey))
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	res, err = e.Do(ctx, "r", "", func(context.Context) ([]byte, error) { return []byte("small"), nil })
+	require.NoError(t, err, "ReleaseKey kept the key")
 	assert.Equal(t, "small", string(res.Value))
 }
 

@@ -26,8 +26,11 @@ var (
 	// issued to another principal, or already used without a recorded
 	// result.
 	ErrTokenInvalid = errors.New("idemkit: invalid or used token")
-	// ErrResultTooLarge reports a result over the configured size cap. The
-	// result is refused, never truncated, and the key is released.
+	// ErrResultTooLarge reports a result over the configured size cap
+	// (WithMaxResultSize). The result is refused, never truncated. By
+	// default the key keeps a terminal record, and every repeat gets an
+	// error wrapping ErrResultTooLarge without running the work; with
+	// WithOversized(ReleaseKey) the key is released instead.
 	ErrResultTooLarge = errors.New("idemkit: result exceeds the size cap")
 	// ErrUnavailable reports that the store could not be reached or did not
 	// answer in time, under the fail-closed policy. It is the same value as

@@ -23,6 +23,7 @@ const (
 	StateCompleted  State = "completed"   // a result is stored and replayed
 	StateFailed     State = "failed"      // a final error is stored and replayed
 	StateSpent      State = "spent"       // a token whose use failed
+	StateTooLarge   State = "too_large"   // the work ran; its result was too large to keep, and every repeat gets ErrResultTooLarge
 )
 
 // KeyInfo describes what the store holds under a key, for support staff
@@ -40,7 +41,8 @@ type KeyInfo struct {
 	// FingerprintDigest is a short digest of the payload fingerprint the
 	// key was claimed with ("" when there is none).
 	FingerprintDigest string
-	// ResultSize is the size in bytes of the stored result or final error.
+	// ResultSize is the size in bytes of the stored result or final error
+	// (0 for StateTooLarge: nothing of the result is kept).
 	ResultSize int
 }
 
@@ -85,7 +87,7 @@ func (e *Engine) StoredResult(ctx context.Context, mode Mode, key string, opts .
 
 func stateName(s byte) State {
 	return map[byte]State{stateIssued: StateIssued, stateInProgress: StateInProgress,
-		stateDone: StateCompleted, stateFailed: StateFailed, stateSpent: StateSpent}[s]
+		stateDone: StateCompleted, stateFailed: StateFailed, stateSpent: StateSpent, stateTooLarge: StateTooLarge}[s]
 }
 
 // Forget deletes key in mode whoever holds it, so a customer stuck behind
@@ -147,7 +149,9 @@ func Describe(mode Mode, ent store.Entry) (KeyInfo, error) {
 		sum := sha256.Sum256(r.fp)
 		info.FingerprintDigest = hex.EncodeToString(sum[:6])
 	}
-	info.ResultSize = len(r.payload)
+	if r.state != stateTooLarge { // a terminal record keeps nothing of the result
+		info.ResultSize = len(r.payload)
+	}
 	return info, nil
 }
 

@@ -42,6 +42,32 @@ const (
 	ReleaseOnDone
 )
 
+// Oversized says what a Do or UseToken key keeps when the work's result
+// is over the size cap (WithMaxResultSize, or the store's value limit), so
+// that it cannot be stored for replay. See WithOversized.
+type Oversized int
+
+const (
+	// KeepTerminal (the default) records a terminal record in place of the
+	// result: the work ran and is not run again, and every repeat of the
+	// key gets an error wrapping ErrResultTooLarge, with Replayed set,
+	// until the record's retention ends. The record keeps no part of the
+	// result, only its size.
+	KeepTerminal Oversized = iota
+	// ReleaseKey releases the key, so a retry runs the work again (a token
+	// is spent instead: its reuse gets ErrTokenUsed). Choose it only for
+	// work that is safe to repeat.
+	ReleaseKey
+)
+
+// String returns "keep-terminal" or "release-key".
+func (o Oversized) String() string {
+	if o == ReleaseKey {
+		return "release-key"
+	}
+	return "keep-terminal"
+}
+
 // Defaults used when no option overrides them.
 const (
 	DefaultNamespace     = "idem"
@@ -65,6 +91,7 @@ type config struct {
 	release      Release
 	failure      FailureMode
 	maxResult    int
+	oversized    Oversized
 	retryHint    time.Duration
 	pollInterval time.Duration
 	wait         bool
@@ -199,7 +226,9 @@ func WithFailureMode(m FailureMode) Option {
 }
 
 // WithMaxResultSize caps the size in bytes of a stored result (default
-// 1 MiB). Larger results are refused with ErrResultTooLarge.
+// 1 MiB). A larger result is refused, never truncated: the call that ran
+// the work gets it with an error wrapping ErrResultTooLarge, and what the
+// key keeps is set by WithOversized.
 func WithMaxResultSize(n int) Option {
 	return func(c *config) {
 		if n <= 0 {
@@ -207,6 +236,21 @@ func WithMaxResultSize(n int) Option {
 			return
 		}
 		c.maxResult = n
+	}
+}
+
+// WithOversized sets what a key keeps when the work's result is over the
+// size cap (default KeepTerminal: a terminal record, so the work never
+// runs twice; ReleaseKey releases the key, as for a failure that is not
+// final). It returns an error wrapping ErrInvalid, from New, With or the
+// call, for any other value.
+func WithOversized(o Oversized) Option {
+	return func(c *config) {
+		if o != KeepTerminal && o != ReleaseKey {
+			c.invalid("unknown oversized-result behaviour %d", o)
+			return
+		}
+		c.oversized = o
 	}
 }
 

@@ -26,7 +26,7 @@ type record struct {
 	updated     int64
 	fingerprint string // set when building a record to encode
 	fp          []byte // set by decodeRecord; aliases the decoded bytes
-	payload     []byte // result (stateDone) or encoded error (stateFailed)
+	payload     []byte // result (stateDone), encoded error (stateFailed) or uvarint size (stateTooLarge)
 }
 
 const recordVersion = 1
@@ -37,6 +37,7 @@ const (
 	stateDone       byte = 3 // fn succeeded; payload is its result
 	stateFailed     byte = 4 // fn failed with a final error; payload encodes it
 	stateSpent      byte = 5 // token whose use failed without a final error
+	stateTooLarge   byte = 6 // fn succeeded, its result was over the cap; payload is uvarint(result size)
 )
 
 const recordHeaderLen = 34
@@ -88,7 +89,7 @@ func decodeRecord(b []byte) (record, error) {
 			return r, fmt.Errorf("%w: issued token record of %d bytes", store.ErrCorrupt, len(b))
 		}
 		return r, nil
-	case stateInProgress, stateDone, stateFailed, stateSpent:
+	case stateInProgress, stateDone, stateFailed, stateSpent, stateTooLarge:
 	default:
 		return r, fmt.Errorf("%w: unknown record state %d", store.ErrCorrupt, r.state)
 	}

@@ -15,6 +15,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{state: stateDone, owner: nonce{9}, created: 1, updated: 2, fingerprint: "", payload: []byte("result")},
 		{state: stateFailed, created: -5, fingerprint: string(make([]byte, 300)), payload: []byte{}},
 		{state: stateSpent},
+		{state: stateTooLarge, owner: nonce{7}, created: 3, updated: 4, fingerprint: "fp", payload: sizePayload(1 << 30)},
 	} {
 		got, err := decodeRecord(r.encode())
 		require.NoError(t, err)

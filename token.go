@@ -77,7 +77,9 @@ func validTokenText(s string) bool {
 // fn. The claim is atomic: of concurrent uses exactly one runs fn; the
 // others get ErrInProgress (or wait, with WithWait). Once fn succeeded,
 // every reuse gets its stored result with Replayed set. When fn fails with
-// a non-final error the token is spent and a reuse gets ErrTokenUsed.
+// a non-final error the token is spent and a reuse gets ErrTokenUsed. When
+// fn's result is over the size cap, a reuse gets an error wrapping
+// ErrResultTooLarge (or ErrTokenUsed under ReleaseKey; see WithOversized).
 // Unknown, expired, forged or other principals' tokens get ErrTokenInvalid
 // and change nothing.
 func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {

@@ -27,6 +27,14 @@
 // idemkit.ErrInvalid and fn does not run. A concurrent repeat gets
 // idemkit.ErrInProgress unless the engine options include idemkit.WithWait.
 //
+// A result over the engine's size cap (idemkit.WithMaxResultSize) is
+// returned to the call that ran fn, with an error wrapping
+// idemkit.ErrResultTooLarge, and is not stored; the key keeps a terminal
+// record, so every repeat gets an error wrapping idemkit.ErrResultTooLarge,
+// marked replayed, and fn never runs twice.
+// WithEngineOptions(idemkit.WithOversized(idemkit.ReleaseKey)) releases
+// the key instead, so a redelivery runs fn again.
+//
 // # Database transactions
 //
 // fn's context carries the engine's claim, so fn can record its result in

@@ -34,9 +34,15 @@
 //
 // Once the handler has run, its own outcome is returned even when it could
 // not be recorded (store failure, lost lease, response over
-// idemkit.WithMaxResultSize): work that was done is never hidden, but it
-// is not replayed either, and a retry runs the handler again. Set the size
-// cap above the largest response of a selected method.
+// idemkit.WithMaxResultSize): work that was done is never hidden. A
+// response over the size cap is not stored, but its key keeps a terminal
+// record: every repeat fails with ResourceExhausted, marked with the
+// ReplayedHeader, and the handler never runs twice
+// (WithEngineOptions(idemkit.WithOversized(idemkit.ReleaseKey))
+// releases the key instead, so a retry runs the handler again). After a
+// store failure or a lost lease nothing is replayed, and a retry runs the
+// handler again. Set the size cap above the largest response of a
+// selected method.
 //
 // # Streams
 //
@@ -73,7 +79,9 @@
 // failing store fails with Unavailable under the fail-closed policy (with
 // idemkit.FailOpen the handler runs unguarded), and with Internal for any
 // other store error or a stored response that cannot be rebuilt (its type
-// unknown after a deploy); the handler does not run. A principal function
+// unknown after a deploy); the handler does not run. A repeat of a call
+// whose response was too large to keep fails with ResourceExhausted,
+// marked replayed. A principal function
 // that fails gives its own status when it returns one (status.Error), and
 // Unauthenticated otherwise.
 //

@@ -251,10 +251,10 @@ func finalSet(cs []codes.Code) map[codes.Code]bool {
 
 // WithEngineOptions sets the engine options of every protected call (server
 // side): idemkit.WithFailureMode, WithWait, WithRetention, WithLease,
-// WithRetryHint, WithMaxResultSize for unary calls; WithWindow and
-// WithRelease for streams. NewServer validates them once. The error codec is
-// the server's own (see WithFinalCodes): an idemkit.WithErrorCodec here is
-// overridden.
+// WithRetryHint, WithMaxResultSize, WithOversized for unary calls;
+// WithWindow and WithRelease for streams. NewServer validates them once.
+// The error codec is the server's own (see WithFinalCodes): an
+// idemkit.WithErrorCodec here is overridden.
 func WithEngineOptions(opts ...idemkit.Option) Option {
 	return func(c *config) error {
 		if err := c.only(serverSide, "WithEngineOptions"); err != nil {

@@ -183,6 +183,9 @@ func (s *Server) do(ctx context.Context, c call, fp string, req any, handler grp
 	}
 	if err != nil {
 		markReplayed(ctx)
+		if errors.Is(err, idemkit.ErrResultTooLarge) {
+			return nil, errNotStored // the terminal record of a response too large to keep
+		}
 		return nil, err // a stored final status
 	}
 	m, derr := decodeResponse(res.Value, s.cfg.types)

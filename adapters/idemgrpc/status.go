@@ -20,6 +20,13 @@ import (
 // server's retry delay, in milliseconds.
 const pushbackTrailer = "grpc-retry-pushback-ms"
 
+// errNotStored is the status of every repeat of a call whose response was
+// too large to keep (idemkit.WithMaxResultSize): the handler ran once and
+// does not run again. ResourceExhausted is the code gRPC itself gives a
+// message over its size limit; a client cannot fix it by retrying the key.
+var errNotStored = status.Error(codes.ResourceExhausted,
+	"idemgrpc: the first call with this idempotency key ran, but its response was too large to keep; it does not run again")
+
 // engineStatus maps an error of the engine (the handler did not run) to a
 // status. No text of err reaches the client: store errors name keys, and
 // the engine's observer has already reported err to the operator.

@@ -9,7 +9,8 @@ import (
 // sweepTimeout bounds one sweeper batch.
 const sweepTimeout = 10 * time.Second
 
-// sweepLoop deletes expired rows every sweep interval until ctx is done.
+// sweepLoop deletes expired rows every sweep interval until ctx is done,
+// reporting each pass to the WithOnSweep hook.
 func (s *Store) sweepLoop(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.sweepInterval)
@@ -24,10 +25,19 @@ func (s *Store) sweepLoop(ctx context.Context) {
 				return // closing: a pass cut short is no news
 			}
 			if s.cfg.onSweep != nil {
-				s.cfg.onSweep(n, err)
+				s.reportSweep(n, err)
 			}
 		}
 	}
+}
+
+// reportSweep calls the WithOnSweep hook with a pass's outcome. A
+// panicking hook is recovered, as the other packages recover their
+// observers: on the sweeper's own goroutine nothing else could, so it
+// would kill the process, and the sweeper must keep running.
+func (s *Store) reportSweep(n int64, err error) {
+	defer func() { _ = recover() }()
+	s.cfg.onSweep(n, err)
 }
 
 // Sweep deletes expired rows, in batches of the sweep batch size (see

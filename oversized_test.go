@@ -1,0 +1,287 @@
+package idemkit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/boltstore"
+	"github.com/idemkit/idemkit/store/storetest"
+)
+
+// oversizedStores are the stores the oversized-result tests run over: the
+// memory store and a bbolt file.
+func oversizedStores() map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
+		"memstore": func(t *testing.T) store.Store { return newMem(t) },
+		"boltstore": func(t *testing.T) store.Store {
+			s, err := boltstore.Open(filepath.Join(t.TempDir(), "idem.db"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	}
+}
+
+const oversizedCap = 16
+
+// oversized is a result over oversizedCap.
+var oversized = bytes.Repeat([]byte("x"), oversizedCap+1)
+
+// TestDoOversizedResultRunsOnce sends one key from many goroutines at once
+// while fn returns a result over the size cap. Exactly one call runs fn;
+// the others, and every later call, get an error wrapping
+// ErrResultTooLarge, marked replayed, and fn does not run again.
+func TestDoOversizedResultRunsOnce(t *testing.T) {
+	for name, open := range oversizedStores() {
+		t.Run(name, func(t *testing.T) {
+			rec := &recorder{}
+			e, err := idemkit.New(open(t), idemkit.WithObserver(rec), idemkit.WithMaxResultSize(oversizedCap))
+			require.NoError(t, err)
+			const callers = 50
+			var runs atomic.Int32
+			fn := func(context.Context) ([]byte, error) {
+				runs.Add(1)
+				time.Sleep(20 * time.Millisecond) // let the others arrive while it runs
+				return oversized, nil
+			}
+			results := make([]idemkit.Result, callers)
+			errs := make([]error, callers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() {
+					<-start
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					results[i], errs[i] = e.Do(ctx, "order-1", "fp", fn, idemkit.WithWait(time.Millisecond))
+				})
+			}
+			close(start)
+			wg.Wait()
+			require.EqualValues(t, 1, runs.Load(), "fn ran more than once")
+			fresh := 0
+			for i := range callers {
+				require.ErrorIs(t, errs[i], idemkit.ErrResultTooLarge, "call %d", i)
+				if results[i].Replayed {
+					assert.Nil(t, results[i].Value, "a replay holds no result")
+					continue
+				}
+				fresh++
+				assert.Equal(t, oversized, results[i].Value, "the call that ran gets fn's value")
+			}
+			assert.Equal(t, 1, fresh, "one call ran, the others were replays")
+			for range 5 {
+				res, err := e.Do(context.Background(), "order-1", "fp", fn)
+				require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+				assert.True(t, res.Replayed)
+			}
+			assert.EqualValues(t, 1, runs.Load(), "a retry ran fn again")
+			assert.Equal(t, 1, rec.count(idemkit.EventTooLarge))
+			assert.Zero(t, rec.count(idemkit.EventReleased), "the key was released")
+
+			info, err := e.Inspect(context.Background(), idemkit.ModeDo, "order-1")
+			require.NoError(t, err)
+			assert.Equal(t, idemkit.StateTooLarge, info.State)
+			assert.Zero(t, info.ResultSize, "nothing of the result is kept")
+			_, err = e.StoredResult(context.Background(), idemkit.ModeDo, "order-1")
+			require.ErrorIs(t, err, store.ErrNotFound)
+		})
+	}
+}
+
+// TestDoOversizedResultReleaseKey checks the opt-out: with ReleaseKey the
+// key is released, as before, so a retry runs fn again.
+func TestDoOversizedResultReleaseKey(t *testing.T) {
+	for name, open := range oversizedStores() {
+		t.Run(name, func(t *testing.T) {
+			e, err := idemkit.New(open(t), idemkit.WithObserver(nil), idemkit.WithMaxResultSize(oversizedCap),
+				idemkit.WithOversized(idemkit.ReleaseKey))
+			require.NoError(t, err)
+			ctx := context.Background()
+			var runs atomic.Int32
+			fn := func(context.Context) ([]byte, error) { runs.Add(1); return oversized, nil }
+			for i := range 3 {
+				res, err := e.Do(ctx, "order-1", "fp", fn)
+				require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+				assert.False(t, res.Replayed)
+				assert.EqualValues(t, i+1, runs.Load(), "the retry did not run fn")
+			}
+			_, err = e.Inspect(ctx, idemkit.ModeDo, "order-1")
+			require.ErrorIs(t, err, store.ErrNotFound, "the key was kept")
+		})
+	}
+}
+
+func TestWithOversizedRejectsUnknownValues(t *testing.T) {
+	s := newMem(t)
+	for _, o := range []idemkit.Oversized{-1, idemkit.ReleaseKey + 1} {
+		_, err := idemkit.New(s, idemkit.WithOversized(o))
+		require.ErrorIs(t, err, idemkit.ErrInvalid, "%d", o)
+	}
+	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(oversizedCap))
+	require.NoError(t, err)
+	_, err = e.With(idemkit.WithOversized(7))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+	_, err = e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return nil, nil },
+		idemkit.WithOversized(7))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+// TestDoOversizedPerCall chooses the behaviour per call and per view.
+func TestDoOversizedPerCall(t *testing.T) {
+	e := newEngine(t, idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(idemkit.ReleaseKey))
+	ctx := context.Background()
+	var runs atomic.Int32
+	fn := func(context.Context) ([]byte, error) { runs.Add(1); return oversized, nil }
+	view, err := e.With(idemkit.WithOversized(idemkit.KeepTerminal))
+	require.NoError(t, err)
+	for range 3 {
+		_, err = view.Do(ctx, "view", "", fn)
+		require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	}
+	assert.EqualValues(t, 1, runs.Load())
+	for range 3 {
+		_, err = e.Do(ctx, "call", "", fn, idemkit.WithOversized(idemkit.KeepTerminal))
+		require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	}
+	assert.EqualValues(t, 2, runs.Load())
+}
+
+// TestClaimCompleteOversized ends a Begin claim with an oversized value:
+// the repeat is a replay of ErrResultTooLarge, with no claim to run.
+func TestClaimCompleteOversized(t *testing.T) {
+	e := newEngine(t, idemkit.WithMaxResultSize(oversizedCap))
+	ctx := context.Background()
+	c, _, err := e.Begin(ctx, "k", "fp")
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	defer c.Release(ctx)
+	require.ErrorIs(t, c.Complete(ctx, oversized), idemkit.ErrResultTooLarge)
+	c2, res, err := e.Begin(ctx, "k", "fp")
+	assert.Nil(t, c2, "the repeat was admitted")
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	assert.True(t, res.Replayed)
+
+	// A mismatching repeat is still a mismatch.
+	_, _, err = e.Begin(ctx, "k", "other")
+	require.ErrorIs(t, err, idemkit.ErrMismatch)
+
+	// The record over the store's value limit is treated the same way.
+	big, err := idemkit.New(newMem(t), idemkit.WithObserver(nil), idemkit.WithMaxResultSize(store.MaxValueLen))
+	require.NoError(t, err)
+	c, _, err = big.Begin(ctx, "k", "fp")
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Complete(ctx, make([]byte, store.MaxValueLen)), idemkit.ErrResultTooLarge)
+	_, res, err = big.Begin(ctx, "k", "fp")
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	assert.True(t, res.Replayed)
+}
+
+// TestUseTokenOversized: the token's reuse gets ErrResultTooLarge, or
+// ErrTokenUsed with ReleaseKey (the token is spent, never reissued).
+func TestUseTokenOversized(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		o    idemkit.Oversized
+		want error
+	}{{idemkit.KeepTerminal, idemkit.ErrResultTooLarge}, {idemkit.ReleaseKey, idemkit.ErrTokenUsed}} {
+		e := newEngine(t, idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(tc.o))
+		tok, err := e.IssueToken(ctx, "alice")
+		require.NoError(t, err)
+		runs := 0
+		fn := func(context.Context) ([]byte, error) { runs++; return oversized, nil }
+		_, err = e.UseToken(ctx, "alice", tok.Value, fn)
+		require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+		_, err = e.UseToken(ctx, "alice", tok.Value, fn)
+		require.ErrorIs(t, err, tc.want)
+		assert.Equal(t, 1, runs)
+	}
+}
+
+// TestCompleteInOversized: CompleteIn refuses an oversized value with
+// ErrResultTooLarge. Under KeepTerminal it writes the terminal record in
+// the transaction all the same: a caller that rolls back (as told) frees
+// the key with its work undone, and one that commits anyway leaves a key
+// whose repeats never run the work again. Under ReleaseKey it writes
+// nothing, and the claim is removed only once the transaction ended.
+func TestCompleteInOversized(t *testing.T) {
+	ctx := context.Background()
+	for _, o := range []idemkit.Oversized{idemkit.KeepTerminal, idemkit.ReleaseKey} {
+		mem := newMem(t)
+		e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(o))
+		require.NoError(t, err)
+		runs := 0
+		work := func(commit bool) func(ctx context.Context) ([]byte, error) {
+			return func(ctx context.Context) ([]byte, error) {
+				runs++
+				c := idemkit.ClaimFromContext(ctx)
+				tx := storetest.NewTx(mem)
+				err := c.CompleteIn(ctx, tx, oversized)
+				require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+				// Until the transaction ends, the key stays claimed.
+				_, err = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+				require.ErrorIs(t, err, idemkit.ErrInProgress, "oversized %d", o)
+				if commit {
+					tx.Commit()
+					return []byte("committed anyway"), nil
+				}
+				return nil, err
+			}
+		}
+		// Rolled back: the key is free again, whatever the setting.
+		_, err = e.Do(ctx, "k", "", work(false))
+		require.ErrorIs(t, err, idemkit.ErrInProgress)
+		_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
+		require.ErrorIs(t, err, store.ErrNotFound, "oversized %d: a rolled-back claim was kept", o)
+
+		// Committed despite the error.
+		res, err := e.Do(ctx, "k", "", work(true))
+		assert.Equal(t, "committed anyway", string(res.Value))
+		require.Equal(t, 2, runs)
+		if o == idemkit.ReleaseKey {
+			require.NoError(t, err)
+			_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
+			require.ErrorIs(t, err, store.ErrNotFound)
+			continue
+		}
+		require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+		res, err = e.Do(ctx, "k", "", work(true))
+		require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+		assert.True(t, res.Replayed)
+		assert.Equal(t, 2, runs, "a committed terminal record was run again")
+	}
+}
+
+// TestOversizedRecordIsSettled: caches and copy-forward treat the
+// terminal record as the claim's final state.
+func TestOversizedRecordIsSettled(t *testing.T) {
+	mem := newMem(t)
+	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(oversizedCap))
+	require.NoError(t, err)
+	ctx := context.Background()
+	c, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	sk := idemkit.StoreKey(e, idemkit.ModeDo, "", "k")
+	held, err := mem.Get(ctx, sk)
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Complete(ctx, oversized), idemkit.ErrResultTooLarge)
+	final, err := mem.Get(ctx, sk)
+	require.NoError(t, err)
+	assert.True(t, idemkit.Settled(final.Value))
+	assert.True(t, idemkit.Supersedes(held.Value, final.Value))
+	assert.False(t, idemkit.Supersedes(final.Value, held.Value))
+	info, err := idemkit.Describe(idemkit.ModeDo, final)
+	require.NoError(t, err)
+	assert.Equal(t, idemkit.StateTooLarge, info.State)
+}

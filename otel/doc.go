@@ -10,8 +10,12 @@
 //     store_error, ...).
 //   - idemkit.work.duration (histogram, s): how long admitted work ran, with
 //     idemkit.mode and idemkit.outcome (completed or released).
-//   - idemkit.claims.in_flight (up-down counter, {claim}): Do and token
-//     executions running now.
+//   - idemkit.claims.in_flight (up-down counter, {claim}): Guard, Do and
+//     UseToken executions admitted and running now, by idemkit.mode. An
+//     admission is taken out when its call returns, however it ends
+//     (completed, failed, released, lease lost, store failure, panic), so
+//     the gauge returns to zero when the engine is idle. Claims handed out
+//     by Begin and BeginBatch outlive their call and are not counted.
 //   - idemkit.store.duration (histogram, s): each store operation through a
 //     store wrapped with WrapStore, with idemkit.store.operation and, on
 //     failure, error.type.

@@ -110,6 +110,12 @@ func measurement(m idemkit.Mode, k idemkit.EventKind) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(keyMode.String(string(m)), keyOutcome.String(string(k))))
 }
 
+// secondsBuckets are the bucket boundaries of the duration histograms,
+// from half a millisecond to ten seconds: the values are in seconds, and
+// OpenTelemetry's default boundaries (0, 5, 10, ... 10000) suit
+// milliseconds, which would put nearly every value in one bucket.
+var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
 // Option configures NewObserver.
 type Option func(*options) error
 
@@ -188,7 +194,8 @@ func (o *Observer) instruments(m metric.Meter) error {
 		metric.WithDescription("Engine outcomes by mode and outcome."),
 		metric.WithInt64Callback(o.reportOutcomes))
 	o.work, errs[1] = m.Float64Histogram("idemkit.work.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long admitted work ran."))
+		metric.WithDescription("How long admitted work ran."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	_, errs[2] = m.Int64ObservableUpDownCounter("idemkit.claims.in_flight", metric.WithUnit("{claim}"),
 		metric.WithDescription("Guard, Do and UseToken executions admitted and running now."),
 		metric.WithInt64Callback(o.reportInFlight))

@@ -45,7 +45,8 @@ func WrapStore(s store.Store, opts ...Option) (*Store, error) {
 		o.tp = noopTracers
 	}
 	h, err := o.mp.Meter(scope).Float64Histogram("idemkit.store.duration", metric.WithUnit("s"),
-		metric.WithDescription("Store operation latency."))
+		metric.WithDescription("Store operation latency."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	if err != nil {
 		return nil, fmt.Errorf("idemotel: instruments: %w", err)
 	}

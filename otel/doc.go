@@ -19,14 +19,14 @@
 //   - idemkit.store.duration (histogram, s): each store operation through a
 //     store wrapped with WrapStore, with idemkit.store.operation and, on
 //     failure, error.type.
-//
-// Both histograms advise bucket boundaries for seconds, from 0.0005 (half a
-// millisecond) to 10: OpenTelemetry's default boundaries suit milliseconds.
-// A View in the MeterProvider can override them.
 //   - idemkit.evictions, idemkit.breaker.transitions and
 //     idemkit.copy_forward.conflicts (counters), fed by the Evicted,
 //     BreakerChanged and CopyForwardConflict methods, which match the
 //     callbacks of memstore and policy.
+//
+// Both histograms advise bucket boundaries for seconds, from 0.0005 (half a
+// millisecond) to 10: OpenTelemetry's default boundaries suit milliseconds.
+// A View in the MeterProvider can override them.
 //
 // Attributes carry only bounded, non-secret values: modes, outcomes,
 // operation names, breaker states and error types; never a key, token,

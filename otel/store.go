@@ -15,7 +15,8 @@ import (
 )
 
 // Store wraps a store.Store with a span and a latency measurement per
-// operation. Build it with WrapStore.
+// operation. WrapStore builds it, extended with SetNXValue and SetNXBatch
+// when the wrapped store has them.
 type Store struct {
 	next     store.Store
 	tracer   trace.Tracer
@@ -23,12 +24,15 @@ type Store struct {
 	ops      map[string]metric.MeasurementOption
 }
 
-var storeOps = []string{"SetNX", "Get", "CompareAndSwap", "CompareAndDelete", "Consume"}
+var storeOps = []string{"SetNX", "Get", "CompareAndSwap", "CompareAndDelete", "Consume", "SetNXValue", "SetNXBatch"}
 
 // WrapStore returns s with every operation measured (idemkit.store.duration)
-// and traced (a span per operation) with the providers of o. Close and
-// Ping pass through to s when it has them.
-func WrapStore(s store.Store, opts ...Option) (*Store, error) {
+// and traced (a span per operation) with the providers of the options. The
+// result is a *Store, which has Close and Ping (passed through to s when s
+// has them); it is also a store.SetNXValuer and a store.Batcher exactly
+// when s is, so a type assertion answers as it would on s and the engine
+// uses s as it would unwrapped. Errors wrap store.ErrInvalid.
+func WrapStore(s store.Store, opts ...Option) (store.Store, error) {
 	if s == nil {
 		return nil, fmt.Errorf("idemotel: %w: nil store", store.ErrInvalid)
 	}
@@ -54,7 +58,60 @@ func WrapStore(s store.Store, opts ...Option) (*Store, error) {
 	for _, op := range storeOps {
 		w.ops[op] = metric.WithAttributeSet(attribute.NewSet(keyOperation.String(op)))
 	}
+	_, v := s.(store.SetNXValuer)
+	_, b := s.(store.Batcher)
+	switch {
+	case v && b:
+		return valuerBatcher{w}, nil
+	case v:
+		return valuer{w}, nil
+	case b:
+		return batcher{w}, nil
+	}
 	return w, nil
+}
+
+// The wrappers of stores that have SetNXValue, SetNXBatch or both.
+type (
+	valuer        struct{ *Store }
+	batcher       struct{ *Store }
+	valuerBatcher struct{ *Store }
+)
+
+// SetNXValue measures the wrapped store's SetNXValue.
+func (w valuer) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+	return w.setNXValue(ctx, key, value, ttl)
+}
+
+// SetNXBatch measures the wrapped store's SetNXBatch.
+func (w batcher) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
+	return w.setNXBatch(ctx, items)
+}
+
+// SetNXValue measures the wrapped store's SetNXValue.
+func (w valuerBatcher) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+	return w.setNXValue(ctx, key, value, ttl)
+}
+
+// SetNXBatch measures the wrapped store's SetNXBatch.
+func (w valuerBatcher) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
+	return w.setNXBatch(ctx, items)
+}
+
+func (w *Store) setNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (set bool, existing []byte, err error) {
+	w.measure(ctx, "SetNXValue", func(ctx context.Context) error {
+		set, existing, err = w.next.(store.SetNXValuer).SetNXValue(ctx, key, value, ttl)
+		return err
+	})
+	return set, existing, err
+}
+
+func (w *Store) setNXBatch(ctx context.Context, items []store.BatchItem) (res []store.BatchResult, err error) {
+	w.measure(ctx, "SetNXBatch", func(ctx context.Context) error {
+		res, err = w.next.(store.Batcher).SetNXBatch(ctx, items)
+		return err
+	})
+	return res, err
 }
 
 // measure runs one operation in a span and records its latency.
@@ -150,7 +207,11 @@ func (w *Store) Ping(ctx context.Context) error {
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Closer = (*Store)(nil)
-	_ store.Pinger = (*Store)(nil)
+	_ store.Store       = (*Store)(nil)
+	_ store.Closer      = (*Store)(nil)
+	_ store.Pinger      = (*Store)(nil)
+	_ store.SetNXValuer = valuer{}
+	_ store.Batcher     = batcher{}
+	_ store.SetNXValuer = valuerBatcher{}
+	_ store.Batcher     = valuerBatcher{}
 )

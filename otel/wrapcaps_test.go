@@ -20,8 +20,13 @@ func (v valuer) SetNXValue(ctx context.Context, key string, value []byte, ttl ti
 	return set, e.Value, err
 }
 
-// The wrapper offers SetNXValue and SetNXBatch exactly when the wrapped
-// store does, so wrapping a store for metrics does not change what the
+// pinger is a store with a Ping that fails.
+type pinger struct{ store.Store }
+
+func (pinger) Ping(context.Context) error { return errDown }
+
+// The wrapper offers Ping, SetNXValue and SetNXBatch exactly when the
+// wrapped store does, so wrapping a store for metrics does not change what the
 // engine does with it (one command per claim on Redis, one call per batch),
 // and it measures those operations too.
 func TestWrapStoreKeepsTheStoresCapabilities(t *testing.T) {
@@ -64,6 +69,18 @@ func TestWrapStoreKeepsTheStoresCapabilities(t *testing.T) {
 		if _, ok := c.(store.Closer); !ok {
 			t.Errorf("%T: no Close", c)
 		}
+		// A Ping that answered nil for a store that cannot ping would
+		// report a closed memory store as healthy.
+		if _, ok := c.(store.Pinger); ok {
+			t.Errorf("%T offers Ping; memstore does not", c)
+		}
+	}
+	pinging, err := idemotel.WrapStore(pinger{mem}, idemotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := pinging.(store.Pinger); !ok || p.Ping(ctx) == nil {
+		t.Error("the wrapper of a store with Ping hides it, or does not call it")
 	}
 
 	var rm metricdata.ResourceMetrics

@@ -28,8 +28,15 @@
 //	GET  /orders        the caller's orders, as a JSON array, oldest first.
 //	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
 //	GET  /metrics       idemkit's OpenTelemetry metrics in Prometheus format
-//	                    (idemkit_outcomes_total by mode and outcome, ...); log
-//	                    lines of an engine call carry its trace_id.
+//	                    (idemkit_outcomes_total by mode and outcome,
+//	                    idemkit_store_duration_seconds by store operation,
+//	                    idemkit_evictions_total of mem:// stores, the
+//	                    fallback's breaker transitions, ...); log lines of an
+//	                    engine call carry its trace_id.
+//	GET  /problems/{name}, /problems/demo/{name}
+//	                    a page per problem type the service answers with, at
+//	                    the path of its type URI: title, status and what a
+//	                    client should do; 404 for unknown names.
 //
 // The order routes take {"sku": "<non-empty string>", "qty": <integer > 0>}
 // (unknown fields and wrong types get 400, a body over 16 KiB gets 413) and

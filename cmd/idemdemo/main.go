@@ -372,6 +372,7 @@ func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
   GET  /orders        your orders
   GET  /healthz       200 when the store answers
   GET  /metrics       idemkit's metrics (Prometheus format)
+  GET  /problems/...  a page per problem type: open the "type" URI's path of an error
   GET  /              the browser page: open %[1]s/ and click duplicates yourself
   test hooks: X-Demo-Delay: 2s (before creating), X-Demo-Stall: 2s (after), X-Demo-Fail: 500
 

@@ -149,7 +149,9 @@
 // may have run the handler (a fresh 201); the command exits with status 1
 // otherwise. Without -url it starts
 // its own server on a loopback port over -store (by default a temporary
-// bbolt file); -url must be a loopback address.
+// bbolt file; IDEMKIT_STORE and the other IDEMKIT_* variables are ignored,
+// so a storm never writes into the store a service uses); -url must be a
+// loopback address.
 //
 // The process exits with status 2 on a usage error, and shuts down gracefully
 // on SIGINT or SIGTERM: in-flight requests finish (for up to 10 s, after which

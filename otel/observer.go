@@ -307,9 +307,9 @@ func (c *call) Value(key any) any {
 }
 
 // end settles the call: an admission it counted leaves the claims in
-// flight, and its span ends with err.
+// flight (once, should end be called again), and its span ends with err.
 func (c *call) end(err error) {
-	if c.admitted.Load() {
+	if c.admitted.Swap(false) {
 		c.key.o.inFlight[c.mi].Add(-1)
 	}
 	if c.span == nil {

@@ -10,8 +10,12 @@
 //     store_error, ...).
 //   - idemkit.work.duration (histogram, s): how long admitted work ran, with
 //     idemkit.mode and idemkit.outcome (completed or released).
-//   - idemkit.claims.in_flight (up-down counter, {claim}): Do and token
-//     executions running now.
+//   - idemkit.claims.in_flight (up-down counter, {claim}): Guard, Do and
+//     UseToken executions admitted and running now, by idemkit.mode. An
+//     admission is taken out when its call returns, however it ends
+//     (completed, failed, released, lease lost, store failure, panic), so
+//     the gauge returns to zero when the engine is idle. Claims handed out
+//     by Begin and BeginBatch outlive their call and are not counted.
 //   - idemkit.store.duration (histogram, s): each store operation through a
 //     store wrapped with WrapStore, with idemkit.store.operation and, on
 //     failure, error.type.
@@ -19,6 +23,10 @@
 //     idemkit.copy_forward.conflicts (counters), fed by the Evicted,
 //     BreakerChanged and CopyForwardConflict methods, which match the
 //     callbacks of memstore and policy.
+//
+// Both histograms advise bucket boundaries for seconds, from 0.0005 (half a
+// millisecond) to 10: OpenTelemetry's default boundaries suit milliseconds.
+// A View in the MeterProvider can override them.
 //
 // Attributes carry only bounded, non-secret values: modes, outcomes,
 // operation names, breaker states and error types; never a key, token,

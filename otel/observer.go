@@ -110,6 +110,12 @@ func measurement(m idemkit.Mode, k idemkit.EventKind) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(keyMode.String(string(m)), keyOutcome.String(string(k))))
 }
 
+// secondsBuckets are the bucket boundaries of the duration histograms,
+// from half a millisecond to ten seconds: the values are in seconds, and
+// OpenTelemetry's default boundaries (0, 5, 10, ... 10000) suit
+// milliseconds, which would put nearly every value in one bucket.
+var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
 // Option configures NewObserver.
 type Option func(*options) error
 
@@ -188,9 +194,10 @@ func (o *Observer) instruments(m metric.Meter) error {
 		metric.WithDescription("Engine outcomes by mode and outcome."),
 		metric.WithInt64Callback(o.reportOutcomes))
 	o.work, errs[1] = m.Float64Histogram("idemkit.work.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long admitted work ran."))
+		metric.WithDescription("How long admitted work ran."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	_, errs[2] = m.Int64ObservableUpDownCounter("idemkit.claims.in_flight", metric.WithUnit("{claim}"),
-		metric.WithDescription("Do and token executions running now."),
+		metric.WithDescription("Guard, Do and UseToken executions admitted and running now."),
 		metric.WithInt64Callback(o.reportInFlight))
 	o.evictions, errs[3] = m.Int64Counter("idemkit.evictions", metric.WithUnit("{entry}"),
 		metric.WithDescription("Live entries a bounded store pushed out."))
@@ -218,12 +225,11 @@ func (o *Observer) reportOutcomes(_ context.Context, obs metric.Int64Observer) e
 	return nil
 }
 
-// reportInFlight reports the Do and token executions running now.
+// reportInFlight reports the Guard, Do and UseToken executions running
+// now.
 func (o *Observer) reportInFlight(_ context.Context, obs metric.Int64Observer) error {
-	for mi, m := range modes {
-		if m != idemkit.ModeGuard {
-			obs.Observe(o.inFlight[mi].Load(), o.modes[mi].(metric.ObserveOption))
-		}
+	for mi := range modes {
+		obs.Observe(o.inFlight[mi].Load(), o.modes[mi].(metric.ObserveOption))
 	}
 	return nil
 }
@@ -245,13 +251,12 @@ func (o *Observer) count(ev idemkit.Event) (int, metric.MeasurementOption) {
 // claims in flight, and an event on the call's span.
 func (o *Observer) Observe(ctx context.Context, ev idemkit.Event) {
 	mi, attrs := o.count(ev)
-	if mi >= 0 && ev.Mode != idemkit.ModeGuard {
+	if mi >= 0 {
 		switch ev.Kind {
 		case idemkit.EventAdmitted:
-			o.inFlight[mi].Add(1)
-		case idemkit.EventCompleted, idemkit.EventReleased, idemkit.EventLeaseLost:
+			o.admit(ctx, mi)
+		case idemkit.EventCompleted, idemkit.EventReleased:
 			if ev.Duration > 0 {
-				o.inFlight[mi].Add(-1)
 				o.work.Record(ctx, ev.Duration.Seconds(), attrs.(metric.RecordOption))
 			}
 		}
@@ -265,22 +270,73 @@ func (o *Observer) Observe(ctx context.Context, ev idemkit.Event) {
 	}
 }
 
-// Start begins the span of one engine call, a child of ctx's span.
-func (o *Observer) Start(ctx context.Context, mode idemkit.Mode, op string) (context.Context, func(error)) {
-	if !o.tracing {
-		return ctx, noEnd
-	}
-	ctx, span := o.tracer.Start(ctx, "idemkit."+op, trace.WithAttributes(keyMode.String(string(mode))))
-	return ctx, func(err error) {
-		if err != nil {
-			span.SetStatus(codes.Error, errorType(err))
-			span.SetAttributes(keyErrorType.String(errorType(err)))
-		}
-		span.End()
+// admit counts an admission in flight when it belongs to a Guard, Do or
+// UseToken call of this observer that has admitted nothing yet: that
+// call's end takes it out again, whichever way the call ends (completed,
+// failed, released, lease lost, store failure, panic). Claims handed out
+// by Begin and BeginBatch outlive their call and are not counted: the
+// engine does not tell the observer which event ends which claim.
+func (o *Observer) admit(ctx context.Context, mi int) {
+	c, ok := ctx.Value(callKey{o}).(*call)
+	if ok && c.mi == mi && c.admitted.CompareAndSwap(false, true) {
+		o.inFlight[mi].Add(1)
 	}
 }
 
-func noEnd(error) {}
+// callKey finds, in a context, the innermost call of one observer.
+type callKey struct{ o *Observer }
+
+// call is the context of one engine call started by Observer.Start: it
+// tells Observe which call an admission belongs to, so that the call's
+// end can take the admission out of the claims in flight.
+type call struct {
+	context.Context
+	key      callKey
+	mi       int // the mode's index, or -1 for calls whose admission outlives them
+	admitted atomic.Bool
+	span     trace.Span // nil when not tracing
+}
+
+// Value returns the call itself for its key, and otherwise what the
+// parent context holds.
+func (c *call) Value(key any) any {
+	if k, ok := key.(callKey); ok && k == c.key {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// end settles the call: an admission it counted leaves the claims in
+// flight (once, should end be called again), and its span ends with err.
+func (c *call) end(err error) {
+	if c.admitted.Swap(false) {
+		c.key.o.inFlight[c.mi].Add(-1)
+	}
+	if c.span == nil {
+		return
+	}
+	if err != nil {
+		c.span.SetStatus(codes.Error, errorType(err))
+		c.span.SetAttributes(keyErrorType.String(errorType(err)))
+	}
+	c.span.End()
+}
+
+// Start begins one engine call: its span, a child of ctx's span (when
+// tracing), and the bookkeeping that keeps idemkit.claims.in_flight
+// balanced on every path.
+func (o *Observer) Start(ctx context.Context, mode idemkit.Mode, op string) (context.Context, func(error)) {
+	c := &call{key: callKey{o}, mi: -1}
+	switch op {
+	case "Guard", "Do", "UseToken":
+		c.mi = modeIndex(mode)
+	}
+	if o.tracing {
+		ctx, c.span = o.tracer.Start(ctx, "idemkit."+op, trace.WithAttributes(keyMode.String(string(mode))))
+	}
+	c.Context = ctx
+	return c, c.end
+}
 
 // Evicted counts a live entry a bounded store pushed out; pass it to
 // memstore's eviction callback.

@@ -15,7 +15,8 @@ import (
 )
 
 // Store wraps a store.Store with a span and a latency measurement per
-// operation. Build it with WrapStore.
+// operation. WrapStore builds it, extended with Ping, SetNXValue and
+// SetNXBatch when the wrapped store has them.
 type Store struct {
 	next     store.Store
 	tracer   trace.Tracer
@@ -23,12 +24,16 @@ type Store struct {
 	ops      map[string]metric.MeasurementOption
 }
 
-var storeOps = []string{"SetNX", "Get", "CompareAndSwap", "CompareAndDelete", "Consume"}
+var storeOps = []string{"SetNX", "Get", "CompareAndSwap", "CompareAndDelete", "Consume", "SetNXValue", "SetNXBatch"}
 
 // WrapStore returns s with every operation measured (idemkit.store.duration)
-// and traced (a span per operation) with the providers of o. Close and
-// Ping pass through to s when it has them.
-func WrapStore(s store.Store, opts ...Option) (*Store, error) {
+// and traced (a span per operation) with the providers of the options. The
+// result has Close (passed through to s when s has it) and is a
+// store.Pinger, a store.SetNXValuer and a store.Batcher exactly when s is,
+// so a type assertion answers as it would on s: the engine uses s as it
+// would unwrapped, and a health check does not take a store that cannot
+// ping for one that answers. Errors wrap store.ErrInvalid.
+func WrapStore(s store.Store, opts ...Option) (store.Store, error) {
 	if s == nil {
 		return nil, fmt.Errorf("idemotel: %w: nil store", store.ErrInvalid)
 	}
@@ -45,7 +50,8 @@ func WrapStore(s store.Store, opts ...Option) (*Store, error) {
 		o.tp = noopTracers
 	}
 	h, err := o.mp.Meter(scope).Float64Histogram("idemkit.store.duration", metric.WithUnit("s"),
-		metric.WithDescription("Store operation latency."))
+		metric.WithDescription("Store operation latency."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	if err != nil {
 		return nil, fmt.Errorf("idemotel: instruments: %w", err)
 	}
@@ -53,7 +59,100 @@ func WrapStore(s store.Store, opts ...Option) (*Store, error) {
 	for _, op := range storeOps {
 		w.ops[op] = metric.WithAttributeSet(attribute.NewSet(keyOperation.String(op)))
 	}
+	_, p := s.(store.Pinger)
+	_, v := s.(store.SetNXValuer)
+	_, b := s.(store.Batcher)
+	switch {
+	case p && v && b:
+		return withPVB{w, pingOp{w}, valueOp{w}, batchOp{w}}, nil
+	case p && v:
+		return withPV{w, pingOp{w}, valueOp{w}}, nil
+	case p && b:
+		return withPB{w, pingOp{w}, batchOp{w}}, nil
+	case v && b:
+		return withVB{w, valueOp{w}, batchOp{w}}, nil
+	case p:
+		return withP{w, pingOp{w}}, nil
+	case v:
+		return withV{w, valueOp{w}}, nil
+	case b:
+		return withB{w, batchOp{w}}, nil
+	}
 	return w, nil
+}
+
+// pingOp, valueOp and batchOp give a wrapper Ping, SetNXValue and
+// SetNXBatch; WrapStore embeds those the wrapped store has.
+type (
+	pingOp  struct{ w *Store }
+	valueOp struct{ w *Store }
+	batchOp struct{ w *Store }
+)
+
+// Ping pings the wrapped store.
+func (o pingOp) Ping(ctx context.Context) error { return o.w.next.(store.Pinger).Ping(ctx) }
+
+// SetNXValue measures the wrapped store's SetNXValue.
+func (o valueOp) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+	return o.w.setNXValue(ctx, key, value, ttl)
+}
+
+// SetNXBatch measures the wrapped store's SetNXBatch.
+func (o batchOp) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
+	return o.w.setNXBatch(ctx, items)
+}
+
+// The wrappers of stores with Ping (P), SetNXValue (V) or SetNXBatch (B).
+type (
+	withP struct {
+		*Store
+		pingOp
+	}
+	withV struct {
+		*Store
+		valueOp
+	}
+	withB struct {
+		*Store
+		batchOp
+	}
+	withPV struct {
+		*Store
+		pingOp
+		valueOp
+	}
+	withPB struct {
+		*Store
+		pingOp
+		batchOp
+	}
+	withVB struct {
+		*Store
+		valueOp
+		batchOp
+	}
+	withPVB struct {
+		*Store
+		pingOp
+		valueOp
+		batchOp
+	}
+)
+
+func (w *Store) setNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (set bool, existing []byte, err error) {
+	w.measure(ctx, "SetNXValue", func(ctx context.Context) error {
+		set, existing, err = w.next.(store.SetNXValuer).SetNXValue(ctx, key, value, ttl)
+		return err
+	})
+	return set, existing, err
+}
+
+func (w *Store) setNXBatch(ctx context.Context, items []store.BatchItem) (res []store.BatchResult, err error) {
+	w.measure(ctx, "SetNXBatch", func(ctx context.Context) error {
+		res, err = w.next.(store.Batcher).SetNXBatch(ctx, items)
+		return err
+	})
+	return res, err
 }
 
 // measure runs one operation in a span and records its latency.
@@ -140,16 +239,13 @@ func (w *Store) Close() error {
 	return nil
 }
 
-// Ping pings the wrapped store when it is a store.Pinger.
-func (w *Store) Ping(ctx context.Context) error {
-	if p, ok := w.next.(store.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
-
 var (
 	_ store.Store  = (*Store)(nil)
 	_ store.Closer = (*Store)(nil)
-	_ store.Pinger = (*Store)(nil)
+	_ interface {
+		store.Closer
+		store.Pinger
+		store.SetNXValuer
+		store.Batcher
+	} = withPVB{}
 )

@@ -104,7 +104,7 @@ func forget(ctx context.Context, e *idemkit.Engine, args []string, out *printer,
 	return out.forgotten(k.digest())
 }
 
-func scan(ctx context.Context, e *idemkit.Engine, namespace string, args []string, out *printer, stderr io.Writer) error {
+func scan(ctx context.Context, e *idemkit.Engine, namespace string, readable bool, args []string, out *printer, stderr io.Writer) error {
 	mode := idemkit.ModeDo
 	limit := 100
 	fs := flag.NewFlagSet("idemctl scan", flag.ContinueOnError)
@@ -135,7 +135,8 @@ func scan(ctx context.Context, e *idemkit.Engine, namespace string, args []strin
 			bad++
 			return true
 		}
-		rows = append(rows, scanRow{StoreKey: key, Scope: idemkit.ScopeOf(key), Info: info})
+		shown, scope := safeStoreKey(key, readable)
+		rows = append(rows, scanRow{StoreKey: shown, Scope: scope, Info: info})
 		return len(rows) < limit
 	})
 	if err != nil {
@@ -145,4 +146,50 @@ func scan(ctx context.Context, e *idemkit.Engine, namespace string, args []strin
 		fmt.Fprintf(stderr, "idemctl scan: %d entries under %s were not idemkit records\n", bad, strings.TrimSuffix(prefix, ":"))
 	}
 	return out.scan(rows)
+}
+
+// Digest segments of store keys: the engine's default key names hold a
+// 96-bit scope digest and a 256-bit key digest, unpadded base64url.
+const (
+	scopeDigestChars = 16
+	keyDigestChars   = 43
+)
+
+// safeStoreKey returns what scan prints of a store key name and its scope
+// segment. Names the engine wrote as digests (the default) are printed as
+// stored, so an operator can find them in the store. A segment that is not
+// a digest (a service with WithReadableKeys writes keys and principals in
+// clear), and every segment when readable says the service writes readable
+// keys, is printed as "sha256:" and a short digest instead: idemctl never
+// prints a key, token or principal.
+func safeStoreKey(name string, readable bool) (shown, scope string) {
+	ns, rest, ok1 := strings.Cut(name, ":")
+	space, rest, ok2 := strings.Cut(rest, ":")
+	scope, key, ok3 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || !ok3 || len(space) != 1 {
+		return digestOf(name), ""
+	}
+	if scope != "-" && (readable || !isBase64URL(scope, scopeDigestChars)) {
+		scope = digestOf(scope)
+	}
+	if readable || !isBase64URL(key, keyDigestChars) {
+		key = digestOf(key)
+	}
+	return ns + ":" + space + ":" + scope + ":" + key, scope
+}
+
+// digestOf names s by a short digest of it.
+func digestOf(s string) string { return "sha256:" + idemkit.Event{Key: s}.KeyDigest() }
+
+// isBase64URL reports whether s is n characters of the base64url alphabet.
+func isBase64URL(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

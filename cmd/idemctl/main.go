@@ -10,7 +10,11 @@
 // not given). Keys are given as the service's caller gave them, with the
 // principal as -scope (for tokens, the token as KEY and its principal as
 // -scope); idemctl prints them only as digests, and prints a stored result
-// only with -result. Output is a table, or JSON with -json.
+// only with -result. scan prints the store key names the engine wrote as
+// digests (its default) as they are stored, and any segment that is not a
+// digest (keys written with idemkit.WithReadableKeys, and all of them with
+// -readable-keys) as "sha256:" and a short digest. Output is a table, or
+// JSON with -json.
 //
 // Exit status: 0 found (or forgotten), 3 not found, 2 usage error, 1 any
 // other error.
@@ -91,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "forget":
 		err = forget(ctx, e, rest[1:], out, stderr)
 	case "scan":
-		err = scan(ctx, e, g.namespace, rest[1:], out, stderr)
+		err = scan(ctx, e, g.namespace, g.readable, rest[1:], out, stderr)
 	default:
 		fmt.Fprintf(stderr, "idemctl: unknown command %q\n", rest[0])
 		usage(stderr)
@@ -132,7 +136,8 @@ func usage(w io.Writer) {
 
   -store URL     the service's store (default $IDEMKIT_STORE)
   -namespace NS  the engine's namespace (default idem)
-  -readable-keys the service runs with idemkit.WithReadableKeys
+  -readable-keys the service runs with idemkit.WithReadableKeys (scan then
+                 prints every key and scope segment as a digest)
   -json          print JSON instead of a table
   -mode M        do (idempotency keys, default), guard (windows) or token
   -scope S       the principal the key belongs to (a token's owner)

@@ -13,11 +13,12 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // the driver of mysql://
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/cmd/internal/telemetry"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/setup"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
-	_ "github.com/idemkit/idemkit/store/memstore"   // mem://
+	"github.com/idemkit/idemkit/store/memstore"     // mem://
 	_ "github.com/idemkit/idemkit/store/redisstore" // redis://, rediss://, redis+sentinel://, redis+cluster://
 	"github.com/idemkit/idemkit/store/sqlstore"     // postgres://, mysql://
 	_ "github.com/jackc/pgx/v5/stdlib"              // the driver of postgres://
@@ -29,6 +30,7 @@ const storeCheckTimeout = 2 * time.Second
 // backend is where the service keeps its data: the idempotency store (with
 // its budget, fallback and near cache) and the orders.
 type backend struct {
+	// store is the stack the engine uses, measured and traced by tel.
 	store      store.Store
 	engineOpts []idemkit.Option // the failure mode
 	orders     orderRepo
@@ -42,6 +44,9 @@ type backend struct {
 	// (and pool) then keeps the orders too.
 	pg    *sqlstore.Store
 	stack *setup.Stack
+	// tel is the service's OpenTelemetry wiring: the store's latency, the
+	// memory stores' evictions and the fallback's breaker feed its metrics.
+	tel *telemetry.Telemetry
 	// closers release the backend's resources, in order.
 	closers []func() error
 }
@@ -60,17 +65,32 @@ func (be *backend) Close() error {
 // is a bbolt file the orders go in the same file, so a restart finds both;
 // when it is PostgreSQL they go in a table of the same database (see
 // openPgOrders); otherwise they are kept in memory, bounded.
+//
+// The backend's telemetry measures and traces every operation of the
+// stack, counts the evictions of mem:// stores and the breaker transitions
+// and copy-forward conflicts of a fallback; log gets the engine's events.
 func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
-	be := &backend{}
+	tel, err := telemetry.New(idemkit.SlogObserver(log))
+	if err != nil {
+		return nil, err
+	}
+	be := &backend{tel: tel}
 	sc := cfg.stack
 	sc.Open = be.open
-	sc.OnTierEvent = logTierEvent(log)
+	logTier := logTierEvent(log)
+	sc.OnTierEvent = func(ev policy.TierEvent) {
+		logTier(ev)
+		tel.OnTierEvent(ev)
+	}
 	st, err := setup.Build(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
-	be.stack, be.store, be.engineOpts = st, st.Store, st.Options
+	be.stack, be.engineOpts = st, st.Options
 	be.closers = []func() error{st.Close}
+	if be.store, err = tel.WrapStore(st.Store); err != nil {
+		return nil, errors.Join(err, be.Close())
+	}
 	if be.pg != nil {
 		if err := be.openPgOrders(ctx); err != nil {
 			return nil, errors.Join(err, be.Close())
@@ -86,13 +106,17 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, e
 
 // open opens one store of the stack. The first bbolt store (the primary)
 // is opened here rather than by store.Open so that the orders can share
-// its file.
+// its file; memory stores are opened here too, to count their evictions.
 func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error) {
 	var s store.Store
 	var err error
-	if u, perr := url.Parse(rawURL); perr == nil && u.Scheme == "bolt" && be.primary == nil {
+	u, perr := url.Parse(rawURL)
+	switch {
+	case perr == nil && u.Scheme == "bolt" && be.primary == nil:
 		s, err = be.openBolt(rawURL)
-	} else {
+	case perr == nil && u.Scheme == "mem":
+		s, err = openMem(u, be.tel.Evicted)
+	default:
 		s, err = store.Open(ctx, rawURL)
 	}
 	if err == nil && be.primary == nil {
@@ -102,6 +126,60 @@ func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error)
 		}
 	}
 	return s, err
+}
+
+// openMem opens a memory store from a mem:// URL, as store.Open would (the
+// same parameters and defaults, see memstore), calling onEvict for every
+// live entry it evicts.
+func openMem(u *url.URL, onEvict func(key string)) (store.Store, error) {
+	opts, err := memOptions(u)
+	if err == nil {
+		var s *memstore.Store
+		if s, err = memstore.New(append(opts, memstore.WithOnEvict(onEvict))...); err == nil {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(u.String()), err)
+}
+
+// memSweep is the janitor period memstore gives a store opened by URL.
+const memSweep = time.Minute
+
+// memOptions returns the memstore options of the parameters of a mem://
+// URL: capacity, max_bytes, shards and sweep_interval.
+func memOptions(u *url.URL) ([]memstore.Option, error) {
+	if u.Opaque != "" || u.Host != "" || u.Path != "" || u.User != nil || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: a mem URL has no user, host, path or fragment: write mem:// or mem://?capacity=N", store.ErrInvalid)
+	}
+	p := store.NewParams(u)
+	var opts []memstore.Option
+	for _, param := range []struct {
+		name string
+		opt  func(int) memstore.Option
+	}{
+		{"capacity", memstore.WithCapacity},
+		{"max_bytes", func(n int) memstore.Option { return memstore.WithMaxBytes(int64(n)) }},
+		{"shards", memstore.WithShards},
+	} {
+		n, ok, err := p.Int(param.name, 1)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			opts = append(opts, param.opt(n))
+		}
+	}
+	sweep, ok, err := p.Duration("sweep_interval", 0)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		sweep = memSweep
+	}
+	if sweep > 0 {
+		opts = append(opts, memstore.WithSweepInterval(sweep))
+	}
+	return opts, p.Done()
 }
 
 // openPgOrders puts the orders in a table of the PostgreSQL database of the

@@ -28,8 +28,15 @@
 //	GET  /orders        the caller's orders, as a JSON array, oldest first.
 //	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
 //	GET  /metrics       idemkit's OpenTelemetry metrics in Prometheus format
-//	                    (idemkit_outcomes_total by mode and outcome, ...); log
-//	                    lines of an engine call carry its trace_id.
+//	                    (idemkit_outcomes_total by mode and outcome,
+//	                    idemkit_store_duration_seconds by store operation,
+//	                    idemkit_evictions_total of mem:// stores, the
+//	                    fallback's breaker transitions, ...); log lines of an
+//	                    engine call carry its trace_id.
+//	GET  /problems/{name}, /problems/demo/{name}
+//	                    a page per problem type the service answers with, at
+//	                    the path of its type URI: title, status and what a
+//	                    client should do; 404 for unknown names.
 //
 // The order routes take {"sku": "<non-empty string>", "qty": <integer > 0>}
 // (unknown fields and wrong types get 400, a body over 16 KiB gets 413) and
@@ -142,7 +149,9 @@
 // may have run the handler (a fresh 201); the command exits with status 1
 // otherwise. Without -url it starts
 // its own server on a loopback port over -store (by default a temporary
-// bbolt file); -url must be a loopback address.
+// bbolt file; IDEMKIT_STORE and the other IDEMKIT_* variables are ignored,
+// so a storm never writes into the store a service uses); -url must be a
+// loopback address.
 //
 // The process exits with status 2 on a usage error, and shuts down gracefully
 // on SIGINT or SIGTERM: in-flight requests finish (for up to 10 s, after which

@@ -219,17 +219,14 @@ func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
 	return listen(cfg.addr, handler, be, log)
 }
 
-// newApp builds the engine over the backend's store, observed by
-// OpenTelemetry (metrics on GET /metrics, a span per engine call) and the
-// logger, and the routes over the engine and the backend's orders.
+// newApp builds the engine over the backend's store, observed by the
+// backend's OpenTelemetry wiring (metrics on GET /metrics, a span per
+// engine call and per store operation, events logged to the backend's
+// logger), and the routes over the engine and the backend's orders.
 func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
-	tel, err := telemetry.New(idemkit.SlogObserver(log))
-	if err != nil {
-		return nil, err
-	}
 	opts := append(append([]idemkit.Option(nil), be.engineOpts...),
 		idemkit.WithLease(cfg.lease),
-		idemkit.WithObserver(tel.Observer))
+		idemkit.WithObserver(be.tel.Observer))
 	engine, err := idemkit.New(be.store, opts...)
 	if err != nil {
 		return nil, err
@@ -238,7 +235,7 @@ func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tel.WithMetrics(app), nil
+	return be.tel.WithMetrics(app), nil
 }
 
 // listen starts serving handler on addr.
@@ -375,6 +372,7 @@ func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
   GET  /orders        your orders
   GET  /healthz       200 when the store answers
   GET  /metrics       idemkit's metrics (Prometheus format)
+  GET  /problems/...  a page per problem type: open the "type" URI's path of an error
   GET  /              the browser page: open %[1]s/ and click duplicates yourself
   test hooks: X-Demo-Delay: 2s (before creating), X-Demo-Stall: 2s (after), X-Demo-Fail: 500
 

@@ -105,6 +105,7 @@ func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, windo
 	mux.Handle("POST /orders/form", s.withHooks(g.token(s.createOrder(tokenOf))))
 	mux.HandleFunc("GET /orders", s.listOrders)
 	mux.HandleFunc("GET /healthz", s.healthz)
+	newProblemPages().register(mux)
 	if err := registerUI(mux, s, window); err != nil {
 		return nil, err
 	}

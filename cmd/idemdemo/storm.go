@@ -143,13 +143,13 @@ func parseStormFlags(args []string, stderr io.Writer) (stormConfig, string, erro
 	fs := flag.NewFlagSet("idemdemo storm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage:\n  idemdemo storm [flags]\n\nSends -n concurrent copies of one submission per user to each mode and\ncounts the orders they made: exactly one per submission is expected.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage:\n  idemdemo storm [flags]\n\nSends -n concurrent copies of one submission per user to each mode and\ncounts the orders they made: exactly one per submission is expected.\n\nWithout -url it starts its own server over -store, or a temporary bbolt\nfile: IDEMKIT_STORE and the other IDEMKIT_* variables are ignored, so a\nstorm never writes into the store a service uses.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&sc.baseURL, "url", "", "`URL` of a running idemdemo on a loopback address (default: start one in-process)")
 	fs.IntVar(&sc.copies, "n", sc.copies, fmt.Sprintf("concurrent copies of each submission (1 to %d)", maxStormCopies))
 	fs.IntVar(&sc.users, "users", sc.users, fmt.Sprintf("users, each with one submission per mode (1 to %d)", maxStormUsers))
-	fs.StringVar(&storeURL, "store", "", "store `URL` of the in-process server, such as mem:// or redis://host:6379 (default: a temporary bbolt file)")
+	fs.StringVar(&storeURL, "store", "", "store `URL` of the in-process server, such as mem:// or redis://host:6379 (default: a temporary bbolt file; IDEMKIT_STORE is ignored)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return sc, "", err

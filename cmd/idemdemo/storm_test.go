@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -235,4 +237,16 @@ func TestStormDetectsHandlerReruns(t *testing.T) {
 		assert.False(t, r.ok(), "%s: the handler ran more than once per submission", mode)
 	}
 	require.Error(t, checkStormResults(results))
+}
+
+// The storm's help says that it does not read IDEMKIT_STORE (nor the other
+// IDEMKIT_* variables): its in-process server uses -store or a temporary
+// bbolt file, so a storm never writes into the service's real store.
+func TestStormHelpSaysItIgnoresTheStoreVariable(t *testing.T) {
+	var stderr bytes.Buffer
+	_, _, err := parseStormFlags([]string{"-h"}, &stderr)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	help := stderr.String()
+	assert.Contains(t, help, "IDEMKIT_STORE")
+	assert.Contains(t, help, "ignored")
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/idemkit/idemkit"
 	idemotel "github.com/idemkit/idemkit/otel"
+	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/store"
 )
 
 // Telemetry is a program's OpenTelemetry wiring: idemkit's metrics for
@@ -30,6 +33,9 @@ type Telemetry struct {
 	Metrics http.Handler
 	meters  *sdkmetric.MeterProvider
 	tracers *sdktrace.TracerProvider
+
+	mu      sync.Mutex
+	breaker string // the tiered store's breaker state, as OnTierEvent last saw it
 }
 
 // New builds the providers and the observer; next (the logger's observer)
@@ -44,6 +50,7 @@ func New(next idemkit.Observer) (*Telemetry, error) {
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		meters:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)),
 		tracers: sdktrace.NewTracerProvider(),
+		breaker: string(policy.TierClosed),
 	}
 	t.Observer, err = idemotel.NewObserver(idemotel.WithMeterProvider(t.meters),
 		idemotel.WithTracerProvider(t.tracers), idemotel.WithNext(next))
@@ -59,6 +66,41 @@ func (t *Telemetry) WithMetrics(app http.Handler) http.Handler {
 	mux.Handle("GET /metrics", t.Metrics)
 	mux.Handle("/", app)
 	return mux
+}
+
+// WrapStore returns s with every operation measured
+// (idemkit_store_duration_seconds, by operation) and traced: see
+// idemotel.WrapStore.
+func (t *Telemetry) WrapStore(s store.Store) (store.Store, error) {
+	return idemotel.WrapStore(s, idemotel.WithMeterProvider(t.meters), idemotel.WithTracerProvider(t.tracers))
+}
+
+// Evicted counts a live entry a bounded memory store pushed out: pass it
+// to memstore.WithOnEvict. The key is not used.
+func (t *Telemetry) Evicted(string) { t.Observer.Evicted(context.Background()) }
+
+// OnTierEvent counts the breaker changes of a tiered store, with the state
+// it left and the one it entered, and its copy-forward conflicts: pass it
+// to policy.WithTierObserver (setup.Config.OnTierEvent). Other events are
+// not counted; the key is not used.
+func (t *Telemetry) OnTierEvent(ev policy.TierEvent) {
+	ctx := context.Background()
+	switch ev.Kind {
+	case policy.TierOpen, policy.TierHalfOpen, policy.TierClosed:
+		t.mu.Lock()
+		from := t.breaker
+		t.breaker = string(ev.Kind)
+		t.mu.Unlock()
+		t.Observer.BreakerChanged(ctx, from, string(ev.Kind))
+	case policy.TierConflict:
+		t.Observer.CopyForwardConflict(ctx)
+	}
+}
+
+// RegisterSpanProcessor sends the spans to sp too (an exporter, or a
+// recorder in a test).
+func (t *Telemetry) RegisterSpanProcessor(sp sdktrace.SpanProcessor) {
+	t.tracers.RegisterSpanProcessor(sp)
 }
 
 // TraceLog is a slog.Handler that adds the trace and span IDs of the

@@ -132,54 +132,15 @@ func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error)
 // same parameters and defaults, see memstore), calling onEvict for every
 // live entry it evicts.
 func openMem(u *url.URL, onEvict func(key string)) (store.Store, error) {
-	opts, err := memOptions(u)
-	if err == nil {
-		var s *memstore.Store
-		if s, err = memstore.New(append(opts, memstore.WithOnEvict(onEvict))...); err == nil {
-			return s, nil
-		}
-	}
-	return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(u.String()), err)
-}
-
-// memSweep is the janitor period memstore gives a store opened by URL.
-const memSweep = time.Minute
-
-// memOptions returns the memstore options of the parameters of a mem://
-// URL: capacity, max_bytes, shards and sweep_interval.
-func memOptions(u *url.URL) ([]memstore.Option, error) {
-	if u.Opaque != "" || u.Host != "" || u.Path != "" || u.User != nil || u.Fragment != "" {
-		return nil, fmt.Errorf("%w: a mem URL has no user, host, path or fragment: write mem:// or mem://?capacity=N", store.ErrInvalid)
-	}
-	p := store.NewParams(u)
-	var opts []memstore.Option
-	for _, param := range []struct {
-		name string
-		opt  func(int) memstore.Option
-	}{
-		{"capacity", memstore.WithCapacity},
-		{"max_bytes", func(n int) memstore.Option { return memstore.WithMaxBytes(int64(n)) }},
-		{"shards", memstore.WithShards},
-	} {
-		n, ok, err := p.Int(param.name, 1)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			opts = append(opts, param.opt(n))
-		}
-	}
-	sweep, ok, err := p.Duration("sweep_interval", 0)
+	opts, err := memstore.URLOptions(u.String())
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		sweep = memSweep
+	s, err := memstore.New(append(opts, memstore.WithOnEvict(onEvict))...)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(u.String()), err)
 	}
-	if sweep > 0 {
-		opts = append(opts, memstore.WithSweepInterval(sweep))
-	}
-	return opts, p.Done()
+	return s, nil
 }
 
 // openPgOrders puts the orders in a table of the PostgreSQL database of the

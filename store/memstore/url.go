@@ -41,6 +41,22 @@ func openURL(_ context.Context, u *url.URL) (store.Store, error) {
 	return s, nil
 }
 
+// URLOptions returns the options a mem:// URL asks for (see the scheme
+// above), for a program that adds options of its own, such as WithOnEvict,
+// before calling New. A URL it cannot use is an error wrapping
+// store.ErrInvalid that names the problem.
+func URLOptions(rawURL string) ([]Option, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "mem" {
+		return nil, fmt.Errorf("memstore: %w: %s is not a mem:// URL", store.ErrInvalid, store.Redact(rawURL))
+	}
+	opts, err := urlOptions(u)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(u.String()), err)
+	}
+	return opts, nil
+}
+
 // urlOptions returns the options a mem:// URL asks for.
 func urlOptions(u *url.URL) ([]Option, error) {
 	if u.Opaque != "" || u.Host != "" || u.Path != "" || u.User != nil || u.Fragment != "" {

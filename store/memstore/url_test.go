@@ -123,3 +123,30 @@ func TestOpenURLMaxBytes(t *testing.T) {
 		t.Errorf("max_bytes=2000: Len %d, Evictions %d after 20 entries of ~%d bytes", s.Len(), s.Evictions(), perEntry)
 	}
 }
+
+func TestURLOptions(t *testing.T) {
+	var evicted []string
+	opts, err := memstore.URLOptions("mem://?capacity=2&shards=1&sweep_interval=0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := memstore.New(append(opts, memstore.WithOnEvict(func(key string) { evicted = append(evicted, key) }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 3 {
+		if _, _, err := s.SetNX(ctx, fmt.Sprintf("k%d", i), []byte("v"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(evicted) != 1 || evicted[0] != "k0" {
+		t.Fatalf("evicted %q with capacity=2 from the URL, want [k0]", evicted)
+	}
+	for _, bad := range []string{"redis://x", "mem://host", "mem://?capacity=0", "mem://?colour=blue", "::"} {
+		if _, err := memstore.URLOptions(bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("URLOptions(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

@@ -25,9 +25,9 @@ import (
 //     512 distinct keys: a multi-row INSERT ... ON DUPLICATE KEY UPDATE
 //     of expired rows ... RETURNING, on the Store's own pool or in a View.
 //   - MySQL (and MariaDB under WithoutReturning): the same INSERT
-//     without RETURNING, then a locking SELECT of the keys, in one
-//     READ COMMITTED transaction: four round trips on the Store's own
-//     pool (BEGIN, INSERT, SELECT, COMMIT), two in a View.
+//     without RETURNING, then a SELECT of the keys, in one transaction:
+//     four round trips on the Store's own pool (BEGIN, INSERT, SELECT,
+//     COMMIT), two in a View.
 //
 // MySQL statements hold at most 512 keys; a larger batch runs as several,
 // each claimed as above. A key that a concurrent claim committed after the
@@ -183,11 +183,13 @@ func (v *View) pgBatch(ctx context.Context, items []store.BatchItem, pending []i
 // myBatch claims up to myBatchMax keys on MySQL: one INSERT ... ON
 // DUPLICATE KEY UPDATE ... RETURNING where the server has it, otherwise
 // the INSERT and a read of the keys, in a transaction. On the Store's own
-// pool that transaction is READ COMMITTED and the read a plain one: it
-// sees the latest committed rows, which the INSERT locked, so they are
-// still the latest (a locking read there measured a deadlock in most
-// overlapping batches). In a caller's transaction, of any isolation
-// level, the read is a locking one, LOCK IN SHARE MODE, as getShared. Every row
+// pool the transaction has the server's default isolation level (naming
+// one costs a round trip of its own) and the read is a plain one, the
+// transaction's first consistent read: its snapshot, taken after the
+// INSERT locked every row of the batch, holds the latest versions of those
+// rows (a locking read there, under READ COMMITTED, measured a deadlock in
+// most overlapping batches). In a caller's transaction, whose snapshot may
+// be older, the read is a locking one, LOCK IN SHARE MODE, as getShared. Every row
 // the INSERT writes gets the same fresh random revision (see myUpsert):
 // the call set exactly the keys whose row it then reads with that
 // revision. The statement text has a row count that is a power of two
@@ -233,7 +235,7 @@ func (v *View) myBatch(ctx context.Context, items []store.BatchItem, pending []i
 	c, read := v.c, qs.readShared
 	var tx *sql.Tx
 	if v.own {
-		if tx, err = v.s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
+		if tx, err = v.s.db.BeginTx(ctx, nil); err != nil {
 			return nil, err
 		}
 		defer tx.Rollback()

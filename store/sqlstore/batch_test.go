@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/sqlstore"
+	"github.com/idemkit/idemkit/store/sqlstore/pgxstore"
 )
 
 // countConn counts the statements run on it.
@@ -197,6 +200,48 @@ func TestBatchStatements(t *testing.T) {
 			}
 			checkBatch(t, items, res, wantSet)
 		})
+	}
+}
+
+// TestBatchPgx claims a batch through pgx's native API (pgxstore), which
+// encodes the statement's arrays itself, in a pgx.Tx.
+func TestBatchPgx(t *testing.T) {
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := newStore(t, pg)
+	items, wantSet := mixedBatch(t, s, "k", 30)
+	items = append(items, store.BatchItem{Key: "empty", Value: []byte{}, TTL: time.Minute})
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	res, err := pgxstore.View(s, tx).SetNXBatch(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !res[len(res)-1].Set {
+		t.Fatalf("the empty value's key was not set: %+v", res[len(res)-1])
+	}
+	checkBatch(t, items[:len(items)-1], res[:len(res)-1], wantSet)
+	for i, it := range items[:30] {
+		want := "mine"
+		if i%3 == 1 {
+			want = "held"
+		}
+		if e, err := s.Get(ctx, it.Key); err != nil || string(e.Value) != want {
+			t.Fatalf("Get(%s) = %q, %v; want %q", it.Key, e.Value, err, want)
+		}
+	}
+	if e, err := s.Get(ctx, "empty"); err != nil || e.Value == nil || len(e.Value) != 0 {
+		t.Fatalf("Get(empty) = %#v, %v; want an empty value", e, err)
 	}
 }
 
@@ -434,6 +479,33 @@ func BenchmarkBatchClaim(b *testing.B) {
 			b.ReportMetric(float64(tBatch.Nanoseconds())/float64(b.N), "ns-batch")
 			b.ReportMetric(float64(tSingle.Nanoseconds())/float64(b.N), "ns-single")
 			b.ReportMetric(float64(tSingle)/float64(tBatch), "x-faster")
+		})
+	}
+}
+
+// TestBatchEmptyValue claims keys with empty values, which a NULL in the
+// statement's arrays or rows would lose, and reads them back, on each
+// database and with a replay.
+func TestBatchEmptyValue(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := t.Context()
+			s := newStore(t, b)
+			items := []store.BatchItem{{Key: "a", Value: []byte{}, TTL: time.Minute}, {Key: "b", Value: []byte("x"), TTL: time.Minute}}
+			for round, wantSet := range []bool{true, false} {
+				res, err := s.SetNXBatch(ctx, items)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, r := range res {
+					if r.Set != wantSet || !wantSet && (r.Existing.Value == nil || string(r.Existing.Value) != string(items[i].Value)) {
+						t.Fatalf("round %d, item %d: %#v, want Set %v", round, i, r, wantSet)
+					}
+				}
+			}
+			if e, err := s.Get(ctx, "a"); err != nil || e.Value == nil || len(e.Value) != 0 {
+				t.Fatalf("Get(a) = %#v, %v; want an empty value", e, err)
+			}
 		})
 	}
 }

@@ -3,17 +3,40 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
 	"github.com/idemkit/idemkit/store"
 )
 
-// SetNXBatch implements store.Batcher: it claims every item in one
-// READ COMMITTED transaction (the caller's, for a View), in key order so
-// that overlapping batches never wait on each other in a cycle. A batch
-// on the Store's own pool that the server picks as a deadlock victim runs
-// again from the start.
+// SetNXBatch implements store.Batcher: it claims the batch's distinct keys,
+// in ascending order so that overlapping batches never wait on each other
+// in a cycle, with as few statements as the server allows:
+//
+//   - PostgreSQL: one statement (one round trip) for the whole batch,
+//     on the Store's own pool or in a View: an INSERT ... SELECT FROM
+//     unnest(...) ON CONFLICT DO UPDATE of expired rows, in a CTE that
+//     also reads the live rows. Its keys, values and TTLs travel as
+//     three arrays (bytea[], bytea[], bigint[]), which pgx encodes from
+//     [][]byte and []int64.
+//   - MariaDB 10.5 or later: one statement (one round trip) for up to
+//     512 distinct keys: a multi-row INSERT ... ON DUPLICATE KEY UPDATE
+//     of expired rows ... RETURNING, on the Store's own pool or in a View.
+//   - MySQL (and MariaDB under WithoutReturning): the same INSERT
+//     without RETURNING, then a SELECT of the keys, in one transaction:
+//     four round trips on the Store's own pool (BEGIN, INSERT, SELECT,
+//     COMMIT), two in a View.
+//
+// MySQL statements hold at most 512 keys; a larger batch runs as several,
+// each claimed as above. A key that a concurrent claim committed after the
+// statement's snapshot (PostgreSQL) or that expired between the INSERT and
+// the SELECT (MySQL) costs another statement for the keys concerned, at
+// most 16 in all. On the Store's own pool a statement that the server
+// picks as a deadlock victim runs again; in a caller's transaction the
+// error is returned, since the server rolled the transaction back. A
+// batch is not atomic as a whole: every key is.
 func (v *View) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
 	if err := store.CheckBatch(items); err != nil {
 		return nil, err
@@ -35,16 +58,15 @@ func (v *View) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(items[a].Key, items[b].Key) })
 
-	var res []store.BatchResult
-	var err error
-	for range maxAttempts {
-		res, err = v.batchOnce(ctx, items, order)
-		if err == nil || !v.own || !retryable(err) || ctx.Err() != nil {
-			break
-		}
+	res := make([]store.BatchResult, len(items))
+	chunk := len(order)
+	if v.s.q.base == &mysql {
+		chunk = myBatchMax
 	}
-	if err != nil {
-		return nil, err
+	for start := 0; start < len(order); start += chunk {
+		if err := v.claimBatch(ctx, items, order[start:min(start+chunk, len(order))], res); err != nil {
+			return nil, err
+		}
 	}
 	for i, it := range items {
 		f := first[it.Key]
@@ -60,31 +82,180 @@ func (v *View) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store
 	return res, nil
 }
 
-// batchOnce claims the items at order, on the Store's own pool in a
-// transaction of its own, or in the View's.
-func (v *View) batchOnce(ctx context.Context, items []store.BatchItem, order []int) ([]store.BatchResult, error) {
-	res := make([]store.BatchResult, len(items))
-	tv := v
-	var tx *sql.Tx
-	if v.own {
+// claimBatch claims the items at pending, distinct keys in ascending
+// order, and records their outcomes in res. It runs its statements again
+// for the keys they left unresolved, and, on the Store's own pool, after a
+// deadlock.
+func (v *View) claimBatch(ctx context.Context, items []store.BatchItem, pending []int, res []store.BatchResult) error {
+	for range maxAttempts {
+		var left []int
 		var err error
-		if tx, err = v.s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
-			return nil, wrap(ctx, "setnx-batch", "", err)
+		if v.s.q.base == &postgres {
+			left, err = v.pgBatch(ctx, items, pending, res)
+		} else {
+			left, err = v.myBatch(ctx, items, pending, res)
 		}
-		defer tx.Rollback()
-		tv = &View{s: v.s, c: querierConn{q: tx, stmts: v.s.txStmts()}, async: v.async}
+		switch {
+		case err == nil && len(left) == 0:
+			return nil
+		case err == nil:
+			pending = left
+		case isScan(err):
+			return corrupt("setnx-batch", "", err)
+		case v.own && retryable(err) && ctx.Err() == nil:
+		default:
+			return wrap(ctx, "setnx-batch", "", err)
+		}
 	}
-	for _, i := range order {
-		it := items[i]
-		var err error
-		if res[i].Set, res[i].Existing, err = tv.SetNX(ctx, it.Key, it.Value, it.TTL); err != nil {
+	return wrap(ctx, "setnx-batch", "", errContended)
+}
+
+// batchRow is one row of a batch statement's result.
+type batchRow struct {
+	set bool
+	e   store.Entry
+}
+
+// collect reads the rows of a batch statement, each a key and its
+// outcome, into res, and returns the items of pending it named no
+// outcome for.
+func collect(rows Rows, items []store.BatchItem, pending []int, res []store.BatchResult, scan func(Rows) (key []byte, r batchRow, ok bool, err error)) ([]int, error) {
+	defer rows.Close()
+	at := make(map[string]int, len(pending))
+	for j, i := range pending {
+		at[items[i].Key] = j
+	}
+	got := make([]*batchRow, len(pending))
+	for rows.Next() {
+		k, r, ok, err := scan(rows)
+		if err != nil {
+			return nil, scanError{err}
+		}
+		if j, known := at[string(k)]; known && ok && got[j] == nil {
+			got[j] = &r
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	var left []int
+	for j, i := range pending {
+		if got[j] == nil {
+			left = append(left, i)
+			continue
+		}
+		res[i] = store.BatchResult{Set: got[j].set, Existing: got[j].e}
+	}
+	return left, nil
+}
+
+// pgBatch runs PostgreSQL's one-statement batch claim (see pgSetNXBatch).
+func (v *View) pgBatch(ctx context.Context, items []store.BatchItem, pending []int, res []store.BatchResult) ([]int, error) {
+	keys, vals, ms := make([][]byte, len(pending)), make([][]byte, len(pending)), make([]int64, len(pending))
+	for j, i := range pending {
+		keys[j], vals[j], ms[j] = []byte(items[i].Key), items[i].Value, store.RoundTTL(items[i].TTL).Milliseconds()
+	}
+	query := v.s.q.setnxBatch
+	if v.async {
+		query = v.s.q.setnxBatchAsync
+	}
+	rows, err := v.c.Query(ctx, query, keys, vals, ms)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, items, pending, res, func(rows Rows) ([]byte, batchRow, bool, error) {
+		var k, val []byte
+		var set bool
+		var ttl int64
+		if err := rows.Scan(&k, &set, &val, &ttl); err != nil {
+			return nil, batchRow{}, false, err
+		}
+		if set {
+			return k, batchRow{set: true}, true, nil
+		}
+		return k, batchRow{e: entry(val, ttl)}, true, nil
+	})
+}
+
+// myBatch claims up to myBatchMax keys on MySQL: one INSERT ... ON
+// DUPLICATE KEY UPDATE ... RETURNING where the server has it, otherwise
+// the INSERT and a read of the keys, in a transaction. On the Store's own
+// pool the transaction has the server's default isolation level (naming
+// one costs a round trip of its own) and the read is a plain one, the
+// transaction's first consistent read: its snapshot, taken after the
+// INSERT locked every row of the batch, holds the latest versions of those
+// rows (a locking read there, under READ COMMITTED, measured a deadlock in
+// most overlapping batches). In a caller's transaction, whose snapshot may
+// be older, the read is a locking one, LOCK IN SHARE MODE, as getShared. Every row
+// the INSERT writes gets the same fresh random revision (see myUpsert):
+// the call set exactly the keys whose row it then reads with that
+// revision. The statement text has a row count that is a power of two
+// (batchQueries); the last item fills the rows beyond len(pending), a
+// duplicate that finds the row the statement just wrote, live, and leaves
+// it alone.
+func (v *View) myBatch(ctx context.Context, items []store.BatchItem, pending []int, res []store.BatchResult) ([]int, error) {
+	ret, err := v.s.mysqlReturning(ctx, v.c)
+	if err != nil {
+		return nil, err
+	}
+	n := 1 << bits.Len(uint(len(pending)-1))
+	qs := v.s.q.batchQueries(n)
+	rev := rand.Int64N(maxRev-minRev) + minRev
+	args, keys := make([]any, 0, 4*n), make([]any, 0, n)
+	for j := range n {
+		it := items[pending[min(j, len(pending)-1)]]
+		k := []byte(it.Key)
+		args = append(args, k, it.Value, store.RoundTTL(it.TTL).Milliseconds()*1000, rev)
+		keys = append(keys, k)
+	}
+	scan := func(rows Rows) ([]byte, batchRow, bool, error) {
+		var k, val []byte
+		var got, ttl int64
+		if err := rows.Scan(&k, &got, &val, &ttl); err != nil {
+			return nil, batchRow{}, false, err
+		}
+		switch {
+		case got == rev:
+			return k, batchRow{set: true}, true, nil
+		case ttl <= 0: // expired since the INSERT: claim it again
+			return k, batchRow{}, false, nil
+		}
+		return k, batchRow{e: entry(val, ttl)}, true, nil
+	}
+	if ret {
+		rows, err := v.c.Query(ctx, qs.upsert, args...)
+		if err != nil {
 			return nil, err
 		}
+		return collect(rows, items, pending, res, scan)
+	}
+	c, read := v.c, qs.readShared
+	var tx *sql.Tx
+	if v.own {
+		if tx, err = v.s.db.BeginTx(ctx, nil); err != nil {
+			return nil, err
+		}
+		defer tx.Rollback()
+		c, read = querierConn{q: tx, stmts: v.s.txStmts()}, qs.read
+	}
+	if _, err := c.Exec(ctx, qs.insert, args...); err != nil {
+		return nil, err
+	}
+	rows, err := c.Query(ctx, read, keys...)
+	if err != nil {
+		return nil, err
+	}
+	left, err := collect(rows, items, pending, res, scan)
+	if err != nil {
+		return nil, err
 	}
 	if tx != nil {
 		if err := tx.Commit(); err != nil {
-			return nil, wrap(ctx, "setnx-batch", "", err)
+			return nil, err
 		}
 	}
-	return res, nil
+	return left, nil
 }

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -39,6 +40,10 @@ type dialect struct {
 	schema []string // CREATE statements, T for the table, I for the index
 	// statement templates; see queries
 	get, setnx, setnxAsync, upsert, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
+	// SetNXBatch's statements: PostgreSQL's, over arrays, for any number
+	// of keys; MySQL's, templates that batchQueries repeats to n rows.
+	setnxBatch, setnxBatchAsync                   string
+	batchRow, upsertBatch, insertBatch, readBatch string
 }
 
 // DefaultTable is the table a Store uses unless WithTable says otherwise.
@@ -76,7 +81,34 @@ WHERE idem_key = $1 AND idem_value = $2 AND expires_at > statement_timestamp()`,
 	sweep: `DELETE FROM T WHERE idem_key IN (
 	SELECT idem_key FROM T WHERE expires_at <= statement_timestamp() LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at <= statement_timestamp()`,
+	setnxBatch:      strings.Replace(pgSetNXBatch, " ASYNC", "", 1),
+	setnxBatchAsync: strings.Replace(pgSetNXBatch, " ASYNC", " AND set_config('synchronous_commit', 'off', true) = 'off'", 1),
 }
+
+// pgSetNXBatch is PostgreSQL's SetNXBatch, one statement: pgSetNX over
+// the rows of three arrays ($1 keys, $2 values, $3 TTLs in milliseconds),
+// which hold distinct keys in ascending order, inserted in that order so
+// that overlapping batches lock their rows in the same order. It returns
+// a row per key it set (true) or found live (false, with the value and
+// remaining TTL); a key with neither was claimed by a concurrent writer
+// that committed after the statement's snapshot, and needs another
+// statement.
+const pgSetNXBatch = `WITH b AS (
+	SELECT k, v, ms, n FROM unnest($1::bytea[], $2::bytea[], $3::bigint[]) WITH ORDINALITY AS b(k, v, ms, n)
+), cur AS (
+	SELECT idem_key, idem_value, expires_at FROM T WHERE idem_key = ANY($1::bytea[]) AND expires_at > statement_timestamp()
+), ins AS (
+	INSERT INTO T AS t (idem_key, idem_value, expires_at)
+	SELECT k, v, statement_timestamp() + ms * interval '1 millisecond' FROM b
+	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.idem_key = b.k) ASYNC
+	ORDER BY n
+	ON CONFLICT (idem_key) DO UPDATE SET idem_value = EXCLUDED.idem_value, expires_at = EXCLUDED.expires_at
+	WHERE t.expires_at <= statement_timestamp()
+	RETURNING idem_key
+)
+SELECT idem_key, true, NULL::bytea, 0::bigint FROM ins
+UNION ALL
+SELECT idem_key, false, idem_value, ` + pgTTL + ` FROM cur`
 
 // pgSetNX is PostgreSQL's SetNX, one statement: read a live row; only
 // when there is none, insert, or replace an expired row. A row committed by a concurrent claim after
@@ -144,7 +176,24 @@ WHERE idem_key = ? AND idem_value = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	sweepLock:   `SELECT idem_key FROM T WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT ? FOR UPDATE SKIP LOCKED`,
 	sweepDelete: `DELETE FROM T WHERE idem_key = ?`, // a row the sweeper holds: still expired
 	sweep:       `DELETE FROM T WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT ?`,
+	// SetNXBatch: one multi-row INSERT ... ON DUPLICATE KEY UPDATE of
+	// upsert's assignments, with RETURNING on MariaDB 10.5 or later;
+	// without it, followed in the same transaction by a read of the keys
+	// (readBatch), which sees the rows the INSERT left and still holds
+	// locked (see View.myBatch). ROWS and KEYS stand for batchRow
+	// and ? repeated.
+	batchRow:    `(?, ?, ` + myExpiry + `, ?)`,
+	insertBatch: myInsertBatch,
+	upsertBatch: myInsertBatch + "\nRETURNING idem_key, rev, idem_value, " + myTTL,
+	readBatch:   `SELECT idem_key, rev, idem_value, ` + myTTL + ` FROM T WHERE idem_key IN (KEYS)`,
 }
+
+// myInsertBatch is upsert's INSERT for the rows ROWS, without RETURNING.
+const myInsertBatch = `INSERT INTO T (idem_key, idem_value, expires_at, rev) VALUES ROWS
+ON DUPLICATE KEY UPDATE
+	rev = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(rev), rev),
+	idem_value = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(idem_value), idem_value),
+	expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)`
 
 const (
 	// myExpiry is the expiry of a row written now with a TTL given in
@@ -163,12 +212,15 @@ type queries struct {
 	// MySQL locking reads, for Views: they read the latest committed row
 	// whatever the transaction's isolation level, and lock it.
 	getShared, consumeLock string
+	// MySQL's SetNXBatch statements by number of rows (see batchQueries).
+	batchMu sync.Mutex
+	batch   map[int]*myBatch
 }
 
 func newQueries(d *dialect, table string) *queries {
 	q := &queries{dialect: d, base: d, table: quoteTable(d, table)}
 	c := *d
-	for _, s := range []*string{&c.get, &c.setnx, &c.setnxAsync, &c.upsert, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
+	for _, s := range []*string{&c.setnxBatch, &c.setnxBatchAsync, &c.upsertBatch, &c.insertBatch, &c.readBatch, &c.get, &c.setnx, &c.setnxAsync, &c.upsert, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
 		*s = q.fill(*s)
 	}
 	q.dialect = &c
@@ -177,6 +229,38 @@ func newQueries(d *dialect, table string) *queries {
 		q.consumeLock = c.consumeRead + " FOR UPDATE"
 	}
 	return q
+}
+
+// myBatchMax is the most rows one MySQL SetNXBatch statement claims: a
+// larger batch runs as statements of myBatchMax rows (4 placeholders a row,
+// far below the protocol's 65,535).
+const myBatchMax = 512
+
+// myBatch holds MySQL's SetNXBatch statements for one number of rows.
+type myBatch struct{ upsert, insert, read, readShared string }
+
+// batchQueries returns MySQL's SetNXBatch statements for n rows, n a power
+// of two at most myBatchMax, so that a Store prepares at most
+// 4*(log2(myBatchMax)+1) of them (per pooled connection).
+func (q *queries) batchQueries(n int) *myBatch {
+	q.batchMu.Lock()
+	defer q.batchMu.Unlock()
+	if b, ok := q.batch[n]; ok {
+		return b
+	}
+	rows := strings.TrimSuffix(strings.Repeat(q.batchRow+", ", n), ", ")
+	keys := strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+	b := &myBatch{
+		upsert: strings.Replace(q.upsertBatch, "ROWS", rows, 1),
+		insert: strings.Replace(q.insertBatch, "ROWS", rows, 1),
+		read:   strings.Replace(q.readBatch, "KEYS", keys, 1),
+	}
+	b.readShared = b.read + " LOCK IN SHARE MODE"
+	if q.batch == nil {
+		q.batch = map[int]*myBatch{}
+	}
+	q.batch[n] = b
+	return b
 }
 
 // mysqlSkipLocked reports whether a MySQL-dialect server, by its

@@ -28,6 +28,13 @@
 // Only guarded methods (POST and PATCH by default, WithMethods) are
 // checked; other requests pass straight to the handler.
 //
+// Each option's doc names the constructors it applies to. A constructor
+// refuses an option of another mode ("WithKeyHeader applies to Idempotency
+// only, not Window"), a nil option, a nil function or logger, an
+// out-of-range value and a contradictory pair (WithVolatile with
+// WithFingerprinter), with an error wrapping idemkit.ErrInvalid: nothing
+// is clamped or ignored, so give each route its own option list.
+//
 // # Principals and keys
 //
 // Every mode needs WithPrincipal. The principal is the engine scope

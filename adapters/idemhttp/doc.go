@@ -159,5 +159,7 @@
 //
 // Transport adds an Idempotency-Key to POST and PATCH requests and retries
 // them with the same key after network errors, 503 and in-progress 409s,
-// with bounded exponential backoff and jitter.
+// with bounded exponential backoff and jitter. Its zero fields take their
+// defaults; an invalid one (Transport.Validate) fails RoundTrip before
+// anything is sent.
 package idemhttp

@@ -106,6 +106,8 @@ func newConfig(m mode, opts []Option) (*config, error) {
 	case c.fp != nil && len(c.volatile) > 0:
 		c.invalid("WithVolatile and WithFingerprinter cannot be combined: the fingerprinter would ignore the volatile paths; " +
 			"give them to keying.NewFingerprinter with keying.WithVolatile instead")
+	case slices.Contains(c.replayHeaders, c.replayHeader):
+		c.invalid("header %s cannot be replayed: it marks replays (WithReplayHeader)", c.replayHeader)
 	case m == modeToken && c.maxBodySet && c.tokenField == "":
 		c.invalid("WithMaxBody applies to Token only with WithTokenField, not Token without it: no body is read")
 	}
@@ -286,18 +288,26 @@ func WithStorePolicy(store func(status int) bool) Option {
 // WithReplayHeaders adds response headers to the allow-list that is stored
 // and replayed. The list always holds Content-Type, Content-Encoding
 // (without which the body cannot be decoded) and Location; other headers
-// appear on the fresh response only. Idempotency and Token.
+// appear on the fresh response only. Set-Cookie and the replay header
+// (WithReplayHeader) are refused: a replay must not hand out credentials,
+// and the middleware sets its marker itself. Idempotency and Token.
 func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
 		if !c.only("WithReplayHeaders", modeKey, modeToken) {
 			return
 		}
 		for _, n := range names {
-			if !validHeaderName(n) {
+			switch {
+			case !validHeaderName(n):
 				c.invalid("invalid replay header name %q", n)
 				return
+			case strings.EqualFold(n, "Set-Cookie"):
+				c.invalid("header Set-Cookie cannot be replayed: a replay must not hand out credentials")
+				return
 			}
-			c.replayHeaders = append(c.replayHeaders, http.CanonicalHeaderKey(n))
+			if n = http.CanonicalHeaderKey(n); !slices.Contains(c.replayHeaders, n) {
+				c.replayHeaders = append(c.replayHeaders, n)
+			}
 		}
 	}
 }
@@ -373,7 +383,8 @@ func WithUnstored(tooLarge, streamed Unstored) Option {
 
 // WithQueryParams selects the query parameters that are part of the
 // request fingerprint. By default Idempotency mode fingerprints every
-// query parameter and Window mode none. Idempotency and Window.
+// query parameter and Window mode none; WithQueryParams() with no names
+// selects none. Idempotency and Window.
 func WithQueryParams(names ...string) Option {
 	return func(c *config) {
 		if !c.only("WithQueryParams", modeKey, modeWindow) {

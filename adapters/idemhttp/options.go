@@ -288,21 +288,16 @@ func WithStorePolicy(store func(status int) bool) Option {
 // WithReplayHeaders adds response headers to the allow-list that is stored
 // and replayed. The list always holds Content-Type, Content-Encoding
 // (without which the body cannot be decoded) and Location; other headers
-// appear on the fresh response only. Set-Cookie and the replay header
-// (WithReplayHeader) are refused: a replay must not hand out credentials,
-// and the middleware sets its marker itself. Idempotency and Token.
+// appear on the fresh response only. The replay header (WithReplayHeader)
+// is refused: the middleware sets it itself. Idempotency and Token.
 func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
 		if !c.only("WithReplayHeaders", modeKey, modeToken) {
 			return
 		}
 		for _, n := range names {
-			switch {
-			case !validHeaderName(n):
+			if !validHeaderName(n) {
 				c.invalid("invalid replay header name %q", n)
-				return
-			case strings.EqualFold(n, "Set-Cookie"):
-				c.invalid("header Set-Cookie cannot be replayed: a replay must not hand out credentials")
 				return
 			}
 			if n = http.CanonicalHeaderKey(n); !slices.Contains(c.replayHeaders, n) {

@@ -26,8 +26,8 @@ const (
 	DefaultMaxBackoff = 5 * time.Second
 )
 
-// NoRetries, as Transport.MaxRetries, disables retries: 0 means
-// DefaultMaxRetries.
+// NoRetries disables retries when set as Transport.MaxRetries (whose 0
+// means DefaultMaxRetries).
 const NoRetries = -1
 
 // Transport is an http.RoundTripper that makes unsafe requests safe to

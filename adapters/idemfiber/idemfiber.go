@@ -33,7 +33,11 @@ func New(e *idemkit.Engine, opts ...Option) (fiber.Handler, error) {
 		storePolicy:   DefaultStorePolicy,
 		maxStored:     DefaultMaxStoredResponse,
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			c.invalid("option %d is nil", i)
+			continue
+		}
 		o(c)
 	}
 	switch {

@@ -229,6 +229,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"set-cookie replayed": {p, idemfiber.WithReplayHeaders("Set-Cookie")},
 		"nil store policy":    {p, idemfiber.WithStorePolicy(nil)},
 		"negative max stored": {p, idemfiber.WithMaxStoredResponse(-1)},
+		"zero max stored":     {p, idemfiber.WithMaxStoredResponse(0)},
 		"bad volatile path":   {p, idemfiber.WithVolatile("a[")},
 		"bad engine option":   {p, idemfiber.WithEngineOptions(idemkit.WithWait(-1))},
 		"scope per route":     {p, idemfiber.WithEngineOptions(idemkit.WithScope("x"))},
@@ -241,6 +242,41 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := idemfiber.New(nil, p); !errors.Is(err, idemkit.ErrInvalid) {
 		t.Errorf("nil engine: err = %v", err)
+	}
+}
+
+// A cap of zero would store no response with a body and release every
+// key: a silent "off switch". It is refused, with idemhttp's wording.
+func TestNewRejectsNonPositiveMaxStoredResponse(t *testing.T) {
+	e := newEngine(t)
+	p := idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader))
+	for _, n := range []int{0, -1} {
+		_, err := idemfiber.New(e, p, idemfiber.WithMaxStoredResponse(n))
+		if !errors.Is(err, idemkit.ErrInvalid) || !strings.Contains(err.Error(), "max stored response must be positive") {
+			t.Errorf("WithMaxStoredResponse(%d): err = %v, want ErrInvalid saying it must be positive", n, err)
+		}
+	}
+	if _, err := idemfiber.New(e, p, idemfiber.WithMaxStoredResponse(1)); err != nil {
+		t.Errorf("WithMaxStoredResponse(1): %v", err)
+	}
+}
+
+// A nil Option in a list (a conditional option left unset) is an error
+// from New, not a panic.
+func TestNewRejectsNilOption(t *testing.T) {
+	e := newEngine(t)
+	p := idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader))
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("New panicked on a nil option: %v", r)
+			}
+		}()
+		_, err = idemfiber.New(e, p, nil)
+	}()
+	if !errors.Is(err, idemkit.ErrInvalid) || !strings.Contains(err.Error(), "option 1 is nil") {
+		t.Errorf("err = %v, want ErrInvalid naming option 1", err)
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 	"github.com/idemkit/idemkit/keying"
 )
 
-// Option configures the middleware New returns.
+// Option configures the middleware New returns. New refuses an invalid
+// value, a nil function or logger and a nil Option with an error wrapping
+// idemkit.ErrInvalid: nothing is clamped or ignored.
 type Option func(*config)
 
 // PrincipalFunc identifies the caller of a request: a user, tenant or
@@ -158,12 +160,13 @@ func DefaultStorePolicy(status int) bool {
 }
 
 // WithMaxStoredResponse sets the largest response body stored (default
-// DefaultMaxStoredResponse). A larger response is sent as it is, not
-// stored, and the key is released, with a warning logged.
+// DefaultMaxStoredResponse); n must be positive. A larger response is
+// sent as it is, not stored, and the key is released, with a warning
+// logged.
 func WithMaxStoredResponse(n int) Option {
 	return func(c *config) {
-		if n < 0 {
-			c.invalid("negative max stored response %d", n)
+		if n <= 0 {
+			c.invalid("max stored response must be positive, got %d", n)
 			return
 		}
 		c.maxStored = n

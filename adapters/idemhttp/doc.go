@@ -28,6 +28,13 @@
 // Only guarded methods (POST and PATCH by default, WithMethods) are
 // checked; other requests pass straight to the handler.
 //
+// Each option's doc names the constructors it applies to. A constructor
+// refuses an option of another mode ("WithKeyHeader applies to Idempotency
+// only, not Window"), a nil option, a nil function or logger, an
+// out-of-range value and a contradictory pair (WithVolatile with
+// WithFingerprinter), with an error wrapping idemkit.ErrInvalid: nothing
+// is clamped or ignored, so give each route its own option list.
+//
 // # Principals and keys
 //
 // Every mode needs WithPrincipal. The principal is the engine scope
@@ -152,5 +159,7 @@
 //
 // Transport adds an Idempotency-Key to POST and PATCH requests and retries
 // them with the same key after network errors, 503 and in-progress 409s,
-// with bounded exponential backoff and jitter.
+// with bounded exponential backoff and jitter. Its zero fields take their
+// defaults; an invalid one (Transport.Validate) fails RoundTrip before
+// anything is sent.
 package idemhttp

@@ -166,7 +166,11 @@ func ExampleTransport() {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	client := &http.Client{Transport: &idemhttp.Transport{Base: srv.Client().Transport, MaxRetries: 4}}
+	tr := &idemhttp.Transport{Base: srv.Client().Transport, MaxRetries: 4}
+	if err := tr.Validate(); err != nil { // at start-up; RoundTrip would refuse too
+		panic(err)
+	}
+	client := &http.Client{Transport: tr}
 	r, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":100}`))
 	r.Header.Set("X-User", "alice")
 	resp, err := client.Do(r)

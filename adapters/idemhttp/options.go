@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -41,12 +42,14 @@ const (
 var ErrNoPrincipal = errors.New("idemhttp: no principal")
 
 // Option configures the middleware constructors (Idempotency, Window,
-// Token, TokenIssuer). Each constructor reads the options that apply to
-// its mode and ignores the others, so one option list can be shared by
-// several routes.
+// Token, TokenIssuer). Each option names the constructors it applies to;
+// given to another, where it would change nothing, it is refused: the
+// constructor returns an error wrapping idemkit.ErrInvalid that names the
+// option. A nil Option is refused too.
 type Option func(*config)
 
 type config struct {
+	mode          mode // the constructor applying the options
 	principal     func(*http.Request) (string, error)
 	keyHeader     string
 	tokenHeader   string
@@ -61,6 +64,7 @@ type config struct {
 	querySet      bool
 	volatile      []string
 	fp            *keying.Fingerprinter // set by WithFingerprinter
+	maxBodySet    bool                  // WithMaxBody was given
 	engineOpts    []idemkit.Option
 	logger        *slog.Logger
 	optionalKey   bool
@@ -73,8 +77,9 @@ type config struct {
 	err           error
 }
 
-func newConfig(opts []Option) (*config, error) {
+func newConfig(m mode, opts []Option) (*config, error) {
 	c := &config{
+		mode:          m,
 		keyHeader:     DefaultKeyHeader,
 		tokenHeader:   DefaultTokenHeader,
 		replayHeader:  ReplayedHeader,
@@ -87,11 +92,24 @@ func newConfig(opts []Option) (*config, error) {
 		members:       DefaultProblemMembers,
 		instance:      UUIDInstance,
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			c.invalid("option %d is nil", i)
+			continue
+		}
 		o(c)
 	}
-	if c.err == nil && c.principal == nil {
+	switch {
+	case c.err != nil:
+	case c.principal == nil:
 		c.invalid("WithPrincipal is required: keys and tokens are scoped by principal")
+	case c.fp != nil && len(c.volatile) > 0:
+		c.invalid("WithVolatile and WithFingerprinter cannot be combined: the fingerprinter would ignore the volatile paths; " +
+			"give them to keying.NewFingerprinter with keying.WithVolatile instead")
+	case slices.Contains(c.replayHeaders, c.replayHeader):
+		c.invalid("header %s cannot be replayed: it marks replays (WithReplayHeader)", c.replayHeader)
+	case m == modeToken && c.maxBodySet && c.tokenField == "":
+		c.invalid("WithMaxBody applies to Token only with WithTokenField, not Token without it: no body is read")
 	}
 	if c.err != nil {
 		return nil, c.err
@@ -103,6 +121,24 @@ func (c *config) invalid(format string, args ...any) {
 	if c.err == nil {
 		c.err = fmt.Errorf("idemhttp: %w: "+format, append([]any{idemkit.ErrInvalid}, args...)...)
 	}
+}
+
+// only refuses an option given to a constructor it does not apply to; it
+// reports whether the option may go on.
+func (c *config) only(name string, modes ...mode) bool {
+	if slices.Contains(modes, c.mode) {
+		return true
+	}
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.String()
+	}
+	list := names[0]
+	if n := len(names); n > 1 {
+		list = strings.Join(names[:n-1], ", ") + " and " + names[n-1]
+	}
+	c.invalid("%s applies to %s only, not %s", name, list, c.mode)
+	return false
 }
 
 func (c *config) log() *slog.Logger {
@@ -117,7 +153,7 @@ func (c *config) guarded(method string) bool {
 }
 
 // WithPrincipal sets how the caller of a request is identified; it is
-// required. The principal is the engine scope (idemkit.WithScope) of every
+// required by every constructor. The principal is the engine scope (idemkit.WithScope) of every
 // key and token, so a replay is only served to the principal whose request
 // was stored. When fn returns an error or "" the request gets 401 and the
 // handler does not run. fn must be safe for concurrent use.
@@ -151,9 +187,12 @@ func TrustedHeaderPrincipal(name string) func(*http.Request) (string, error) {
 }
 
 // WithKeyHeader sets the request header that carries the idempotency key
-// (default DefaultKeyHeader). Idempotency mode only.
+// (default DefaultKeyHeader). Idempotency only.
 func WithKeyHeader(name string) Option {
 	return func(c *config) {
+		if !c.only("WithKeyHeader", modeKey) {
+			return
+		}
 		if !validHeaderName(name) {
 			c.invalid("invalid key header name %q", name)
 			return
@@ -163,9 +202,12 @@ func WithKeyHeader(name string) Option {
 }
 
 // WithTokenHeader sets the request header that carries the one-time token
-// (default DefaultTokenHeader). Token mode only.
+// (default DefaultTokenHeader). Token only.
 func WithTokenHeader(name string) Option {
 	return func(c *config) {
+		if !c.only("WithTokenHeader", modeToken) {
+			return
+		}
 		if !validHeaderName(name) {
 			c.invalid("invalid token header name %q", name)
 			return
@@ -176,8 +218,12 @@ func WithTokenHeader(name string) Option {
 
 // WithMethods sets the request methods that are guarded (default POST and
 // PATCH). Requests with other methods pass straight to the handler.
+// Idempotency, Window and Token (TokenIssuer answers every method).
 func WithMethods(methods ...string) Option {
 	return func(c *config) {
+		if !c.only("WithMethods", modeKey, modeWindow, modeToken) {
+			return
+		}
 		if len(methods) == 0 {
 			c.invalid("no methods")
 			return
@@ -193,9 +239,13 @@ func WithMethods(methods ...string) Option {
 }
 
 // WithOptionalKey lets requests without an idempotency key through to the
-// handler, unguarded, instead of answering 400. Idempotency mode only.
+// handler, unguarded, instead of answering 400. Idempotency only.
 func WithOptionalKey() Option {
-	return func(c *config) { c.optionalKey = true }
+	return func(c *config) {
+		if c.only("WithOptionalKey", modeKey) {
+			c.optionalKey = true
+		}
+	}
 }
 
 // DefaultStorePolicy is the default store policy: it stores 2xx and 4xx
@@ -220,9 +270,13 @@ func DefaultStorePolicy(status int) bool {
 func StoreAll(status int) bool { return true }
 
 // WithStorePolicy sets which response statuses are stored and replayed
-// (default DefaultStorePolicy). See also StoreAll.
+// (default DefaultStorePolicy); in Window mode, which end the handler
+// successfully. See also StoreAll. Idempotency, Window and Token.
 func WithStorePolicy(store func(status int) bool) Option {
 	return func(c *config) {
+		if !c.only("WithStorePolicy", modeKey, modeWindow, modeToken) {
+			return
+		}
 		if store == nil {
 			c.invalid("nil store policy")
 			return
@@ -234,30 +288,39 @@ func WithStorePolicy(store func(status int) bool) Option {
 // WithReplayHeaders adds response headers to the allow-list that is stored
 // and replayed. The list always holds Content-Type, Content-Encoding
 // (without which the body cannot be decoded) and Location; other headers
-// appear on the fresh response only.
+// appear on the fresh response only. The replay header (WithReplayHeader)
+// is refused: the middleware sets it itself. Idempotency and Token.
 func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
+		if !c.only("WithReplayHeaders", modeKey, modeToken) {
+			return
+		}
 		for _, n := range names {
 			if !validHeaderName(n) {
 				c.invalid("invalid replay header name %q", n)
 				return
 			}
-			c.replayHeaders = append(c.replayHeaders, http.CanonicalHeaderKey(n))
+			if n = http.CanonicalHeaderKey(n); !slices.Contains(c.replayHeaders, n) {
+				c.replayHeaders = append(c.replayHeaders, n)
+			}
 		}
 	}
 }
 
 // WithMaxBody sets the largest request body read for a fingerprint
 // (default DefaultMaxBody); a larger body gets 413 and the handler does
-// not run. The body is restored for the handler. Idempotency and Window
-// modes.
+// not run. The body is restored for the handler. Idempotency and Window;
+// Token with WithTokenField, whose form body it bounds.
 func WithMaxBody(n int64) Option {
 	return func(c *config) {
+		if !c.only("WithMaxBody", modeKey, modeWindow, modeToken) {
+			return
+		}
 		if n <= 0 {
 			c.invalid("max body must be positive, got %d", n)
 			return
 		}
-		c.maxBody = n
+		c.maxBody, c.maxBodySet = n, true
 	}
 }
 
@@ -266,9 +329,13 @@ func WithMaxBody(n int64) Option {
 // DefaultMaxStoredResponse). A larger response is sent to the client as it
 // is written; what its key keeps is set by WithUnstored. Keep it at or
 // under the engine's idemkit.WithMaxResultSize: a response under this cap
-// but over the engine's is released, with a warning.
+// but over the engine's is released, with a warning. n must be positive.
+// Idempotency and Token.
 func WithMaxStoredResponse(n int) Option {
 	return func(c *config) {
+		if !c.only("WithMaxStoredResponse", modeKey, modeToken) {
+			return
+		}
 		if n <= 0 {
 			c.invalid("max stored response must be positive, got %d", n)
 			return
@@ -295,9 +362,12 @@ const (
 // WithUnstored sets what a key or token keeps when the response is over
 // WithMaxStoredResponse (tooLarge) or streamed, that is, the handler
 // called Flush or Hijack (streamed). Both default to KeepTerminal.
-// Idempotency and Token modes.
+// Idempotency and Token.
 func WithUnstored(tooLarge, streamed Unstored) Option {
 	return func(c *config) {
+		if !c.only("WithUnstored", modeKey, modeToken) {
+			return
+		}
 		if tooLarge > ReleaseKey || streamed > ReleaseKey {
 			c.invalid("unknown Unstored value")
 			return
@@ -308,9 +378,13 @@ func WithUnstored(tooLarge, streamed Unstored) Option {
 
 // WithQueryParams selects the query parameters that are part of the
 // request fingerprint. By default Idempotency mode fingerprints every
-// query parameter and Window mode none.
+// query parameter and Window mode none; WithQueryParams() with no names
+// selects none. Idempotency and Window.
 func WithQueryParams(names ...string) Option {
 	return func(c *config) {
+		if !c.only("WithQueryParams", modeKey, modeWindow) {
+			return
+		}
 		c.query = append([]string(nil), names...)
 		c.querySet = true
 	}
@@ -320,16 +394,28 @@ func WithQueryParams(names ...string) Option {
 // is fingerprinted, written as for keying.WithVolatile ("timestamp" is a
 // top-level member; "meta.nonce" and "items[].ts" reach deeper). By default
 // Idempotency mode compares the whole body and Window mode drops
-// keying.WindowVolatile. A malformed path makes the constructor fail.
+// keying.WindowVolatile. A malformed path makes the constructor fail, and
+// so does WithFingerprinter, which would ignore the paths. Idempotency and
+// Window.
 func WithVolatile(paths ...string) Option {
 	paths = slices.Clone(paths)
-	return func(c *config) { c.volatile = append(c.volatile, paths...) }
+	return func(c *config) {
+		if c.only("WithVolatile", modeKey, modeWindow) {
+			c.volatile = append(c.volatile, paths...)
+		}
+	}
 }
 
 // WithFingerprinter sets the fingerprinter used for request bodies,
-// instead of the mode's default. It replaces WithVolatile.
+// instead of the mode's default (in Window mode, the custom fingerprinter
+// drops only the paths it was built with). It cannot be combined with
+// WithVolatile: give the paths to keying.NewFingerprinter instead.
+// Idempotency and Window.
 func WithFingerprinter(f *keying.Fingerprinter) Option {
 	return func(c *config) {
+		if !c.only("WithFingerprinter", modeKey, modeWindow) {
+			return
+		}
 		if f == nil {
 			c.invalid("nil fingerprinter")
 			return
@@ -341,7 +427,7 @@ func WithFingerprinter(f *keying.Fingerprinter) Option {
 // WithEngineOptions sets engine options for every engine call the route
 // makes, for example idemkit.WithFailureMode(idemkit.FailOpen),
 // idemkit.WithWindow or idemkit.WithRetention. They are validated once, by
-// the constructor (an error wraps idemkit.ErrInvalid).
+// the constructor (an error wraps idemkit.ErrInvalid). Every constructor.
 //
 // Do not give the engine an idemkit.ErrorCodec that marks every error
 // final: the middleware says "do not store this response" with an error,
@@ -354,22 +440,38 @@ func WithEngineOptions(opts ...idemkit.Option) Option {
 // WithWait makes a request that repeats one still in flight wait for the
 // first one's outcome and replay it, instead of getting 409. The wait is
 // bounded by the request's context; poll is the first polling interval
-// (0 means idemkit.DefaultPollInterval). Idempotency and Token modes.
+// (0 means idemkit.DefaultPollInterval). Idempotency and Token: Window
+// has nothing to wait for.
 func WithWait(poll time.Duration) Option {
-	return WithEngineOptions(idemkit.WithWait(poll))
+	wait := WithEngineOptions(idemkit.WithWait(poll))
+	return func(c *config) {
+		if c.only("WithWait", modeKey, modeToken) {
+			wait(c)
+		}
+	}
 }
 
 // WithLogger sets the logger for warnings such as responses too large to
-// store (default slog.Default() at the time of logging). Log lines never
-// hold keys, tokens, principals or store error texts.
+// store. Leave it out for slog.Default() at the time of logging; a nil l is
+// refused. Log lines never hold keys, tokens, principals or store error
+// texts. Every constructor.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.logger = l }
+	return func(c *config) {
+		if l == nil {
+			c.invalid("nil logger: leave WithLogger out for slog.Default()")
+			return
+		}
+		c.logger = l
+	}
 }
 
 // WithReplayHeader sets the response header that marks a replay (default
-// ReplayedHeader).
+// ReplayedHeader). Idempotency and Token.
 func WithReplayHeader(name string) Option {
 	return func(c *config) {
+		if !c.only("WithReplayHeader", modeKey, modeToken) {
+			return
+		}
 		if !validHeaderName(name) {
 			c.invalid("invalid replay header name %q", name)
 			return
@@ -383,9 +485,12 @@ func WithReplayHeader(name string) Option {
 // for server-rendered HTML forms, which cannot set headers. The field is
 // read from application/x-www-form-urlencoded and multipart/form-data
 // bodies of at most WithMaxBody bytes (larger ones get 413); the body
-// reaches the handler intact.
+// reaches the handler intact. Token only.
 func WithTokenField(name string) Option {
 	return func(c *config) {
+		if !c.only("WithTokenField", modeToken) {
+			return
+		}
 		if name == "" {
 			c.invalid("empty token field name")
 			return
@@ -398,9 +503,12 @@ func WithTokenField(name string) Option {
 // to a request whose payload (the fingerprint) was sent under another key
 // by the same principal less than d ago: a guard against clients that mint
 // a new key per click. A retry with the first key still gets its outcome.
-// Each guarded request costs one more store operation.
+// Each guarded request costs one more store operation. Idempotency only.
 func WithPayloadWindow(d time.Duration) Option {
 	return func(c *config) {
+		if !c.only("WithPayloadWindow", modeKey) {
+			return
+		}
 		if d <= 0 {
 			c.invalid("payload window must be positive, got %v", d)
 			return

@@ -179,6 +179,7 @@ func UUIDInstance(*http.Request) string {
 // WithProblemBase sets the prefix of the problem type URIs (default
 // DefaultProblemBase): each type is base followed by the name
 // ProblemTypes gives, such as "in-progress". base must be an absolute URI.
+// Every constructor.
 func WithProblemBase(base string) Option {
 	return func(c *config) {
 		u, err := url.Parse(base)
@@ -191,7 +192,7 @@ func WithProblemBase(base string) Option {
 }
 
 // WithProblemMembers selects the optional members of problem documents
-// (default DefaultProblemMembers; 0 for none).
+// (default DefaultProblemMembers; 0 for none). Every constructor.
 func WithProblemMembers(m ProblemMembers) Option {
 	return func(c *config) {
 		if m&^DefaultProblemMembers != 0 {
@@ -205,7 +206,7 @@ func WithProblemMembers(m ProblemMembers) Option {
 // WithProblemInstance sets the function that names each problem response
 // in its instance member (default UUIDInstance), for example to carry a
 // request ID that appears in the server's logs. It must be safe for
-// concurrent use and must not return secrets.
+// concurrent use and must not return secrets. Every constructor.
 func WithProblemInstance(fn func(*http.Request) string) Option {
 	return func(c *config) {
 		if fn == nil {

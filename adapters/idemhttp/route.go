@@ -30,6 +30,11 @@ const (
 	modeIssuer
 )
 
+// String names the constructor of the mode, for configuration errors.
+func (m mode) String() string {
+	return [...]string{modeKey: "Idempotency", modeWindow: "Window", modeToken: "Token", modeIssuer: "TokenIssuer"}[m]
+}
+
 // route is what every mode shares, built once per constructor call: the
 // engine view with the route's options applied, the settings, the
 // fingerprinter and the problem writer.
@@ -45,7 +50,7 @@ func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
 	if e == nil {
 		return nil, fmt.Errorf("idemhttp: %w: nil engine", idemkit.ErrInvalid)
 	}
-	c, err := newConfig(opts)
+	c, err := newConfig(m, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -117,7 +118,8 @@ func testSecrets(t *testing.T, readable bool) {
 		engineOpts = []idemkit.Option{idemkit.WithReadableKeys(), idemkit.WithMaxResultSize(4096)}
 	}
 	e := engineOver(t, fs, engineOpts...)
-	opts := []idemhttp.Option{byUser, idemhttp.WithLogger(logs.logger()), idemhttp.WithMaxStoredResponse(2048)}
+	opts := []idemhttp.Option{byUser, idemhttp.WithLogger(logs.logger())}
+	stored := append(slices.Clip(opts), idemhttp.WithMaxStoredResponse(2048)) // Idempotency and Token only
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		status := http.StatusCreated
 		if r.Header.Get("X-Fail") != "" {
@@ -130,9 +132,9 @@ func testSecrets(t *testing.T, readable bool) {
 		}
 		_, _ = io.WriteString(w, strings.Repeat("o", n))
 	})
-	keyMW := mustMiddleware(t)(idemhttp.Idempotency(e, opts...))(handler)
+	keyMW := mustMiddleware(t)(idemhttp.Idempotency(e, stored...))(handler)
 	windowMW := mustMiddleware(t)(idemhttp.Window(e, opts...))(handler)
-	tokenMW := mustMiddleware(t)(idemhttp.Token(e, opts...))(handler)
+	tokenMW := mustMiddleware(t)(idemhttp.Token(e, stored...))(handler)
 	issuer, err := idemhttp.TokenIssuer(e, opts...)
 	require.NoError(t, err)
 	var tokens []string

@@ -22,10 +22,11 @@ import (
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 )
 
+// tokenMux serves a TokenIssuer and, with opts, Token; the options are
+// Token's own, which the issuer would refuse.
 func tokenMux(t testing.TB, e *idemkit.Engine, a http.Handler, opts ...idemhttp.Option) *http.ServeMux {
-	opts = append([]idemhttp.Option{byUser}, opts...)
-	mw := mustMiddleware(t)(idemhttp.Token(e, opts...))
-	iss, err := idemhttp.TokenIssuer(e, opts...)
+	mw := mustMiddleware(t)(idemhttp.Token(e, append([]idemhttp.Option{byUser}, opts...)...))
+	iss, err := idemhttp.TokenIssuer(e, byUser)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("POST /tokens", iss)

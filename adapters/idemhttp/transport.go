@@ -14,16 +14,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
 )
 
-// Defaults of Transport.
+// Defaults of Transport, used for fields left at zero.
 const (
 	DefaultMaxRetries = 3
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
 )
+
+// NoRetries disables retries when set as Transport.MaxRetries (whose 0
+// means DefaultMaxRetries).
+const NoRetries = -1
 
 // Transport is an http.RoundTripper that makes unsafe requests safe to
 // retry: it adds a fresh Idempotency-Key (an sf-string) to POST and PATCH
@@ -34,30 +39,71 @@ const (
 // idempotent method) and can be resent (no body, or GetBody set), waiting
 // with jittered exponential backoff or the server's Retry-After; a
 // Retry-After over MaxBackoff, or the request's context, ends the retries.
-// The zero value is ready to use; it is safe for concurrent use.
+//
+// The zero value is ready to use: a field left at its zero value takes its
+// default. An invalid field (see Validate) is never clamped: RoundTrip
+// returns the error and sends nothing. A Transport is safe for concurrent
+// use.
 type Transport struct {
 	// Base sends each attempt (default http.DefaultTransport).
 	Base http.RoundTripper
 	// MaxRetries is the number of retries after the first attempt:
-	// 0 means DefaultMaxRetries, a negative value disables retries.
+	// 0 means DefaultMaxRetries, NoRetries disables retries; below
+	// NoRetries is invalid.
 	MaxRetries int
-	// MinBackoff is the first retry delay (default DefaultMinBackoff);
-	// it doubles with every retry.
+	// MinBackoff is the first retry delay (0 means DefaultMinBackoff);
+	// it doubles with every retry. Negative, or over MaxBackoff, is
+	// invalid.
 	MinBackoff time.Duration
 	// MaxBackoff caps the retry delay and the Retry-After the transport
-	// waits for (default DefaultMaxBackoff).
+	// waits for (0 means DefaultMaxBackoff). Negative is invalid.
 	MaxBackoff time.Duration
-	// KeyHeader is the idempotency key header (default DefaultKeyHeader).
+	// KeyHeader is the idempotency key header ("" means
+	// DefaultKeyHeader); it must be a valid header name.
 	KeyHeader string
-	// Methods get a key when they have none (default POST and PATCH).
+	// Methods get a key when they have none: nil means POST and PATCH,
+	// an empty slice none. Each must be a valid method token.
 	Methods []string
 	// NewKey makes a key (default keying.NewToken).
 	NewKey func() (string, error)
 }
 
+// Validate reports whether t's fields are valid; the error wraps
+// idemkit.ErrInvalid and names the field. RoundTrip calls it before
+// sending anything; call it at start-up to fail early.
+func (t *Transport) Validate() error {
+	switch minB, maxB := t.minBackoff(), t.maxBackoff(); {
+	case t.MaxRetries < NoRetries:
+		return invalidTransport("MaxRetries %d is below NoRetries", t.MaxRetries)
+	case t.MinBackoff < 0:
+		return invalidTransport("MinBackoff %v is negative", t.MinBackoff)
+	case t.MaxBackoff < 0:
+		return invalidTransport("MaxBackoff %v is negative", t.MaxBackoff)
+	case minB > maxB:
+		return invalidTransport("MinBackoff %v is over MaxBackoff %v (a zero field takes its default)", minB, maxB)
+	case t.KeyHeader != "" && !validHeaderName(t.KeyHeader):
+		return invalidTransport("KeyHeader %q is not a header name", t.KeyHeader)
+	}
+	for _, m := range t.Methods {
+		if !validHeaderName(m) {
+			return invalidTransport("Methods holds %q, not a method", m)
+		}
+	}
+	return nil
+}
+
+func invalidTransport(format string, args ...any) error {
+	return fmt.Errorf("idemhttp: %w: Transport."+format, append([]any{idemkit.ErrInvalid}, args...)...)
+}
+
 // RoundTrip implements http.RoundTripper. It never modifies req: a request
-// that gets a key is cloned first.
+// that gets a key is cloned first. An invalid Transport (Validate) returns
+// the error, having sent nothing.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.Validate(); err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	req, keyed, err := t.withKey(req)
 	if err != nil {
 		return nil, err
@@ -95,11 +141,12 @@ func (t *Transport) base() http.RoundTripper {
 	return http.DefaultTransport
 }
 
+// retries is the number of retries of a valid Transport.
 func (t *Transport) retries() int {
-	switch {
-	case t.MaxRetries < 0:
+	switch t.MaxRetries {
+	case NoRetries:
 		return 0
-	case t.MaxRetries == 0:
+	case 0:
 		return DefaultMaxRetries
 	}
 	return t.MaxRetries
@@ -181,21 +228,26 @@ func (t *Transport) decide(ctx context.Context, resp *http.Response, err error, 
 	return wait, wait <= t.maxBackoff()
 }
 
-func (t *Transport) maxBackoff() time.Duration {
-	if t.MaxBackoff > 0 {
-		return t.MaxBackoff
+// minBackoff and maxBackoff are the backoff bounds, a zero field taking
+// its default.
+func (t *Transport) minBackoff() time.Duration {
+	if t.MinBackoff == 0 {
+		return DefaultMinBackoff
 	}
-	return DefaultMaxBackoff
+	return t.MinBackoff
+}
+
+func (t *Transport) maxBackoff() time.Duration {
+	if t.MaxBackoff == 0 {
+		return DefaultMaxBackoff
+	}
+	return t.MaxBackoff
 }
 
 // backoff returns the delay before retry attempt+1 (internal/backoff's
 // schedule from MinBackoff to MaxBackoff).
 func (t *Transport) backoff(attempt int) time.Duration {
-	d := t.MinBackoff
-	if d <= 0 {
-		d = DefaultMinBackoff
-	}
-	return backoff.Delay(d, t.maxBackoff(), attempt)
+	return backoff.Delay(t.minBackoff(), t.maxBackoff(), attempt)
 }
 
 // retryAfter parses a Retry-After value: delay seconds or an HTTP date.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 )
 
@@ -161,7 +162,7 @@ func TestTransportRetries(t *testing.T) {
 			answers: []func() (*http.Response, error){status(503, http.Header{"Retry-After": {"2"}}, "down"), ok}, attempts: 1, status: 503, respBody: "down"},
 		{name: "422 is not retried", method: "POST", answers: []func() (*http.Response, error){status(422, nil, "x"), ok}, attempts: 1, status: 422},
 		{name: "retries are bounded", method: "POST", tr: idemhttp.Transport{MaxRetries: 2}, answers: []func() (*http.Response, error){netErr}, attempts: 3},
-		{name: "negative MaxRetries disables retries", method: "POST", tr: idemhttp.Transport{MaxRetries: -1}, answers: []func() (*http.Response, error){netErr, ok}, attempts: 1},
+		{name: "NoRetries disables retries", method: "POST", tr: idemhttp.Transport{MaxRetries: idemhttp.NoRetries}, answers: []func() (*http.Response, error){netErr, ok}, attempts: 1},
 		{name: "POST without a key is never retried", method: "POST", tr: idemhttp.Transport{Methods: []string{}},
 			answers: []func() (*http.Response, error){netErr, ok}, attempts: 1},
 		{name: "POST with the caller's key is retried", method: "POST", key: "mine", tr: idemhttp.Transport{Methods: []string{}},
@@ -385,5 +386,55 @@ func TestTransportRecognisesInProgressUnderAnyBase(t *testing.T) {
 		require.NoError(t, err)
 		_ = resp.Body.Close()
 		assert.Equal(t, retried, attempts.Load() == 2, typ)
+	}
+}
+
+// closeTracker is a request body that records whether it was closed.
+type closeTracker struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (c *closeTracker) Close() error { c.closed.Store(true); return nil }
+
+// An invalid field is neither clamped nor replaced by its default:
+// Validate and RoundTrip return an error wrapping idemkit.ErrInvalid that
+// names the field, and RoundTrip sends nothing and closes the body.
+func TestTransportRefusesInvalidFields(t *testing.T) {
+	bad := map[string]idemhttp.Transport{
+		"MaxRetries below NoRetries":     {MaxRetries: -2},
+		"MinBackoff negative":            {MinBackoff: -time.Millisecond},
+		"MaxBackoff negative":            {MaxBackoff: -time.Second},
+		"MinBackoff over MaxBackoff":     {MinBackoff: 2 * time.Second, MaxBackoff: time.Second},
+		"MinBackoff over the default":    {MinBackoff: idemhttp.DefaultMaxBackoff + 1},
+		"MaxBackoff under the default":   {MaxBackoff: idemhttp.DefaultMinBackoff - 1},
+		"KeyHeader not a header name":    {KeyHeader: "Idempotency Key"},
+		"Methods holding an invalid one": {Methods: []string{"POST", "PO ST"}},
+	}
+	field := func(why string) string { return strings.Fields(why)[0] }
+	for why, tr := range bad {
+		t.Run(why, func(t *testing.T) {
+			s := &script{answers: []func() (*http.Response, error){status(201, nil, "")}}
+			tr.Base = s
+			err := tr.Validate()
+			require.ErrorIs(t, err, idemkit.ErrInvalid)
+			assert.Contains(t, err.Error(), field(why))
+			body := &closeTracker{Reader: strings.NewReader("payload")}
+			r := httptest.NewRequest("POST", "http://example.test/", body)
+			resp, err := tr.RoundTrip(r)
+			assert.Nil(t, resp)
+			require.ErrorIs(t, err, idemkit.ErrInvalid)
+			assert.Contains(t, err.Error(), field(why))
+			assert.Zero(t, s.attempts(), "nothing is sent")
+			assert.True(t, body.closed.Load(), "RoundTrip closes the body, as http.RoundTripper requires")
+		})
+	}
+	for why, tr := range map[string]idemhttp.Transport{
+		"zero value":   {},
+		"NoRetries":    {MaxRetries: idemhttp.NoRetries},
+		"no methods":   {Methods: []string{}},
+		"equal bounds": {MinBackoff: time.Second, MaxBackoff: time.Second},
+	} {
+		assert.NoError(t, tr.Validate(), why)
 	}
 }

@@ -23,7 +23,8 @@
 //     store policy accepts its status (2xx and 4xx except 408, 409, 425
 //     and 429 by default), stored. A response that is not stored (5xx), or
 //     a handler that returns an error, releases the key so a retry runs the
-//     handler again;
+//     handler again; a response too large to keep (WithMaxStoredResponse)
+//     leaves a terminal record: repeats get 500 response-not-stored;
 //   - the key while the first request runs: 409 with Retry-After, or with
 //     WithEngineOptions(idemkit.WithWait(0)) the first response once stored;
 //   - the key with another payload (method, route, path, query, canonical

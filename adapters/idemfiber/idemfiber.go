@@ -137,7 +137,10 @@ func (m *middleware) run(ctx context.Context, c fiber.Ctx, claim *idemkit.Claim)
 		return nil
 	}
 	if len(resp.Body()) > m.c.maxStored {
-		m.warn(ctx, c, "idemfiber: response over the stored-size cap sent and not stored; key released", slog.Int("max_stored", m.c.maxStored))
+		m.warn(ctx, c, "idemfiber: response over the stored-size cap sent and not stored; repeats get 500 response-not-stored", slog.Int("max_stored", m.c.maxStored))
+		if err := claim.Complete(ctx, notStored); err != nil {
+			m.warn(ctx, c, "idemfiber: the key's not-stored record could not be written", slog.Any("error", err))
+		}
 		return nil
 	}
 	if err := claim.Complete(ctx, encodeResponse(resp, m.c.replayHeaders)); err != nil {
@@ -156,6 +159,12 @@ func (m *middleware) answer(c fiber.Ctx, err error) error {
 	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrInProgress):
 		return writeProblem(c, http.StatusConflict, ProblemInProgress,
 			"a request with this key is still being processed; retry after the delay given", ce.RetryAfter)
+	case errors.Is(err, idemkit.ErrResultTooLarge):
+		// The engine's terminal record (idemkit.WithOversized): the
+		// handler ran, its response was over the engine's result cap.
+		writeProblem(c, http.StatusInternalServerError, ProblemResponseNotStored, notStoredDetail, 0)
+		c.Response().Header.Set(replayedHeader, "true")
+		return nil
 	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return writeProblem(c, http.StatusServiceUnavailable, ProblemUnavailable,
 			"duplicate protection is unavailable; the request was not processed", unavailableRetry)

@@ -323,3 +323,46 @@ func TestProblemKeepsEarlierHeaders(t *testing.T) {
 		t.Errorf("the problem answer dropped an earlier middleware's header: %v", a.header)
 	}
 }
+
+// TestTooLargeIsNeverRunAgain: a response over the middleware's stored
+// size cap, or over the engine's result cap, is sent to its client but not
+// kept; the key keeps a terminal record, so every repeat gets 500
+// response-not-stored, marked replayed, and the handler runs once.
+func TestTooLargeIsNeverRunAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    func(t testing.TB) *idemkit.Engine
+		opts []idemfiber.Option
+	}{
+		{"middleware cap", newEngine, []idemfiber.Option{idemfiber.WithMaxStoredResponse(4)}},
+		{"engine cap", func(t testing.TB) *idemkit.Engine {
+			st, err := memstore.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := idemkit.New(st, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &orders{}
+			u := serve(t, tc.e(t), o, tc.opts...) + "/orders/1"
+			if a := send(t, "POST", u, body, as("alice", "big")...); a.status != http.StatusCreated {
+				t.Fatalf("first: %v", a)
+			}
+			for range 3 {
+				a := send(t, "POST", u, body, as("alice", "big")...)
+				if a.status != http.StatusInternalServerError || !strings.Contains(a.body, idemfiber.ProblemResponseNotStored) ||
+					a.header.Get(idemfiber.ReplayedHeader) != "true" {
+					t.Fatalf("repeat: %v, want 500 %s, replayed", a, idemfiber.ProblemResponseNotStored)
+				}
+			}
+			if n := o.runs.Load(); n != 1 {
+				t.Fatalf("the handler ran %d times, want 1", n)
+			}
+		})
+	}
+}

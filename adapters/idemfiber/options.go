@@ -161,8 +161,11 @@ func DefaultStorePolicy(status int) bool {
 
 // WithMaxStoredResponse sets the largest response body stored (default
 // DefaultMaxStoredResponse); n must be positive. A larger response is
-// sent as it is, not stored, and the key is released, with a warning
-// logged.
+// sent as it is and not stored, with a warning logged; its key keeps a
+// terminal record, so every repeat gets 500 ProblemResponseNotStored,
+// replayed, and the handler never runs twice. The same holds for a
+// response over the engine's idemkit.WithMaxResultSize (unless the engine
+// is given idemkit.WithOversized(idemkit.ReleaseKey)).
 func WithMaxStoredResponse(n int) Option {
 	return func(c *config) {
 		if n <= 0 {

@@ -2,11 +2,13 @@ package idemfiber
 
 import (
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/idemkit/idemkit/keying"
+	"github.com/valyala/fasthttp"
 )
 
 // ProblemBase is the prefix of every problem type URI, the same as
@@ -22,6 +24,9 @@ const (
 	ProblemUnauthenticated = ProblemBase + "unauthenticated" // 401: the principal function failed
 	ProblemUnavailable     = ProblemBase + "unavailable"     // 503: store down (fail-closed); Retry-After
 	ProblemInternal        = ProblemBase + "internal"        // 500: unexpected engine outcome
+	// ProblemResponseNotStored (500) answers a repeat of a request whose
+	// response was too large to keep: it ran once and does not run again.
+	ProblemResponseNotStored = ProblemBase + "response-not-stored"
 )
 
 // ProblemContentType is the media type of every error the middleware
@@ -38,14 +43,26 @@ type Problem struct {
 }
 
 var titles = map[string]string{
-	ProblemKeyMissing:      "Idempotency key missing",
-	ProblemKeyInvalid:      "Idempotency key invalid",
-	ProblemInProgress:      "Request in progress",
-	ProblemKeyMismatch:     "Idempotency key reused with a different payload",
-	ProblemUnauthenticated: "Unauthenticated",
-	ProblemUnavailable:     "Service unavailable",
-	ProblemInternal:        "Internal error",
+	ProblemKeyMissing:        "Idempotency key missing",
+	ProblemKeyInvalid:        "Idempotency key invalid",
+	ProblemInProgress:        "Request in progress",
+	ProblemKeyMismatch:       "Idempotency key reused with a different payload",
+	ProblemUnauthenticated:   "Unauthenticated",
+	ProblemUnavailable:       "Service unavailable",
+	ProblemInternal:          "Internal error",
+	ProblemResponseNotStored: "Response not stored",
 }
+
+// notStoredDetail is the detail of ProblemResponseNotStored.
+const notStoredDetail = "the first request with this key was processed, but its response was too large to keep; it is not processed again"
+
+// notStored is the record a key keeps for a response over the stored-size
+// cap: the problem every repeat gets, replayed.
+var notStored = func() []byte {
+	var resp fasthttp.Response
+	setProblem(&resp, http.StatusInternalServerError, ProblemResponseNotStored, notStoredDetail, 0)
+	return encodeResponse(&resp, []string{fasthttp.HeaderContentType, fasthttp.HeaderCacheControl})
+}()
 
 // unavailableRetry is the Retry-After sent with 503.
 const unavailableRetry = time.Second
@@ -54,11 +71,16 @@ const unavailableRetry = time.Second
 // middleware set (CORS, request ids) stay. retry > 0 adds Retry-After in
 // whole seconds, rounded up.
 func writeProblem(c fiber.Ctx, status int, typ, detail string, retry time.Duration) error {
+	setProblem(c.Response(), status, typ, detail, retry)
+	return nil
+}
+
+// setProblem makes resp a problem+json answer.
+func setProblem(resp *fasthttp.Response, status int, typ, detail string, retry time.Duration) {
 	body, err := json.Marshal(Problem{Type: typ, Title: titles[typ], Status: status, Detail: detail})
 	if err != nil { // cannot happen for these field types
 		body = []byte(`{"type":"` + ProblemInternal + `"}`)
 	}
-	resp := c.Response()
 	resp.Header.Del(ReplayedHeader)
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType(ProblemContentType)
@@ -67,7 +89,6 @@ func writeProblem(c fiber.Ctx, status int, typ, detail string, retry time.Durati
 		resp.Header.Set("Retry-After", retrySeconds(retry))
 	}
 	resp.SetBody(body)
-	return nil
 }
 
 // retrySeconds formats d as whole seconds, rounded up, at least 1.

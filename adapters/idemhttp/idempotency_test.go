@@ -482,22 +482,45 @@ func TestTokenLargeResponse(t *testing.T) {
 	}
 }
 
+// TestIdempotencyEngineResultCap: a response under the route's cap but
+// over the engine's is sent as written and not stored; its key keeps the
+// engine's terminal record, so a retry gets 500 response-not-stored and
+// the handler does not run again, unless the engine releases the key
+// (idemkit.WithOversized(idemkit.ReleaseKey)).
 func TestIdempotencyEngineResultCap(t *testing.T) {
-	var logs bytes.Buffer
-	var runs atomic.Int32
-	e := newEngine(t, idemkit.WithMaxResultSize(32))
-	mw := mustMiddleware(t)(idemhttp.Idempotency(e, byUser, idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		runs.Add(1)
-		_, _ = io.WriteString(w, strings.Repeat("y", 40))
-	}))
-	for i := range 2 {
+	for _, release := range []bool{false, true} {
+		var logs bytes.Buffer
+		var runs atomic.Int32
+		e := newEngine(t, idemkit.WithMaxResultSize(32))
+		opts := []idemhttp.Option{byUser, idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}
+		if release {
+			opts = append(opts, idemhttp.WithEngineOptions(idemkit.WithOversized(idemkit.ReleaseKey)))
+		}
+		mw := mustMiddleware(t)(idemhttp.Idempotency(e, opts...))
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			runs.Add(1)
+			_, _ = io.WriteString(w, strings.Repeat("y", 40))
+		}))
 		w := serve(h, req{user: "alice", key: "k"})
 		assert.Equal(t, 200, w.Code)
 		assert.Len(t, w.Body.String(), 40)
-		assert.EqualValues(t, i+1, runs.Load())
+		for range 2 {
+			w = serve(h, req{user: "alice", key: "k"})
+			if release {
+				assert.Equal(t, 200, w.Code)
+				continue
+			}
+			requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+			assert.True(t, isReplay(w))
+		}
+		if release {
+			assert.EqualValues(t, 3, runs.Load())
+		} else {
+			assert.EqualValues(t, 1, runs.Load(), "a retry ran the handler again")
+		}
+		assert.Contains(t, logs.String(), "result cap")
+		assert.NotContains(t, logs.String(), "unexpected engine outcome")
 	}
-	assert.Contains(t, logs.String(), "result cap")
 }
 
 func TestIdempotencyPanicReleasesKey(t *testing.T) {

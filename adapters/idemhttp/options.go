@@ -329,8 +329,10 @@ func WithMaxBody(n int64) Option {
 // DefaultMaxStoredResponse). A larger response is sent to the client as it
 // is written; what its key keeps is set by WithUnstored. Keep it at or
 // under the engine's idemkit.WithMaxResultSize: a response under this cap
-// but over the engine's is released, with a warning. n must be positive.
-// Idempotency and Token.
+// but over the engine's is not stored either, with a warning, and its key
+// keeps what the engine's idemkit.WithOversized says (by default a
+// terminal record: a retry gets 500 ProblemResponseNotStored). n must be
+// positive. Idempotency and Token.
 func WithMaxStoredResponse(n int) Option {
 	return func(c *config) {
 		if !c.only("WithMaxStoredResponse", modeKey, modeToken) {

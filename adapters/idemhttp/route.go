@@ -302,7 +302,7 @@ func (rt *route) afterRun(r *http.Request, rec *recorder, err error) {
 		rt.warn(ctx, "idemhttp: response over the stored-size cap sent unguarded and not stored", r,
 			slog.Int("max_stored", rt.c.maxStored), slog.Bool("key_released", rt.c.tooLarge == ReleaseKey))
 	case errors.Is(err, idemkit.ErrResultTooLarge):
-		rt.warn(ctx, "idemhttp: encoded response over the engine's result cap; not stored, key released", r)
+		rt.warn(ctx, "idemhttp: encoded response over the engine's result cap (idemkit.WithMaxResultSize); not stored", r)
 	case err != nil && !errors.Is(err, errNotStored) && !errors.Is(err, errPassedThrough):
 		rt.warn(ctx, "idemhttp: handler ran but its response could not be recorded", r, slog.String("error", describe(err)))
 	}
@@ -320,6 +320,11 @@ func common(err error) (answer, bool) {
 	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrInProgress):
 		return answer{kind: kindInProgress, retry: ce.RetryAfter,
 			detail: "a request with this key is still being processed; retry after the delay given"}, true
+	case errors.Is(err, idemkit.ErrResultTooLarge):
+		// The engine's terminal record of a response over its result cap
+		// (idemkit.WithOversized): the handler ran and does not run again.
+		why, _ := terminalReason(terminalRecord(reasonTooLarge))
+		return answer{kind: kindResponseNotStored, detail: why, replay: true}, true
 	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return answer{kind: kindUnavailable, retry: unavailableRetry,
 			detail: "duplicate protection is unavailable; the request was not processed"}, true

@@ -119,16 +119,19 @@ type guards struct {
 }
 
 // newGuards builds the middleware of every mode. All of them identify the
-// caller the same way and refuse a body over maxOrderBody with 413 before
-// touching the store; the window route is released early when the order
+// caller the same way; the key and window routes, which read the body for
+// its fingerprint, refuse one over maxOrderBody with 413 before touching
+// the store (the token route reads no body: its handler bounds it); the
+// window route is released early when the order
 // fails (5xx), so a failed submit can be retried at once.
 func newGuards(e *idemkit.Engine, principal func(*http.Request) (string, error), window time.Duration, log *slog.Logger) (guards, error) {
-	common := []idemhttp.Option{idemhttp.WithPrincipal(principal), idemhttp.WithLogger(log), idemhttp.WithMaxBody(maxOrderBody)}
-	windowOpts := slices.Concat(common, []idemhttp.Option{idemhttp.WithEngineOptions(
+	common := []idemhttp.Option{idemhttp.WithPrincipal(principal), idemhttp.WithLogger(log)}
+	bounded := append(slices.Clip(common), idemhttp.WithMaxBody(maxOrderBody)) // the routes that read the body
+	windowOpts := slices.Concat(bounded, []idemhttp.Option{idemhttp.WithEngineOptions(
 		idemkit.WithWindow(window), idemkit.WithRelease(idemkit.ReleaseOnError))})
 	var g guards
 	var errs [4]error
-	g.key, errs[0] = idemhttp.Idempotency(e, common...)
+	g.key, errs[0] = idemhttp.Idempotency(e, bounded...)
 	g.window, errs[1] = idemhttp.Window(e, windowOpts...)
 	g.token, errs[2] = idemhttp.Token(e, common...)
 	g.issuer, errs[3] = idemhttp.TokenIssuer(e, common...)

@@ -204,9 +204,13 @@ func (p *proxy) routeOptions(rc routeCfg, method string, principal principalFunc
 	opts := []idemhttp.Option{
 		idemhttp.WithPrincipal(principal),
 		idemhttp.WithLogger(p.log),
-		idemhttp.WithMethods(method),
-		idemhttp.WithMaxBody(rc.MaxBody),
 		idemhttp.WithEngineOptions(eopts...),
+	}
+	if rc.Mode != modeIssueToken { // the issuer answers every method and reads no body
+		opts = append(opts, idemhttp.WithMethods(method))
+	}
+	if rc.Mode == modeKey || rc.Mode == modeWindow || rc.TokenField != "" { // Token reads a body only for its form field
+		opts = append(opts, idemhttp.WithMaxBody(rc.MaxBody))
 	}
 	headers := rc.ReplayHeaders
 	if rc.SetCookie == cookieReplay {

@@ -294,7 +294,8 @@ func WithObserver(o Observer) Option {
 
 // WithErrorCodec sets which errors of fn are final, and how they are
 // stored and replayed. By default no error is final: a failed fn releases
-// the key so a retry runs again.
+// the key so a retry runs again. A nil ec restores that default, so a
+// per-route view can turn final errors off again.
 func WithErrorCodec(ec ErrorCodec) Option {
 	return func(c *config) { c.errorCodec = ec }
 }

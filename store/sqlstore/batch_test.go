@@ -450,32 +450,7 @@ func BenchmarkBatchClaim(b *testing.B) {
 				}
 				return nil
 			}
-			for range 3 { // warm the pool and the statement caches
-				if err := batch(); err != nil {
-					b.Fatal(err)
-				}
-				if err := single(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var tBatch, tSingle time.Duration
-			b.ResetTimer()
-			for i := range b.N {
-				first, second, t1, t2 := batch, single, &tBatch, &tSingle
-				if i%2 == 1 {
-					first, second, t1, t2 = single, batch, &tSingle, &tBatch
-				}
-				start := time.Now()
-				if err := first(); err != nil {
-					b.Fatal(err)
-				}
-				mid := time.Now()
-				if err := second(); err != nil {
-					b.Fatal(err)
-				}
-				*t1 += mid.Sub(start)
-				*t2 += time.Since(mid)
-			}
+			tBatch, tSingle := alternate(b, 3, batch, single)
 			b.ReportMetric(float64(tBatch.Nanoseconds())/float64(b.N), "ns-batch")
 			b.ReportMetric(float64(tSingle.Nanoseconds())/float64(b.N), "ns-single")
 			b.ReportMetric(float64(tSingle)/float64(tBatch), "x-faster")

@@ -80,20 +80,31 @@ func BenchmarkReplay(b *testing.B) {
 // reports both means and op's ratio to raw.
 func paired(b *testing.B, raw, op func() error) {
 	b.Helper()
-	for range 20 { // warm the pools and statement caches
-		if err := raw(); err != nil {
+	tRaw, tOp := alternate(b, 20, raw, op)
+	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "ns-raw")
+	b.ReportMetric(float64(tOp.Nanoseconds())/float64(b.N), "ns-store")
+	b.ReportMetric(float64(tOp)/float64(tRaw), "x-raw")
+}
+
+// alternate runs x and y warm times each, then b.N times each in
+// alternating order (x first on even rounds, y first on odd ones), so
+// drift in the machine's load weighs on both alike, and returns the time
+// each took in all.
+func alternate(b *testing.B, warm int, x, y func() error) (tx, ty time.Duration) {
+	b.Helper()
+	for range warm { // warm the pools and statement caches
+		if err := x(); err != nil {
 			b.Fatal(err)
 		}
-		if err := op(); err != nil {
+		if err := y(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	var tRaw, tOp time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		first, second, t1, t2 := raw, op, &tRaw, &tOp
+		first, second, t1, t2 := x, y, &tx, &ty
 		if i%2 == 1 {
-			first, second, t1, t2 = op, raw, &tOp, &tRaw
+			first, second, t1, t2 = y, x, &ty, &tx
 		}
 		start := time.Now()
 		if err := first(); err != nil {
@@ -106,9 +117,7 @@ func paired(b *testing.B, raw, op func() error) {
 		*t1 += mid.Sub(start)
 		*t2 += time.Since(mid)
 	}
-	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "ns-raw")
-	b.ReportMetric(float64(tOp.Nanoseconds())/float64(b.N), "ns-store")
-	b.ReportMetric(float64(tOp)/float64(tRaw), "x-raw")
+	return tx, ty
 }
 
 // pairedParallel runs raw and op b.N times each, by workers goroutines at

@@ -23,12 +23,18 @@ const (
 // "crashed") into a bolt file, as the demo would, and returns its URL.
 func seed(t *testing.T) string {
 	t.Helper()
+	return seedWith(t)
+}
+
+// seedWith is seed for an engine built with opts.
+func seedWith(t *testing.T, opts ...idemkit.Option) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "idem.db")
 	st, err := boltstore.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := idemkit.New(st, idemkit.WithObserver(nil))
+	e, err := idemkit.New(st, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

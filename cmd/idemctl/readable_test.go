@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,34 +16,11 @@ import (
 // principal in clear.
 func seedReadable(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "idem.db")
-	st, err := boltstore.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := idemkit.New(st, idemkit.WithObserver(nil), idemkit.WithReadableKeys())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	scope := idemkit.WithScope(user)
-	if _, err := e.Do(ctx, doneKey, "fp", func(context.Context) ([]byte, error) { return []byte(resultDoc), nil }, scope); err != nil {
-		t.Fatal(err)
-	}
-	if c, _, err := e.Begin(ctx, stuckKey, "fp", scope, idemkit.WithoutHeartbeat()); err != nil || c == nil {
-		t.Fatalf("Begin: %v", err)
-	}
-	var names []string
-	if err := st.Scan(ctx, "", func(key string, _ store.Entry) bool { names = append(names, key); return true }); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(strings.Join(names, " "), "STUCK-4242") {
+	url := seedWith(t, idemkit.WithReadableKeys())
+	if names := storeKeys(t, url); !strings.Contains(strings.Join(names, " "), "STUCK-4242") {
 		t.Fatalf("the seed's store keys are not readable: %q", names)
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return "bolt://" + path
+	return url
 }
 
 // storeKeys lists the store key names of a bolt file.

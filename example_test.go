@@ -155,6 +155,33 @@ func ExampleWithWait() {
 	// first result true <nil>
 }
 
+// A result too large to keep is returned to the call that ran; by default
+// the key keeps a terminal record, so a retry never runs the work again.
+func ExampleWithOversized() {
+	ctx := context.Background()
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(16))
+	runs := 0
+	report := func(context.Context) ([]byte, error) {
+		runs++
+		return []byte("a report far longer than sixteen bytes"), nil
+	}
+	for range 2 {
+		res, err := e.Do(ctx, "report-7", "", report)
+		fmt.Println(len(res.Value), res.Replayed, errors.Is(err, idemkit.ErrResultTooLarge))
+	}
+	fmt.Println("runs:", runs)
+	// With ReleaseKey the key is freed instead, and a retry runs again.
+	_, _ = e.Do(ctx, "report-8", "", report, idemkit.WithOversized(idemkit.ReleaseKey))
+	_, _ = e.Do(ctx, "report-8", "", report, idemkit.WithOversized(idemkit.ReleaseKey))
+	fmt.Println("runs:", runs)
+	// Output:
+	// 38 false true
+	// 0 true true
+	// runs: 1
+	// runs: 3
+}
+
 // An Observer that feeds counters: one per outcome.
 func ExampleObserverFunc() {
 	var mu sync.Mutex

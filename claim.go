@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -33,7 +34,8 @@ type Claim struct {
 	enc  []byte
 	hb   heartbeat
 
-	started time.Time // when the claim was won
+	started time.Time   // when the claim was won
+	timed   atomic.Bool // an event ending the claim has carried its Duration
 
 	mu      sync.Mutex
 	ended   bool
@@ -276,6 +278,8 @@ func (c *Claim) afterTx(ctx context.Context, v []byte, err error) (Result, error
 		if _, rerr := c.release(ctx, true); rerr != nil {
 			return Result{Value: v}, errors.Join(err, unavailable("release the transaction's claim", rerr))
 		}
+	case state == 0 && pending && !c.timed.Load():
+		c.lost(ctx) // CompleteIn wrote nothing (oversized under ReleaseKey), and the key is no longer ours
 	}
 	return Result{Value: v}, err
 }
@@ -326,14 +330,14 @@ func tooLargeReplay(payload []byte) error {
 // complete swaps this caller's in-progress record for the final one,
 // through s.
 func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload []byte) error {
-	e, cfg := c.e, c.cfg
+	cfg := c.cfg
 	done := c.rec
 	done.state = state
 	done.updated = cfg.clock().UnixMilli()
 	done.payload = payload
 	ok, err := s.CompareAndSwap(detach(ctx), c.sk, c.enc, done.encode(), cfg.retention)
 	if err != nil {
-		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: err})
+		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: err})
 		if !errors.Is(err, ErrUnavailable) {
 			c.release(ctx, false)
 			return fmt.Errorf("idemkit: record result: %w", err)
@@ -341,11 +345,29 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 		return unavailable("record result", err)
 	}
 	if !ok {
-		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
+		c.lost(ctx)
 		return ErrLeaseLost
 	}
-	e.observe(ctx, cfg, Event{Kind: EventCompleted, Mode: c.mode, Key: c.key, Duration: time.Since(c.started)})
+	c.ends(ctx, Event{Kind: EventCompleted, Mode: c.mode, Key: c.key})
 	return nil
+}
+
+// ends reports ev, an event that ends the claim. The first such event of
+// the claim carries the claim's Duration, and no later one does, so that
+// an observer sees exactly one event with a Duration per admitted claim
+// (see Event.Duration); a failed completion may be followed by a release,
+// and a completion in a transaction that rolled back is.
+func (c *Claim) ends(ctx context.Context, ev Event) {
+	if c.timed.CompareAndSwap(false, true) {
+		ev.Duration = max(time.Since(c.started), 1) // > 0 on a coarse clock too
+	}
+	c.e.observe(ctx, c.cfg, ev)
+}
+
+// lost reports a claim that ended because another caller took the key
+// over (or an operator forgot it).
+func (c *Claim) lost(ctx context.Context) {
+	c.ends(ctx, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
 }
 
 // release undoes the claim after a failure that is not final: an
@@ -368,11 +390,15 @@ func (c *Claim) release(ctx context.Context, afterTx bool) (bool, error) {
 	}
 	switch {
 	case err != nil:
-		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: fmt.Errorf("release: %w", err)})
+		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: fmt.Errorf("release: %w", err)})
 	case ok:
-		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: c.mode, Key: c.key, Duration: time.Since(c.started)})
-	case !afterTx:
-		e.observe(ctx, cfg, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
+		c.ends(ctx, Event{Kind: EventReleased, Mode: c.mode, Key: c.key})
+	case !afterTx || !c.timed.Load():
+		// After a transaction, no record of ours means it committed, and
+		// its completion ended the claim; unless the completion wrote
+		// nothing (an oversized value under ReleaseKey): then the lease was
+		// lost.
+		c.lost(ctx)
 	}
 	return ok, err
 }

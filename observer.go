@@ -53,8 +53,16 @@ type Event struct {
 	Err error
 	// RetryAfter is the hint given with a duplicate or in-progress event.
 	RetryAfter time.Duration
-	// Duration is, for EventCompleted and for EventReleased after the
-	// work failed, how long the work ran: from admission to recording.
+	// Duration is how long an admitted claim (of Do, UseToken, Begin or
+	// BeginBatch) was held: from admission to the event that ends it.
+	// Exactly one event per admitted claim carries a Duration (> 0): the
+	// one that ends it, which is EventCompleted, EventReleased,
+	// EventLeaseLost or EventStoreError. Should a claim's end report more
+	// than one event (a completion that failed, then a release; a
+	// completion in a transaction that rolled back, then a release), only
+	// the first carries it. An observer can so count claims in flight: +1
+	// on EventAdmitted of ModeDo or ModeToken, -1 on any event with a
+	// Duration. Guard events carry no Duration.
 	Duration time.Duration
 }
 

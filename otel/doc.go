@@ -10,12 +10,13 @@
 //     store_error, ...).
 //   - idemkit.work.duration (histogram, s): how long admitted work ran, with
 //     idemkit.mode and idemkit.outcome (completed or released).
-//   - idemkit.claims.in_flight (up-down counter, {claim}): Guard, Do and
-//     UseToken executions admitted and running now, by idemkit.mode. An
-//     admission is taken out when its call returns, however it ends
-//     (completed, failed, released, lease lost, store failure, panic), so
-//     the gauge returns to zero when the engine is idle. Claims handed out
-//     by Begin and BeginBatch outlive their call and are not counted.
+//   - idemkit.claims.in_flight (up-down counter, {claim}): Do and UseToken
+//     claims (those handed out by Begin and BeginBatch too) admitted and
+//     not ended yet, by idemkit.mode. A claim is taken out by the event
+//     that ends it, however it ends (completed, failed, released, lease
+//     lost, store failure, panic): the engine gives exactly that event a
+//     Duration (see idemkit.Event). The gauge returns to zero when the
+//     engine is idle. Guard executions report no end and are not counted.
 //   - idemkit.store.duration (histogram, s): each store operation through a
 //     store wrapped with WrapStore, with idemkit.store.operation and, on
 //     failure, error.type.

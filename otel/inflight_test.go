@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idemkit"
 	idemotel "github.com/idemkit/idemkit/otel"
 	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/storetest"
 )
 
 // flaky wraps a store and fails the operations switched on, with
@@ -66,9 +67,9 @@ func inFlight(t *testing.T, r *sdkmetric.ManualReader) int64 {
 
 var errFinal = errors.New("card declined")
 
-// Every path through Guard, Do and UseToken leaves the in-flight gauge
-// where it found it: 1 while the admitted work runs, 0 once the call has
-// returned, whatever ended it.
+// Every path through Do, UseToken and Begin leaves the in-flight gauge
+// where it found it: 1 while the admitted work runs, 0 once the claim has
+// ended, whatever ended it. Guard executions are not counted.
 func TestInFlightIsBalancedOnEveryPath(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	obs, err := idemotel.NewObserver(idemotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
@@ -204,20 +205,20 @@ func TestInFlightIsBalancedOnEveryPath(t *testing.T) {
 		}, 1},
 		{"token reused", func() error { _, err := e.UseToken(ctx, "p", usedTok, ok); return err }, -1},
 		{"token invalid", func() error { _, err := e.UseToken(ctx, "p", "nonsense", ok); return err }, -1},
-		{"guard admitted", func() error { return e.Guard(ctx, "g1", guardOK) }, 1},
+		{"guard admitted (not counted)", func() error { return e.Guard(ctx, "g1", guardOK) }, 0},
 		{"guard failed, released", func() error {
 			return e.Guard(ctx, "g2", func(context.Context) error { during = inFlight(t, reader); return errors.New("x") })
-		}, 1},
+		}, 0},
 		{"guard duplicate", func() error { return e.Guard(ctx, "guarded", guardOK) }, -1},
-		{"begin, completed (not counted)", func() error {
+		{"begin, completed", func() error {
 			c, _, err := e.Begin(ctx, "b1", "fp")
 			if err != nil {
 				return err
 			}
 			during = inFlight(t, reader)
 			return c.Complete(ctx, []byte("ok"))
-		}, 0},
-		{"begin, released (not counted)", func() error {
+		}, 1},
+		{"begin, released", func() error {
 			c, _, err := e.Begin(ctx, "b2", "fp")
 			if err != nil {
 				return err
@@ -225,7 +226,37 @@ func TestInFlightIsBalancedOnEveryPath(t *testing.T) {
 			during = inFlight(t, reader)
 			c.Release(ctx)
 			return nil
-		}, 0},
+		}, 1},
+		{"begin, lease lost", func() error {
+			c, _, err := e.Begin(ctx, "b3", "fp")
+			if err != nil {
+				return err
+			}
+			during = inFlight(t, reader)
+			if _, err := e.Forget(ctx, idemkit.ModeDo, "b3"); err != nil {
+				t.Fatal(err)
+			}
+			return c.Complete(ctx, []byte("ok"))
+		}, 1},
+		{"batch, completed and released", func() error {
+			out, err := e.BeginBatch(ctx, []idemkit.BatchRequest{{Key: "b4", Fingerprint: "fp"}, {Key: "b5", Fingerprint: "fp"}})
+			if err != nil {
+				return err
+			}
+			during = inFlight(t, reader) - 1 // two claims
+			out[1].Claim.Release(ctx)
+			return out[0].Claim.Complete(ctx, []byte("ok"))
+		}, 1},
+		{"do completed in a transaction that rolled back", func() error {
+			_, err := e.Do(ctx, "k11", "fp", func(ctx context.Context) ([]byte, error) {
+				during = inFlight(t, reader)
+				if err := idemkit.ClaimFromContext(ctx).CompleteIn(ctx, storetest.NewTx(mem), []byte("ok")); err != nil {
+					t.Fatal(err)
+				}
+				return nil, errors.New("rolled back")
+			})
+			return err
+		}, 1},
 		{"guard fail-open", func() error {
 			st.setnx.Store(true)
 			defer st.setnx.Store(false)
@@ -240,5 +271,37 @@ func TestInFlightIsBalancedOnEveryPath(t *testing.T) {
 		if n := inFlight(t, reader); n != 0 {
 			t.Errorf("%s: in flight after the call = %d, want 0", c.name, n)
 		}
+	}
+}
+
+// A replay with the observer counting metrics (no tracer provider)
+// allocates no more than with the no-op observer: Start wraps nothing when
+// it does not trace, and claims in flight are counted from the events.
+func TestReplayAllocatesNoMoreThanNoop(t *testing.T) {
+	obs, err := idemotel.NewObserver(idemotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := func(o idemkit.Observer) float64 {
+		mem := mustMem()
+		defer func() { _ = mem.Close() }()
+		e, err := idemkit.New(mem, idemkit.WithObserver(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		fn := func(context.Context) ([]byte, error) { return []byte("result"), nil }
+		if _, err := e.Do(ctx, "k", "fp", fn); err != nil {
+			t.Fatal(err)
+		}
+		return testing.AllocsPerRun(200, func() {
+			if res, err := e.Do(ctx, "k", "fp", fn); err != nil || !res.Replayed {
+				t.Fatal(res, err)
+			}
+		})
+	}
+	noop, counted := replay(nil), replay(obs)
+	if counted > noop {
+		t.Errorf("a replay allocates %v times with the OTel observer, %v with the no-op observer", counted, noop)
 	}
 }

@@ -197,7 +197,7 @@ func (o *Observer) instruments(m metric.Meter) error {
 		metric.WithDescription("How long admitted work ran."),
 		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	_, errs[2] = m.Int64ObservableUpDownCounter("idemkit.claims.in_flight", metric.WithUnit("{claim}"),
-		metric.WithDescription("Guard, Do and UseToken executions admitted and running now."),
+		metric.WithDescription("Do and UseToken claims (Begin and BeginBatch ones too) admitted and not ended yet."),
 		metric.WithInt64Callback(o.reportInFlight))
 	o.evictions, errs[3] = m.Int64Counter("idemkit.evictions", metric.WithUnit("{entry}"),
 		metric.WithDescription("Live entries a bounded store pushed out."))
@@ -225,11 +225,13 @@ func (o *Observer) reportOutcomes(_ context.Context, obs metric.Int64Observer) e
 	return nil
 }
 
-// reportInFlight reports the Guard, Do and UseToken executions running
-// now.
+// reportInFlight reports the Do and UseToken claims admitted and not
+// ended yet.
 func (o *Observer) reportInFlight(_ context.Context, obs metric.Int64Observer) error {
-	for mi := range modes {
-		obs.Observe(o.inFlight[mi].Load(), o.modes[mi].(metric.ObserveOption))
+	for mi, m := range modes {
+		if m != idemkit.ModeGuard {
+			obs.Observe(o.inFlight[mi].Load(), o.modes[mi].(metric.ObserveOption))
+		}
 	}
 	return nil
 }
@@ -251,12 +253,18 @@ func (o *Observer) count(ev idemkit.Event) (int, metric.MeasurementOption) {
 // claims in flight, and an event on the call's span.
 func (o *Observer) Observe(ctx context.Context, ev idemkit.Event) {
 	mi, attrs := o.count(ev)
-	if mi >= 0 {
-		switch ev.Kind {
-		case idemkit.EventAdmitted:
-			o.admit(ctx, mi)
-		case idemkit.EventCompleted, idemkit.EventReleased:
-			if ev.Duration > 0 {
+	if mi >= 0 && ev.Mode != idemkit.ModeGuard {
+		// The engine reports exactly one event with a Duration per admitted
+		// Do, UseToken, Begin or BeginBatch claim: the one that ends it,
+		// however it ends (completed, failed, released, lease lost, store
+		// failure, panic). Guard claims have no such event and are not
+		// counted.
+		switch {
+		case ev.Kind == idemkit.EventAdmitted:
+			o.inFlight[mi].Add(1)
+		case ev.Duration > 0:
+			o.inFlight[mi].Add(-1)
+			if ev.Kind == idemkit.EventCompleted || ev.Kind == idemkit.EventReleased {
 				o.work.Record(ctx, ev.Duration.Seconds(), attrs.(metric.RecordOption))
 			}
 		}
@@ -270,73 +278,23 @@ func (o *Observer) Observe(ctx context.Context, ev idemkit.Event) {
 	}
 }
 
-// admit counts an admission in flight when it belongs to a Guard, Do or
-// UseToken call of this observer that has admitted nothing yet: that
-// call's end takes it out again, whichever way the call ends (completed,
-// failed, released, lease lost, store failure, panic). Claims handed out
-// by Begin and BeginBatch outlive their call and are not counted: the
-// engine does not tell the observer which event ends which claim.
-func (o *Observer) admit(ctx context.Context, mi int) {
-	c, ok := ctx.Value(callKey{o}).(*call)
-	if ok && c.mi == mi && c.admitted.CompareAndSwap(false, true) {
-		o.inFlight[mi].Add(1)
-	}
-}
-
-// callKey finds, in a context, the innermost call of one observer.
-type callKey struct{ o *Observer }
-
-// call is the context of one engine call started by Observer.Start: it
-// tells Observe which call an admission belongs to, so that the call's
-// end can take the admission out of the claims in flight.
-type call struct {
-	context.Context
-	key      callKey
-	mi       int // the mode's index, or -1 for calls whose admission outlives them
-	admitted atomic.Bool
-	span     trace.Span // nil when not tracing
-}
-
-// Value returns the call itself for its key, and otherwise what the
-// parent context holds.
-func (c *call) Value(key any) any {
-	if k, ok := key.(callKey); ok && k == c.key {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
-// end settles the call: an admission it counted leaves the claims in
-// flight (once, should end be called again), and its span ends with err.
-func (c *call) end(err error) {
-	if c.admitted.Swap(false) {
-		c.key.o.inFlight[c.mi].Add(-1)
-	}
-	if c.span == nil {
-		return
-	}
-	if err != nil {
-		c.span.SetStatus(codes.Error, errorType(err))
-		c.span.SetAttributes(keyErrorType.String(errorType(err)))
-	}
-	c.span.End()
-}
-
-// Start begins one engine call: its span, a child of ctx's span (when
-// tracing), and the bookkeeping that keeps idemkit.claims.in_flight
-// balanced on every path.
+// Start begins the span of one engine call, a child of ctx's span. Without
+// a tracer provider it does nothing and allocates nothing.
 func (o *Observer) Start(ctx context.Context, mode idemkit.Mode, op string) (context.Context, func(error)) {
-	c := &call{key: callKey{o}, mi: -1}
-	switch op {
-	case "Guard", "Do", "UseToken":
-		c.mi = modeIndex(mode)
+	if !o.tracing {
+		return ctx, noEnd
 	}
-	if o.tracing {
-		ctx, c.span = o.tracer.Start(ctx, "idemkit."+op, trace.WithAttributes(keyMode.String(string(mode))))
+	ctx, span := o.tracer.Start(ctx, "idemkit."+op, trace.WithAttributes(keyMode.String(string(mode))))
+	return ctx, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, errorType(err))
+			span.SetAttributes(keyErrorType.String(errorType(err)))
+		}
+		span.End()
 	}
-	c.Context = ctx
-	return c, c.end
 }
+
+func noEnd(error) {}
 
 // Evicted counts a live entry a bounded store pushed out; pass it to
 // memstore's eviction callback.

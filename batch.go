@@ -101,7 +101,7 @@ func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, r BatchReq
 
 // admitted starts the heartbeat of a claim a batch won.
 func (e *Engine) admitted(ctx context.Context, cfg *config, c *Claim) BatchOutcome {
-	e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeDo, Key: c.key})
+	c.admit(ctx)
 	c.startHeartbeat(ctx)
 	return BatchOutcome{Claim: c}
 }

@@ -34,7 +34,7 @@ type Claim struct {
 	enc  []byte
 	hb   heartbeat
 
-	started time.Time   // when the claim was won
+	started time.Time   // when the claim was won (admit)
 	timed   atomic.Bool // an event ending the claim has carried its Duration
 
 	mu      sync.Mutex
@@ -51,9 +51,15 @@ func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *
 	now := cfg.clock().UnixMilli()
 	c := &Claim{e: e, cfg: cfg, mode: mode, key: key, sk: sk}
 	c.rec = record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
-	c.started = time.Now()
 	c.enc = c.rec.encode()
 	return c
+}
+
+// admit reports the claim admitted and starts its clock: the Duration of
+// the event that ends it counts the work, not a wait before admission.
+func (c *Claim) admit(ctx context.Context) {
+	c.started = time.Now()
+	c.e.observe(ctx, c.cfg, Event{Kind: EventAdmitted, Mode: c.mode, Key: c.key})
 }
 
 // Begin claims key the way Do does, but returns the claim instead of

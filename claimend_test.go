@@ -331,3 +331,36 @@ func (b *breakingTx) CompareAndDelete(context.Context, string, []byte) (bool, er
 	return false, b.err
 }
 func (b *breakingTx) Consume(context.Context, string) ([]byte, error) { return nil, b.err }
+
+// TestDurationStartsAtAdmission: a caller that waited (WithWait) for
+// another's claim to end, then won the key, reports how long its own work
+// ran, not the wait.
+func TestDurationStartsAtAdmission(t *testing.T) {
+	const hold = 300 * time.Millisecond
+	var rec endRecorder
+	e := newEngine(t, idemkit.WithObserver(&rec))
+	ctx := context.Background()
+	started := make(chan struct{})
+	go func() {
+		_, _ = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
+			close(started)
+			time.Sleep(hold)
+			return nil, errors.New("transient: the key is released")
+		})
+	}()
+	<-started
+	res, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return []byte("second"), nil },
+		idemkit.WithWait(10*time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, "second", string(res.Value))
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var completed []time.Duration
+	for _, ev := range rec.events["do/k"] {
+		if ev.Kind == idemkit.EventCompleted {
+			completed = append(completed, ev.Duration)
+		}
+	}
+	require.Len(t, completed, 1)
+	assert.Less(t, completed[0], hold/2, "the waiter's Duration counts the time it waited")
+}

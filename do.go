@@ -61,7 +61,7 @@ func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint st
 			return nil, Result{Unguarded: run}, err
 		}
 		if set {
-			e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeDo, Key: key})
+			c.admit(ctx)
 			return c, Result{}, nil
 		}
 		res, err, again := e.existing(ctx, cfg, ModeDo, key, fingerprint, existing)

@@ -110,7 +110,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
 		}
 		if ok {
-			e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeToken, Key: token})
+			c.admit(ctx)
 			return c.run(ctx, fn)
 		}
 		ent, err := e.store.Get(ctx, sk)

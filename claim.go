@@ -74,7 +74,7 @@ func (c *Claim) admit(ctx context.Context) {
 //   - err != nil: ErrInProgress, ErrMismatch, ErrUnavailable and the
 //     others Do returns before running fn.
 func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Option) (claim *Claim, res Result, err error) {
-	cfg, err := e.callConfig(opts)
+	cfg, err := e.callConfigFor("Begin", doOpts, opts)
 	if err != nil {
 		return nil, Result{}, err
 	}

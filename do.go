@@ -28,7 +28,7 @@ import (
 // in Result.Value together with an error wrapping ErrLeaseLost (another
 // caller took the key over) or ErrUnavailable (the store failed).
 func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
-	cfg, err := e.callConfig(opts)
+	cfg, err := e.callConfigFor("Do", doOpts, opts)
 	if err != nil {
 		return Result{}, err
 	}

@@ -63,6 +63,7 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	if cfg.scope != "" {
 		return nil, fmt.Errorf("idemkit: %w: the scope is set per call, not per engine", ErrInvalid)
 	}
+	cfg.set = 0 // engine-wide options apply to the calls that use them
 	e := &Engine{store: s, cfg: cfg, beats: &beats{}}
 	e.valuer, _ = s.(store.SetNXValuer)
 	for i, space := range []string{"g", "i", "t"} {
@@ -90,6 +91,7 @@ func (e *Engine) With(opts ...Option) (*Engine, error) {
 	}
 	v := *e
 	v.cfg = *cfg
+	v.cfg.set = 0 // a view's options apply to the calls that use them
 	return &v, nil
 }
 
@@ -122,6 +124,7 @@ func (e *Engine) callConfig(opts []Option) (*config, error) {
 	cfg := new(config)
 	*cfg = e.cfg
 	cfg.clockSet = false
+	cfg.set = 0
 	for _, o := range opts {
 		o(cfg)
 	}
@@ -136,6 +139,20 @@ func (e *Engine) callConfig(opts []Option) (*config, error) {
 	}
 	if cfg.err != nil {
 		return nil, fmt.Errorf("idemkit: %w", cfg.err)
+	}
+	return cfg, nil
+}
+
+// callConfigFor is callConfig for a call that takes, of the mode-specific
+// options, only those in allowed: another given per call is refused
+// rather than ignored.
+func (e *Engine) callConfigFor(call string, allowed optSet, opts []Option) (*config, error) {
+	cfg, err := e.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.only(call, allowed); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

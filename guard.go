@@ -13,7 +13,7 @@ import (
 // does not run. What happens to the claim after fn is set by WithRelease;
 // a release only ever deletes the claim this call made.
 func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) (err error) {
-	cfg, err := e.callConfig(opts)
+	cfg, err := e.callConfigFor("Guard", guardOpts, opts)
 	if err != nil {
 		return err
 	}

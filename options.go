@@ -98,6 +98,7 @@ type config struct {
 	observer     Observer
 	errorCodec   ErrorCodec
 	codec        Codec
+	set          optSet // the mode-specific options given per call (callConfig)
 	scope        string // per call: the owner of the key
 	readable     bool   // per engine: keys not hashed (debugging)
 	clock        func() time.Time
@@ -121,10 +122,67 @@ func defaultConfig() config {
 	}
 }
 
-// Option configures the engine in New, or a single call (Guard, Do,
-// IssueToken, UseToken) when passed to it. Options that only make sense for
-// the engine (WithNamespace) are rejected per call.
+// Option configures the engine in New, a view in With, or a single call
+// (Guard, Do, Begin, BeginBatch, IssueToken, UseToken) when passed to it.
+// Options that only make sense for the engine (WithNamespace,
+// WithReadableKeys, WithClock) are rejected per call, and so is a
+// mode-specific option given to a call that does not use it (WithWindow to
+// Do, WithWait to Guard, ...): Guard takes WithWindow and WithRelease; Do,
+// Begin and BeginBatch take WithLease, WithHeartbeat, WithoutHeartbeat,
+// WithRetention, WithMaxResultSize, WithOversized, WithWait,
+// WithErrorCodec and WithCodec; IssueToken takes WithTokenTTL; UseToken
+// takes both of the last two lists. The other options apply to every call.
 type Option func(*config)
+
+// optSet names mode-specific options, so a call can refuse one that does
+// not apply to it instead of ignoring it.
+type optSet uint16
+
+const (
+	optWindow optSet = 1 << iota
+	optRelease
+	optLease
+	optHeartbeat
+	optRetention
+	optTokenTTL
+	optMaxResult
+	optOversized
+	optWait
+	optErrorCodec
+	optCodec
+)
+
+var optNames = [...]string{"WithWindow", "WithRelease", "WithLease", "WithHeartbeat or WithoutHeartbeat", "WithRetention",
+	"WithTokenTTL", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec"}
+
+// The mode-specific options each call takes.
+const (
+	guardOpts      = optWindow | optRelease
+	doOpts         = optLease | optHeartbeat | optRetention | optMaxResult | optOversized | optWait | optErrorCodec | optCodec
+	issueTokenOpts = optTokenTTL
+	useTokenOpts   = doOpts | optTokenTTL
+)
+
+// mark makes an Option that records, per call, that a mode-specific
+// option was given.
+func mark(o optSet, f func(*config)) Option {
+	return func(c *config) {
+		c.set |= o
+		f(c)
+	}
+}
+
+// only returns an error wrapping ErrInvalid naming the first per-call
+// option that call does not take.
+func (c *config) only(call string, allowed optSet) error {
+	extra := c.set &^ allowed
+	for i, name := range optNames {
+		if extra&(1<<i) != 0 {
+			return fmt.Errorf("idemkit: %w: %s does not apply to %s", ErrInvalid, name, call)
+		}
+	}
+	return nil
+}
 
 func (c *config) invalid(format string, args ...any) {
 	if c.err == nil {
@@ -169,49 +227,49 @@ func WithNamespace(ns string) Option {
 
 // WithWindow sets how long a Guard claim holds (default 5s).
 func WithWindow(d time.Duration) Option {
-	return func(c *config) { positive(c, "window", d, func() { c.window = d }) }
+	return mark(optWindow, func(c *config) { positive(c, "window", d, func() { c.window = d }) })
 }
 
 // WithLease sets how long an in-progress claim of Do or UseToken lives
 // without a heartbeat (default 30s, at least 3ms so a heartbeat fits in
 // it). A crashed caller's key frees itself after at most this long.
 func WithLease(d time.Duration) Option {
-	return func(c *config) { atLeast(c, "lease", d, 3*time.Millisecond, func() { c.lease = d }) }
+	return mark(optLease, func(c *config) { atLeast(c, "lease", d, 3*time.Millisecond, func() { c.lease = d }) })
 }
 
 // WithHeartbeat sets how often a running fn's lease is extended (default a
 // third of the lease; at least 1ms). An interval not shorter than the lease
 // falls back to the default.
 func WithHeartbeat(every time.Duration) Option {
-	return func(c *config) { atLeast(c, "heartbeat", every, time.Millisecond, func() { c.heartbeat = every }) }
+	return mark(optHeartbeat, func(c *config) { atLeast(c, "heartbeat", every, time.Millisecond, func() { c.heartbeat = every }) })
 }
 
 // WithoutHeartbeat disables lease extension: fn must finish within the
 // lease, or another caller may claim the key and fn gets ErrLeaseLost.
 func WithoutHeartbeat() Option {
-	return func(c *config) { c.heartbeat = -1 }
+	return mark(optHeartbeat, func(c *config) { c.heartbeat = -1 })
 }
 
 // WithRetention sets how long a completed result is kept and replayed
 // (default 24h).
 func WithRetention(d time.Duration) Option {
-	return func(c *config) { positive(c, "retention", d, func() { c.retention = d }) }
+	return mark(optRetention, func(c *config) { positive(c, "retention", d, func() { c.retention = d }) })
 }
 
 // WithTokenTTL sets how long an issued token stays valid (default 10m).
 func WithTokenTTL(d time.Duration) Option {
-	return func(c *config) { positive(c, "token TTL", d, func() { c.tokenTTL = d }) }
+	return mark(optTokenTTL, func(c *config) { positive(c, "token TTL", d, func() { c.tokenTTL = d }) })
 }
 
 // WithRelease sets when a Guard claim is removed (default KeepUntilExpiry).
 func WithRelease(r Release) Option {
-	return func(c *config) {
+	return mark(optRelease, func(c *config) {
 		if r < KeepUntilExpiry || r > ReleaseOnDone {
 			c.invalid("unknown release behaviour %d", r)
 			return
 		}
 		c.release = r
-	}
+	})
 }
 
 // WithFailureMode sets the policy for store failures (default FailClosed).
@@ -230,13 +288,13 @@ func WithFailureMode(m FailureMode) Option {
 // the work gets it with an error wrapping ErrResultTooLarge, and what the
 // key keeps is set by WithOversized.
 func WithMaxResultSize(n int) Option {
-	return func(c *config) {
+	return mark(optMaxResult, func(c *config) {
 		if n <= 0 {
 			c.invalid("max result size must be positive, got %d", n)
 			return
 		}
 		c.maxResult = n
-	}
+	})
 }
 
 // WithOversized sets what a key keeps when the work's result is over the
@@ -245,13 +303,13 @@ func WithMaxResultSize(n int) Option {
 // final). It returns an error wrapping ErrInvalid, from New, With or the
 // call, for any other value.
 func WithOversized(o Oversized) Option {
-	return func(c *config) {
+	return mark(optOversized, func(c *config) {
 		if o != KeepTerminal && o != ReleaseKey {
 			c.invalid("unknown oversized-result behaviour %d", o)
 			return
 		}
 		c.oversized = o
-	}
+	})
 }
 
 // WithRetryHint caps the RetryAfter reported with ErrInProgress (default
@@ -269,7 +327,7 @@ func WithRetryHint(d time.Duration) Option {
 // interval (0 means DefaultPollInterval), between 1ms and 1m; it doubles up
 // to ten times that.
 func WithWait(poll time.Duration) Option {
-	return func(c *config) {
+	return mark(optWait, func(c *config) {
 		if poll < 0 || (poll > 0 && poll < time.Millisecond) || poll > time.Minute {
 			c.invalid("poll interval must be 0 or between 1ms and 1m, got %v", poll)
 			return
@@ -278,7 +336,7 @@ func WithWait(poll time.Duration) Option {
 		if poll > 0 {
 			c.pollInterval = poll
 		}
-	}
+	})
 }
 
 // WithObserver sets the observer of every outcome (default: SlogObserver
@@ -297,18 +355,18 @@ func WithObserver(o Observer) Option {
 // the key so a retry runs again. A nil ec restores that default, so a
 // per-route view can turn final errors off again.
 func WithErrorCodec(ec ErrorCodec) Option {
-	return func(c *config) { c.errorCodec = ec }
+	return mark(optErrorCodec, func(c *config) { c.errorCodec = ec })
 }
 
 // WithCodec sets the codec of the typed helper Do (default JSON).
 func WithCodec(cd Codec) Option {
-	return func(c *config) {
+	return mark(optCodec, func(c *config) {
 		if cd == nil {
 			c.invalid("nil codec")
 			return
 		}
 		c.codec = cd
-	}
+	})
 }
 
 // WithScope sets, for one call, the principal (user, tenant, client) that

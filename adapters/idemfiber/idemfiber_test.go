@@ -366,3 +366,18 @@ func TestTooLargeIsNeverRunAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatedPrincipalHeaderIsRefused: a principal header sent twice
+// (one from the gateway, one from the client, say) is no principal: 401,
+// as idemhttp answers, never the first copy.
+func TestRepeatedPrincipalHeaderIsRefused(t *testing.T) {
+	o := &orders{}
+	u := serve(t, newEngine(t), o) + "/orders/1"
+	a := send(t, "POST", u, body, userHeader, "alice", userHeader, "mallory", idemfiber.KeyHeader, "k")
+	if a.status != http.StatusUnauthorized || o.runs.Load() != 0 {
+		t.Fatalf("repeated principal header: %v after %d runs, want 401 and no run", a, o.runs.Load())
+	}
+	if a := send(t, "POST", u, body, userHeader, "", idemfiber.KeyHeader, "k"); a.status != http.StatusUnauthorized {
+		t.Fatalf("empty principal header: %v, want 401", a)
+	}
+}

@@ -62,19 +62,21 @@ func WithPrincipal(fn PrincipalFunc) Option {
 }
 
 // errNoPrincipal is what TrustedHeaderPrincipal returns for a request
-// without the header.
-var errNoPrincipal = errors.New("idemfiber: no principal header")
+// whose header is absent, empty or repeated.
+var errNoPrincipal = errors.New("idemfiber: principal header absent, empty or repeated")
 
 // TrustedHeaderPrincipal reads the principal from header name, as set by
 // a gateway that authenticated the caller. Only safe when the gateway
-// strips the header from what clients send.
+// strips the header from what clients send. A request with the header
+// absent, empty or repeated (a copy the gateway did not strip) has no
+// principal: 401, as idemhttp answers.
 func TrustedHeaderPrincipal(name string) PrincipalFunc {
 	return func(c fiber.Ctx) (string, error) {
-		v := c.Request().Header.Peek(name)
-		if len(v) == 0 {
+		vs := c.Request().Header.PeekAll(name)
+		if len(vs) != 1 || len(vs[0]) == 0 {
 			return "", errNoPrincipal
 		}
-		return string(v), nil
+		return string(vs[0]), nil
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redisstore"
@@ -397,4 +398,24 @@ func TestInfoRefusedMeansScripts(t *testing.T) {
 	e, err := s.Get(ctxb, "k")
 	require.NoError(t, err)
 	require.Equal(t, []byte("v"), e.Value)
+}
+
+// TestPrefixBeforeTheEngineNamespace: WithPrefix("app1:") under an engine
+// gives the key names the README and ExampleWithPrefix show,
+// app1:idem:i:<scope digest>:<key digest>, never a doubled namespace
+// (issue 11 item 14).
+func TestPrefixBeforeTheEngineNamespace(t *testing.T) {
+	client := redistest.Start(t).Client(t)
+	s, err := redisstore.New(client, redisstore.WithPrefix("app1:"))
+	require.NoError(t, err)
+	e, err := idemkit.New(s, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	_, err = e.Do(ctxb, "order-1", "", func(context.Context) ([]byte, error) { return []byte("ok"), nil }, idemkit.WithScope("alice"))
+	require.NoError(t, err)
+	keys, err := client.Keys(ctxb, "*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	require.Regexp(t, `^app1:idem:i:[^:]+:[^:]+$`, keys[0])
+	require.NotContains(t, keys[0], "order-1")
+	require.NotContains(t, keys[0], "alice")
 }

@@ -78,6 +78,11 @@ func TestWaitReplicasMissing(t *testing.T) {
 	requireNotReplicated(t, err)
 	require.Equal(t, []byte("v"), v)
 
+	// The error names the key by digest only (issue 11 item 9).
+	_, _, err = s.SetNX(ctxb, "order-SECRET-7788", []byte("v"), time.Minute)
+	requireNotReplicated(t, err)
+	require.NotContains(t, err.Error(), "SECRET", "ErrNotReplicated names the raw key")
+
 	// A write that changed nothing is not an error.
 	set, e, err := s.SetNX(ctxb, "new", []byte("x"), time.Minute)
 	require.NoError(t, err)

@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemfiber"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -379,5 +382,38 @@ func TestRepeatedPrincipalHeaderIsRefused(t *testing.T) {
 	}
 	if a := send(t, "POST", u, body, userHeader, "", idemfiber.KeyHeader, "k"); a.status != http.StatusUnauthorized {
 		t.Fatalf("empty principal header: %v, want 401", a)
+	}
+}
+
+// TestKeysDoNotMeetOtherTransports: one engine behind Fiber and net/http,
+// the same principal and Idempotency-Key on both: each transport runs its
+// own handler once, and neither replays the other's response (issue 11
+// item 6: the fiber key space is its own).
+func TestKeysDoNotMeetOtherTransports(t *testing.T) {
+	e := newEngine(t)
+	o := &orders{}
+	u := serve(t, e, o) + "/orders/1"
+	guard, err := idemhttp.Idempotency(e, idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal(userHeader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var httpRuns atomic.Int64
+	h := guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		httpRuns.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	if a := send(t, "POST", u, body, as("alice", "shared")...); a.status != http.StatusCreated {
+		t.Fatalf("fiber: %v", a)
+	}
+	r := httptest.NewRequest("POST", "/orders/1", strings.NewReader(body))
+	r.Header.Set(userHeader, "alice")
+	r.Header.Set(idemfiber.KeyHeader, "shared")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusCreated || w.Header().Get(idemfiber.ReplayedHeader) != "" || httpRuns.Load() != 1 {
+		t.Fatalf("net/http after fiber with the same key: %d %v, %d runs; want its own first run", w.Code, w.Header(), httpRuns.Load())
+	}
+	if a := send(t, "POST", u, body, as("alice", "shared")...); a.header.Get(idemfiber.ReplayedHeader) != "true" || o.runs.Load() != 1 {
+		t.Fatalf("fiber retry: %v after %d runs, want its own replay", a, o.runs.Load())
 	}
 }

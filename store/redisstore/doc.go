@@ -86,7 +86,22 @@
 // WithWaitReplicas narrows that window by waiting, with WAIT, until n
 // replicas confirm each write; it makes writes slower and, when replicas
 // lag, reports ErrNotReplicated although the write happened on the
-// primary. WAIT does not make Redis strongly consistent.
+// primary. WAIT does not make Redis strongly consistent: it narrows, but
+// does not close, the window in which a failover to a replica loses a
+// write that was acknowledged.
+//
+// WAIT is sent in the same pipeline as the operation, on the same
+// connection, so an operation stays one network round trip but returns
+// only when the replicas answer or the timeout passes. A write that
+// changed nothing still carries its WAIT, which returns at once unless
+// earlier writes on that connection are still unconfirmed. The timeout
+// must be below the client's ReadTimeout (5 s by default), since the
+// reply to WAIT is read under it; New checks this.
+//
+// On a cluster the pipeline goes to the master that holds the key, per
+// the client's slot map; if that map is stale (a slot moved), the node
+// answers MOVED, nothing is written, the operation fails with
+// store.ErrUnavailable and the client reloads its map for the next one.
 //
 // # Eviction
 //

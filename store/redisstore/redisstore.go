@@ -96,33 +96,18 @@ func WithPrefix(ns string) Option {
 
 // WithWaitReplicas makes every write that changed something (a SetNX that
 // stored, a CompareAndSwap that swapped, a CompareAndDelete that deleted,
-// a Consume that consumed) wait until n replicas have confirmed it, for
-// at most timeout, using Redis's WAIT command. By default no operation
-// waits.
+// a Consume that consumed) wait, with Redis's WAIT, until n replicas have
+// confirmed it, for at most timeout (rounded up to a whole millisecond).
+// By default no operation waits. When fewer than n confirm in time, the
+// operation returns an error wrapping ErrNotReplicated and
+// store.ErrUnavailable, and its other results describe the write, which
+// DID happen on the primary: WAIT does not roll it back.
 //
-// When fewer than n replicas confirm in time, the operation returns an
-// error wrapping ErrNotReplicated and store.ErrUnavailable, and its other
-// results describe the write, which DID happen on the primary: WAIT does
-// not roll it back. It narrows, but does not close, the window in which a
-// failover to a replica loses a write that was acknowledged.
-//
-// WAIT is sent in the same pipeline as the operation, on the same
-// connection, so an operation stays one network round trip but returns
-// only when the replicas answer or timeout passes. A write that changed
-// nothing still carries its WAIT, which returns at once unless earlier
-// writes on that connection are still unconfirmed. timeout must be below
-// the client's ReadTimeout (5 s by default), since the reply to WAIT is
-// read under it.
-//
-// On a cluster the pipeline goes to the master that holds the key, per
-// the client's slot map; if that map is stale (a slot moved), the node
-// answers MOVED, nothing is written, the operation fails with
-// store.ErrUnavailable and the client reloads its map for the next one.
-//
-// New rejects n < 1, timeout <= 0, and clients other than *redis.Client
-// (standalone or Sentinel failover) and *redis.ClusterClient, except that
-// WithWaitReplicas(0, 0), the default, turns waiting off. timeout is
-// rounded up to a whole millisecond.
+// New rejects n < 1, timeout <= 0, a timeout not below the client's
+// ReadTimeout, and clients other than *redis.Client (standalone or
+// Sentinel failover) and *redis.ClusterClient; WithWaitReplicas(0, 0), the
+// default, turns waiting off. See the package documentation, section
+// "Replication, failover and WAIT", for what it costs and protects.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
 	return func(s *Store) {
 		s.waitN = n

@@ -12,31 +12,14 @@ import (
 )
 
 // SetNXBatch implements store.Batcher: it claims the batch's distinct keys,
-// in ascending order so that overlapping batches never wait on each other
-// in a cycle, with as few statements as the server allows:
-//
-//   - PostgreSQL: one statement (one round trip) for the whole batch,
-//     on the Store's own pool or in a View: an INSERT ... SELECT FROM
-//     unnest(...) ON CONFLICT DO UPDATE of expired rows, in a CTE that
-//     also reads the live rows. Its keys, values and TTLs travel as
-//     three arrays (bytea[], bytea[], bigint[]), which pgx encodes from
-//     [][]byte and []int64.
-//   - MariaDB 10.5 or later: one statement (one round trip) for up to
-//     512 distinct keys: a multi-row INSERT ... ON DUPLICATE KEY UPDATE
-//     of expired rows ... RETURNING, on the Store's own pool or in a View.
-//   - MySQL (and MariaDB under WithoutReturning): the same INSERT
-//     without RETURNING, then a SELECT of the keys, in one transaction:
-//     four round trips on the Store's own pool (BEGIN, INSERT, SELECT,
-//     COMMIT), two in a View.
-//
-// MySQL statements hold at most 512 keys; a larger batch runs as several,
-// each claimed as above. A key that a concurrent claim committed after the
-// statement's snapshot (PostgreSQL) or that expired between the INSERT and
-// the SELECT (MySQL) costs another statement for the keys concerned, at
-// most 16 in all. On the Store's own pool a statement that the server
-// picks as a deadlock victim runs again; in a caller's transaction the
-// error is returned, since the server rolled the transaction back. A
-// batch is not atomic as a whole: every key is.
+// each as SetNX would, in ascending order so that overlapping batches never
+// wait on each other in a cycle, with as few statements as the server
+// allows: one for the whole batch on PostgreSQL, one per 512 keys on
+// MariaDB 10.5 or later. A batch is not atomic as a whole: every key is.
+// On the Store's own pool a statement that the server picks as a deadlock
+// victim runs again; in a caller's transaction the error is returned,
+// since the server rolled the transaction back. See the package
+// documentation, section "Batches", for the statements per server.
 func (v *View) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
 	if err := store.CheckBatch(items); err != nil {
 		return nil, err

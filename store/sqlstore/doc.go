@@ -75,7 +75,7 @@
 // background). pgx caches prepared statements on its own.
 //
 // On PostgreSQL, WithAsyncClaims lets the Store's own claims commit
-// without waiting for their WAL flush; see its documentation for when
+// without waiting for their WAL flush; see Asynchronous claims for when
 // that is safe.
 //
 // Statements that the server rolls back as deadlock victims run again on
@@ -83,6 +83,64 @@
 // failures, timeouts, lock waits, too many connections and deadlocks wrap
 // store.ErrUnavailable. Error texts name keys by a short digest, never by
 // their bytes.
+//
+// # Batches
+//
+// SetNXBatch claims a batch's distinct keys in ascending order, so that
+// overlapping batches never wait on each other in a cycle, with as few
+// statements as the server allows:
+//
+//   - PostgreSQL: one statement (one round trip) for the whole batch,
+//     on the Store's own pool or in a View: an INSERT ... SELECT FROM
+//     unnest(...) ON CONFLICT DO UPDATE of expired rows, in a CTE that
+//     also reads the live rows. Its keys, values and TTLs travel as
+//     three arrays (bytea[], bytea[], bigint[]), which pgx encodes from
+//     [][]byte and []int64.
+//   - MariaDB 10.5 or later: one statement (one round trip) for up to
+//     512 distinct keys: a multi-row INSERT ... ON DUPLICATE KEY UPDATE
+//     of expired rows ... RETURNING, on the Store's own pool or in a View.
+//   - MySQL (and MariaDB under WithoutReturning): the same INSERT
+//     without RETURNING, then a SELECT of the keys, in one transaction:
+//     four round trips on the Store's own pool (BEGIN, INSERT, SELECT,
+//     COMMIT), two in a View.
+//
+// MySQL statements hold at most 512 keys; a larger batch runs as several,
+// each claimed as above. A key that a concurrent claim committed after the
+// statement's snapshot (PostgreSQL) or that expired between the INSERT and
+// the SELECT (MySQL) costs another statement for the keys concerned, at
+// most 16 in all. On the Store's own pool a statement that the server
+// picks as a deadlock victim runs again; in a caller's transaction the
+// error is returned, since the server rolled the transaction back. A
+// batch is not atomic as a whole: every key is.
+//
+// # Asynchronous claims
+//
+// WithAsyncClaims makes the Store's own claims (SetNX and SetNXBatch on the
+// Store, not through a View) commit without waiting for the server to
+// flush them to disk: PostgreSQL's synchronous_commit = off, for the
+// claim's statement only. A claim then costs about what a plain INSERT
+// costs when its commit does not wait: in the mode "claim outside,
+// complete inside" the business transaction's commit is the only one that
+// waits, instead of one of two.
+//
+// What it gives up: a claim acknowledged less than about three times the
+// server's wal_writer_delay (200ms by default) before a server crash may
+// be lost with it. Nothing is lost by a client crash or a lost connection,
+// and the order of commits is kept: a later commit that waits (the
+// business transaction's) flushes every earlier claim with it, so a
+// completed record never outlives a crash that lost its claim. That makes
+// the option safe for the mode "claim outside, complete inside" when every
+// effect of the work is in the business transaction: after a crash that
+// lost the claim, the owner's completion finds no record of its own and
+// its transaction rolls back, and a retry runs the work once. It is not
+// safe when the work has effects outside the database (a payment, an
+// e-mail) or for dedup windows (idemkit's Guard): there a lost claim lets
+// a duplicate run after the server restarts. That is why it is an option
+// and not the default.
+//
+// Completions, releases and every operation through a View keep the
+// server's setting. On MySQL, where durability is a server-wide setting
+// (innodb_flush_log_at_trx_commit), New fails with store.ErrInvalid.
 //
 // # Sweeper
 //

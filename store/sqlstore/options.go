@@ -97,29 +97,15 @@ func WithOnSweep(fn func(deleted int64, err error)) Option {
 // WithAsyncClaims makes the Store's own claims (SetNX and SetNXBatch on the
 // Store, not through a View) commit without waiting for the server to
 // flush them to disk: PostgreSQL's synchronous_commit = off, for the
-// claim's statement only. A claim then costs about what a plain INSERT
-// costs when its commit does not wait: in the mode "claim outside,
-// complete inside" the business transaction's commit is the only one that
-// waits, instead of one of two.
+// claim's statement only. Completions, releases and every operation
+// through a View keep the server's setting.
 //
-// What it gives up: a claim acknowledged less than about three times the
-// server's wal_writer_delay (200ms by default) before a server crash may
-// be lost with it. Nothing is lost by a client crash or a lost connection,
-// and the order of commits is kept: a later commit that waits (the
-// business transaction's) flushes every earlier claim with it, so a
-// completed record never outlives a crash that lost its claim. That makes
-// the option safe for the mode "claim outside, complete inside" when every
-// effect of the work is in the business transaction: after a crash that
-// lost the claim, the owner's completion finds no record of its own and
-// its transaction rolls back, and a retry runs the work once. It is not
-// safe when the work has effects outside the database (a payment, an
-// e-mail) or for dedup windows (idemkit's Guard): there a lost claim lets
-// a duplicate run after the server restarts. That is why it is an option
-// and not the default.
-//
-// Completions, releases and every operation through a View keep the
-// server's setting. On MySQL, where durability is a server-wide setting
-// (innodb_flush_log_at_trx_commit), New fails with store.ErrInvalid.
+// A server crash may lose a claim acknowledged shortly before it (a client
+// crash or lost connection loses nothing): safe for "claim outside,
+// complete inside" when every effect of the work is in the business
+// transaction, not for effects outside the database or for Guard windows.
+// See the package documentation, section "Asynchronous claims". On MySQL
+// New fails with store.ErrInvalid.
 func WithAsyncClaims() Option {
 	return func(c *config) error {
 		c.asyncClaims = true

@@ -28,23 +28,10 @@ const maxDepth = 1000
 // the members that volatile names dropped. Each entry of volatile is a path
 // written as described at WithVolatile (a bare name is a top-level member
 // only); nil drops nothing. Names match case-sensitively after unescaping.
-// Canonicalize is safe for concurrent use and does not modify body.
-//
-// The canonical form has no insignificant whitespace, and:
-//
-//   - Object members are sorted by name in byte order of their UTF-8
-//     encoding, which is Unicode code point order (not the UTF-16 order of
-//     RFC 8785).
-//   - Strings are written with the escapes \" \\ \b \f \n \r \t, \u00XX
-//     (lower-case hex) for other control characters, and every other
-//     character as raw UTF-8; so "\u0041" and "A" are the same string.
-//   - Numbers are written by value with no precision loss (they never go
-//     through float64): 1, 1.0, 1e0 and 10E-1 all become 1, -0 becomes 0.
-//     Integers of up to 40 digits are written in full; fractions whose
-//     first significant digit lies at most 7 places after the point are
-//     written as plain decimals (0.0000001); all others use the form
-//     d.ddde±x (1e40, 1.5e-8).
-//   - Array elements keep their order.
+// Documents that differ only in member order, whitespace, or number or
+// string spelling have the same canonical form; see the package
+// documentation, section "Canonical JSON". Canonicalize is safe for
+// concurrent use and does not modify body.
 //
 // It returns an error wrapping ErrInvalidPath when a path is malformed,
 // ErrNotJSON when body is not a single valid JSON value, and

@@ -84,19 +84,11 @@ func (f *Fingerprinter) Volatile() []string {
 // Sum returns the fingerprint of a request, SumLen characters of base64url
 // text: a SHA-256 digest of its principal, its operation (a route pattern
 // or RPC method name), the parameters that select what it acts on (query
-// string or metadata; nil for none) and its body.
-//
-// A body that is a valid JSON value without duplicate member names is
-// hashed in its canonical form (see Canonicalize) without f's volatile
-// members, so bodies that differ only in member order, whitespace, number
-// or string spelling, or those members share a fingerprint. Any other
-// body, including an empty one, is hashed as raw bytes, in a separate
-// domain so that it never collides with a JSON body.
-//
-// Parameters are hashed with their names sorted and each name's values in
-// the order given; a name with no values counts as absent. Every field but
-// the body, which comes last, is length-prefixed, so no bytes can move
-// between fields without changing the fingerprint.
+// string or metadata; nil for none) and its body. A valid JSON body without
+// duplicate member names is hashed in its canonical form (see Canonicalize)
+// without f's volatile members, any other body as raw bytes; no bytes can
+// move between fields without changing the fingerprint. See the package
+// documentation, section "Fingerprints", for how each field is hashed.
 func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body []byte) string {
 	var text [SumLen]byte
 	return string(f.AppendSum(text[:0], principal, operation, params, body))

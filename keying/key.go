@@ -5,7 +5,8 @@ import (
 	"encoding/base64"
 )
 
-// Encoding of a part inside a key; see Key for the rules.
+// Encoding of a part inside a key; see the package documentation, section
+// "Key encoding", for the rules.
 const (
 	separator     = ':' // between parts
 	escapeByte    = '%' // starts a %XX escape inside a literal part
@@ -27,31 +28,13 @@ const (
 var digestPartLen = 1 + base64.RawURLEncoding.EncodedLen(digestBytes)
 
 // Key composes an unambiguous, bounded store key from parts. It is a pure
-// function, safe for concurrent use.
-//
-// Different part lists always give different keys (up to SHA-256 collisions):
-// parts are joined with ':', and each part is written in exactly one of
-// three forms that cannot be confused with one another or with a separator:
-//
-//   - The empty part is written "%", so Key("a", "") ("a:%") differs from
-//     Key("a") ("a").
-//   - A literal part is printable ASCII (0x20 to 0x7E) whose escaped form is
-//     at most 48 bytes long. It is written as is, except that the bytes
-//     '%', ':', '#', '{', '}' and space are written as %XX with upper-case
-//     hex (':' becomes "%3A"). A literal form therefore never contains ':',
-//     '{', '}' or space, never starts with '#', and is never the lone "%".
-//   - Any other part (longer, or holding a byte outside printable ASCII, as
-//     every [Hidden] value does) is written as '#' followed by the unpadded
-//     base64url text of the first 192 bits of its SHA-256 digest: 33 bytes.
-//
-// A key of n parts is thus at most 49n-1 bytes long: at most 391 bytes for
-// 8 parts, well under the stores' 512-byte limit, leaving room for a
-// prefix. Key with no parts returns "", which no store accepts.
-//
-// Redis Cluster: keys never contain '{' or '}', because braces in parts are
-// escaped, so no part can inject a hash tag. To keep related keys in one
-// slot, put your own tag in front, e.g. "{" + tenant + "}:" + Key(...), where
-// tenant is a value you control.
+// function, safe for concurrent use. Different part lists always give
+// different keys (up to SHA-256 collisions); short printable parts stay
+// readable, and any other part is written as a 33-byte digest. A key of n
+// parts is at most 49n-1 bytes long and never contains '{' or '}', so no
+// part can inject a Redis Cluster hash tag. Key with no parts returns "",
+// which no store accepts. See the package documentation, section "Key
+// encoding", for the exact encoding.
 func Key(parts ...string) string {
 	if len(parts) == 0 {
 		return ""

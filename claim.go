@@ -159,19 +159,12 @@ func (c *Claim) Complete(ctx context.Context, value []byte) error {
 // CompleteIn records value through s, a view of the engine's store bound
 // to the caller's transaction (such as a SQL store's transaction view), so
 // the record commits or rolls back with the caller's business write. An
-// error wrapping ErrLeaseLost means another caller owns the key now: roll
-// the transaction back. After a rollback, call Release so a retry can run
-// at once; after a commit, Release finds the completed record and changes
-// nothing.
-//
-// A value over the size cap is refused with an error wrapping
-// ErrResultTooLarge: roll back, and Release, so the work is undone and a
-// retry runs it again. The key is never released before the transaction
-// has ended. Under KeepTerminal (the default, see WithOversized) CompleteIn
-// writes the terminal record through s all the same, so a caller that
-// commits anyway leaves a key whose every repeat gets ErrResultTooLarge,
-// never one that runs the committed work again; under ReleaseKey it writes
-// nothing.
+// error wrapping ErrLeaseLost (another caller owns the key now) or
+// ErrResultTooLarge (the value is over the size cap) means: roll the
+// transaction back, then call Release so a retry can run at once. After a
+// commit, Release finds the completed record and changes nothing. The key
+// is never released before the transaction has ended. See the package
+// documentation, section "Completing inside a transaction".
 func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) error {
 	if s == nil {
 		return fmt.Errorf("idemkit: %w: nil transaction store", ErrInvalid)

@@ -25,20 +25,13 @@ func ClaimFromContext(ctx context.Context) *Claim {
 // ctx, recording v (encoded with the engine's Codec, as Do would) through
 // s, a view of the engine's store bound to fn's transaction, so the record
 // commits or rolls back with fn's business write. Commit after it returns
-// nil; roll back when it returns an error (ErrLeaseLost: another caller
-// owns the key now, and a stale owner must not commit).
-//
-// When fn returns, Do settles the claim by what happened to the
-// transaction: committed, Do returns the recorded value, which every
-// repeat of the key replays; rolled back, Do removes the claim's record,
-// so a retry runs again, and returns what fn returned. With the untyped
+// nil; roll back when it returns an error: ErrLeaseLost (another caller
+// owns the key now, and a stale owner must not commit), ErrInvalid
+// (outside a Do call's fn, or the Codec cannot encode v) or
+// ErrResultTooLarge (the encoded v is over the size cap). With the untyped
 // (*Engine).Do, call ClaimFromContext(ctx).CompleteIn with the bytes
-// instead.
-//
-// It returns an error wrapping ErrInvalid outside a Do call's fn, or when
-// the Codec cannot encode v, and one wrapping ErrResultTooLarge when the
-// encoded v is over the size cap: roll back (see Claim.CompleteIn for
-// what the key keeps).
+// instead. See the package documentation, section "Completing inside a
+// transaction", for what Do returns then.
 func CompleteIn[T any](ctx context.Context, s store.Store, v T) error {
 	c := ClaimFromContext(ctx)
 	if c == nil {

@@ -8,25 +8,20 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// Do runs fn once per key. The first caller claims the key with an
-// in-progress record (lease TTL, extended by a heartbeat while fn runs),
-// runs fn, and records its result for the retention TTL; every later call
-// with the key returns that result with Replayed set, without running fn.
+// Do runs fn once per key: the first caller claims the key, runs fn and
+// records its result; every later call with the key returns that result
+// with Replayed set, without running fn. A call while the first still runs
+// gets an error wrapping ErrInProgress (a *ConflictError with a retry
+// hint), or with WithWait waits for the result; a call whose fingerprint
+// differs from the first's gets ErrMismatch. When fn fails, the key is
+// released so a retry runs fn again, unless the ErrorCodec (WithErrorCodec)
+// says the error is final: then it is stored and replayed like a result.
 //
-// A call while the first still runs gets an error wrapping ErrInProgress (a
-// *ConflictError with a retry hint), or with WithWait waits for the result.
-// A call whose fingerprint differs from the first's gets ErrMismatch. When
-// fn fails, the key is released so a retry runs fn again, unless the
-// ErrorCodec (WithErrorCodec) says the error is final: then it is stored
-// and replayed like a result. When fn's result is over the size cap
-// (WithMaxResultSize), the call that ran fn gets it in Result.Value with
-// an error wrapping ErrResultTooLarge; by default (WithOversized) every
-// repeat then gets an error wrapping ErrResultTooLarge, with Replayed set,
-// and fn never runs again.
-//
-// When fn ran but its result could not be recorded, Do returns fn's value
-// in Result.Value together with an error wrapping ErrLeaseLost (another
-// caller took the key over) or ErrUnavailable (the store failed).
+// When fn ran but its result was not recorded, Do returns fn's value in
+// Result.Value with an error wrapping ErrResultTooLarge (over the size
+// cap), ErrLeaseLost (another caller took the key over) or ErrUnavailable
+// (the store failed). See the package documentation, section "Leases and
+// oversized results".
 func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
 	cfg, err := e.callConfigFor("Do", doOpts, opts)
 	if err != nil {

@@ -28,6 +28,36 @@
 // again. OnStore runs the whole claim inside such a transaction. BeginBatch claims a fetched batch of
 // messages in one store call where the store implements store.Batcher.
 //
+// # Completing inside a transaction
+//
+// Claim.CompleteIn, and the typed CompleteIn in Do's fn, record the result
+// through a store view bound to the caller's transaction, so the record
+// commits or rolls back with the business write. When fn returns, Do
+// settles the claim by what happened to the transaction: committed, Do
+// returns the recorded value, which every repeat of the key replays;
+// rolled back, Do removes the claim's record, so a retry runs again, and
+// returns what fn returned.
+//
+// A value over the size cap is refused with an error wrapping
+// ErrResultTooLarge: roll back (after Begin, also Release), so the work is
+// undone and a retry runs it again. The key is never released before the
+// transaction has ended. Under KeepTerminal (the default, see
+// WithOversized) CompleteIn writes the terminal record through the view
+// all the same, so a caller that commits anyway leaves a key whose every
+// repeat gets ErrResultTooLarge, never one that runs the committed work
+// again; under ReleaseKey it writes nothing.
+//
+// # Leases and oversized results
+//
+// Do's first caller claims the key with an in-progress record that lives
+// for the lease TTL (WithLease), extended by a heartbeat while fn runs
+// (WithHeartbeat), runs fn, and records its result for the retention TTL
+// (WithRetention). When fn's result is over the size cap
+// (WithMaxResultSize), the call that ran fn gets it in Result.Value with
+// an error wrapping ErrResultTooLarge; by default (WithOversized) every
+// repeat then gets an error wrapping ErrResultTooLarge, with Replayed set,
+// and fn never runs again.
+//
 // # Keys and scopes
 //
 // Store key names hold only digests: <namespace>:<space>:<scope>:<key>,

@@ -109,6 +109,16 @@
 // middleware sends the recorded response; after a rollback it sends what
 // the handler wrote and frees the key.
 //
+// CompleteIn is called inside the transaction; when it returns nil, the
+// handler commits and writes no response: once the handler returns, the
+// middleware answers with exactly the response every retry of the key
+// will get. When it returns an error, or the commit fails, the handler
+// rolls back and writes the response it wants sent (an error, say): the
+// middleware sends it and frees the key, so a retry runs the handler
+// again. Only the headers on the replay allow-list (WithReplayHeaders) are
+// recorded and sent; as net/http would, a body without a Content-Type
+// gets a sniffed one, and a status that allows no body sends none.
+//
 // # Problem details
 //
 // The middleware answers its own errors with application/problem+json

@@ -18,23 +18,17 @@ type recorderKey struct{}
 // CompleteIn records the response the handler answers with through tx, a
 // view of the engine's store bound to the handler's database transaction
 // (such as sqlstore's Tx), so the stored response commits or rolls back
-// with the handler's business write. Call it in a handler behind
-// Idempotency, inside the transaction; when it returns nil, commit, and
-// write no response: once the handler returns, the middleware answers
-// with exactly the response every retry of the key will get.
-//
-// When it returns an error, or the commit fails, roll back and write the
-// response you want sent (an error, say): the middleware sends it and
-// frees the key, so a retry runs the handler again. An error wrapping
-// idemkit.ErrLeaseLost means another request owns the key now; one
-// wrapping idemkit.ErrInvalid means the request did not come through
-// Idempotency, the status is invalid or not stored by the route's policy
-// (WithStorePolicy); one wrapping idemkit.ErrResultTooLarge means the
-// response is over the route's stored-size cap.
-//
-// Only the headers on the replay allow-list (WithReplayHeaders) are
-// recorded and sent; as net/http would, a body without a Content-Type
-// gets a sniffed one, and a status that allows no body sends none.
+// with the handler's business write. Call it inside the transaction of a
+// handler behind Idempotency. When it returns nil, commit and write no
+// response: the middleware sends the recorded one. When it returns an
+// error, or the commit fails, roll back and write the response to send:
+// the middleware sends it and frees the key. An error wrapping
+// idemkit.ErrLeaseLost means another request owns the key now;
+// idemkit.ErrInvalid, that the request did not come through Idempotency or
+// the status is invalid or not stored by the route's policy
+// (WithStorePolicy); idemkit.ErrResultTooLarge, that the response is over
+// the route's stored-size cap. See the package documentation, section
+// "Database transactions".
 func CompleteIn(r *http.Request, tx store.Store, status int, header http.Header, body []byte) error {
 	ctx := r.Context()
 	rec, _ := ctx.Value(recorderKey{}).(*recorder)

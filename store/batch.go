@@ -31,6 +31,10 @@ type BatchResult struct {
 // are checked first (CheckBatch): one invalid item fails the whole batch
 // with ErrInvalid and nothing is written. A batch need not be atomic as a
 // whole, but every item is, and the results report what happened to each.
+// When SetNXBatch returns another error, any item may have been set (a
+// store that claims a batch in several statements may have committed some
+// of them): undo the claims the caller cannot account for, as the engine
+// does with CompareAndDelete of its own values.
 type Batcher interface {
 	SetNXBatch(ctx context.Context, items []BatchItem) ([]BatchResult, error)
 }

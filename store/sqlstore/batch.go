@@ -190,8 +190,13 @@ func (v *View) myBatch(ctx context.Context, items []store.BatchItem, pending []i
 	args, keys := make([]any, 0, 4*n), make([]any, 0, n)
 	for j := range n {
 		it := items[pending[min(j, len(pending)-1)]]
-		k := []byte(it.Key)
-		args = append(args, k, it.Value, store.RoundTTL(it.TTL).Milliseconds()*1000, rev)
+		k, value := []byte(it.Key), it.Value
+		if j >= len(pending) {
+			// A padding row repeats the last key, which its first row has
+			// just made live, so it never writes: it needs no value.
+			value = []byte{}
+		}
+		args = append(args, k, value, store.RoundTTL(it.TTL).Milliseconds()*1000, rev)
 		keys = append(keys, k)
 	}
 	scan := func(rows Rows) ([]byte, batchRow, bool, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,24 +18,33 @@ import (
 	"github.com/idemkit/idemkit/store/sqlstore/pgxstore"
 )
 
-// countConn counts the statements run on it.
+// countConn counts the statements run on it, and the bytes of their
+// []byte arguments.
 type countConn struct {
 	sqlstore.Conn
-	mu sync.Mutex
-	n  int
+	mu    sync.Mutex
+	n     int
+	bytes int
+}
+
+func (c *countConn) count(args []any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	for _, a := range args {
+		if b, ok := a.([]byte); ok {
+			c.bytes += len(b)
+		}
+	}
 }
 
 func (c *countConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
+	c.count(args)
 	return c.Conn.Exec(ctx, query, args...)
 }
 
 func (c *countConn) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
+	c.count(args)
 	return c.Conn.Query(ctx, query, args...)
 }
 
@@ -482,5 +492,43 @@ func TestBatchEmptyValue(t *testing.T) {
 				t.Fatalf("Get(a) = %#v, %v; want an empty value", e, err)
 			}
 		})
+	}
+}
+
+// TestBatchPaddingSendsNoValues: MySQL's statements are padded to a power
+// of two rows by repeating the last key; the padding rows carry no value,
+// so a batch of 129 keys sends its 129 values once, not the last one 127
+// more times.
+func TestBatchPaddingSendsNoValues(t *testing.T) {
+	for _, opts := range [][]sqlstore.Option{nil, {sqlstore.WithoutReturning()}} {
+		s := newStore(t, my, opts...)
+		var cc *countConn
+		sqlstore.WrapOwnConn(s, func(c sqlstore.Conn) sqlstore.Conn {
+			cc = &countConn{Conn: c}
+			return cc
+		})
+		if _, err := s.SetNXBatch(t.Context(), batchOf("pad-warm", 1, "v", time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		value := strings.Repeat("v", 4096)
+		items := batchOf("pad", 129, value, time.Hour)
+		cc.mu.Lock()
+		cc.bytes = 0
+		cc.mu.Unlock()
+		res, err := s.SetNXBatch(t.Context(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if !r.Set {
+				t.Fatalf("item %d not set", i)
+			}
+		}
+		cc.mu.Lock()
+		sent := cc.bytes
+		cc.mu.Unlock()
+		if limit := 129*len(value) + 2*256*64; sent > limit {
+			t.Errorf("a batch of 129 values of %d bytes sent %d bytes of arguments, want at most %d", len(value), sent, limit)
+		}
 	}
 }

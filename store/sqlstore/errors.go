@@ -56,6 +56,9 @@ func wrap(ctx context.Context, op, key string, err error) error {
 
 // corrupt reports a row that could not be scanned.
 func corrupt(op, key string, err error) error {
+	if key == "" { // a statement over many keys
+		return fmt.Errorf("sqlstore: %s: %w: %w", op, store.ErrCorrupt, err)
+	}
 	return fmt.Errorf("sqlstore: %s %s: %w: %w", op, keyRef(key), store.ErrCorrupt, err)
 }
 

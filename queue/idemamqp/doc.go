@@ -41,7 +41,9 @@
 // redelivery may find nothing recorded, so the store decides.
 //
 // Once fn has succeeded the delivery is acked even when its result could
-// not be recorded (the error is in Outcome.Err and the log): running the
+// not be recorded (the error is in Outcome.Err and the log), and a result
+// too large to keep (idemkit.WithMaxResultSize) leaves a terminal record
+// whose redeliveries are acked without running fn: running the
 // effect again because of the idempotency store is the duplicate the
 // Handler exists to prevent. HandleBatch and ServeBatches claim all the
 // keys of a batch with one engine call, BeginBatch, which costs one store

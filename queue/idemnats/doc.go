@@ -36,7 +36,9 @@
 //     NakWithDelay(WithRetryDelay), and the key is released for the retry.
 //
 // Once fn has succeeded the message is acked even when its result could
-// not be recorded (the error is in Outcome.Err and the log): running the
+// not be recorded (the error is in Outcome.Err and the log), and a result
+// too large to keep (idemkit.WithMaxResultSize) leaves a terminal record
+// whose redeliveries are acked without running fn: running the
 // effect again because of the idempotency store is the duplicate the
 // Handler exists to prevent. Batches (Fetch, HandleBatch, HandleMsgs)
 // claim all their keys with one engine call, BeginBatch, which costs one

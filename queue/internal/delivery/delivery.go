@@ -262,6 +262,10 @@ func (p *Processor) notAdmitted(ctx context.Context, res idemkit.Result, err err
 	switch {
 	case res.Replayed && err == nil:
 		return Verdict{Action: Ack, Replayed: true}
+	case res.Replayed && errors.Is(err, idemkit.ErrResultTooLarge):
+		// The effect ran and succeeded; only its result was too large to
+		// keep (the first delivery reported that). The work is done.
+		return Verdict{Action: Ack, Replayed: true}
 	case res.Replayed: // a recorded final failure
 		return Verdict{Action: Drop, Replayed: true, Err: err}
 	case res.Unguarded: // the store failed under FailOpen

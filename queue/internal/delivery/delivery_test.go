@@ -330,3 +330,33 @@ func TestBatchRacingOverlappingBatchesRunEachKeyOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestOneOversizedResultIsAckedOnRedelivery: an effect whose result was
+// too large to keep ran once and succeeded; its key keeps a terminal
+// record, and a redelivery is acked as a replay, never dropped as a final
+// failure (which would dead-letter a message whose work is done).
+func TestOneOversizedResultIsAckedOnRedelivery(t *testing.T) {
+	e, err := idemkit.New(memStore(t), idemkit.WithObserver(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(e, "test", "billing", Config{}, idemkit.WithMaxResultSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	ctx := context.Background()
+	first := p.One(ctx, Request{Key: "m1", Run: effect(&n, nil)})
+	if first.Action != Ack || !first.Ran {
+		t.Fatalf("first delivery: %+v, want a run and an ack", first)
+	}
+	for range 2 {
+		again := p.One(ctx, Request{Key: "m1", Run: effect(&n, nil)})
+		if again.Action != Ack || !again.Replayed || again.Ran {
+			t.Fatalf("redelivery: %+v, want a replayed ack", again)
+		}
+	}
+	if n.Load() != 1 {
+		t.Fatalf("effect ran %d times, want 1", n.Load())
+	}
+}

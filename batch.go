@@ -33,7 +33,7 @@ type BatchOutcome struct {
 // not apply: a request whose key is in progress gets ErrInProgress. The
 // returned error is for invalid options only; outcomes carry the rest.
 func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Option) ([]BatchOutcome, error) {
-	cfg, err := e.callConfigFor("BeginBatch", doOpts, opts)
+	cfg, err := e.callConfigFor("BeginBatch", batchOpts, opts)
 	if err != nil {
 		return nil, err
 	}

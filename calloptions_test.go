@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
 )
 
 // A mode-specific option given to a call that does not use it is refused
@@ -41,6 +43,13 @@ func TestCallsRefuseOptionsOfOtherModes(t *testing.T) {
 			return err
 		},
 		"IssueToken": func(opt idemkit.Option) error { _, err := view.IssueToken(ctx, "alice", opt); return err },
+		"Inspect": func(opt idemkit.Option) error {
+			_, err := view.Inspect(ctx, idemkit.ModeDo, "absent", opt)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
+		},
 		"UseToken": func(opt idemkit.Option) error {
 			tok, err := view.IssueToken(ctx, "alice")
 			if err != nil {
@@ -66,10 +75,12 @@ func TestCallsRefuseOptionsOfOtherModes(t *testing.T) {
 	}
 	doLike := []string{"WithLease", "WithHeartbeat", "WithoutHeartbeat", "WithRetention", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec"}
 	takes := map[string][]string{
-		"Guard":      {"WithWindow", "WithRelease"},
-		"Do":         doLike,
-		"Begin":      doLike,
-		"BeginBatch": doLike,
+		"Guard": {"WithWindow", "WithRelease"},
+		"Do":    doLike,
+		"Begin": doLike[:len(doLike)-1], // not WithCodec
+		"BeginBatch": slices.DeleteFunc(slices.Clone(doLike[:len(doLike)-1]), // nor WithWait
+			func(o string) bool { return o == "WithWait" }),
+		"Inspect":    nil,
 		"IssueToken": {"WithTokenTTL"},
 		"UseToken":   append([]string{"WithTokenTTL"}, doLike...),
 	}

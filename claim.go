@@ -74,7 +74,7 @@ func (c *Claim) admit(ctx context.Context) {
 //   - err != nil: ErrInProgress, ErrMismatch, ErrUnavailable and the
 //     others Do returns before running fn.
 func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Option) (claim *Claim, res Result, err error) {
-	cfg, err := e.callConfigFor("Begin", doOpts, opts)
+	cfg, err := e.callConfigFor("Begin", beginOpts, opts)
 	if err != nil {
 		return nil, Result{}, err
 	}
@@ -145,12 +145,24 @@ func (c *Claim) Complete(ctx context.Context, value []byte) error {
 	tooLarge := c.oversize(ctx, value)
 	switch {
 	case tooLarge == nil:
-		return c.complete(ctx, c.e.store, stateDone, value)
+		err := c.complete(ctx, c.e.store, stateDone, value, false)
+		switch {
+		case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, ErrLeaseLost):
+			return err
+		case c.cfg.oversized == ReleaseKey, !errors.Is(err, ErrInvalid):
+			c.release(ctx, false)
+			return err
+		}
+		// The store refused the record (over a limit of its own, such as
+		// memstore's byte budget): the result cannot be kept, and the key
+		// keeps a terminal record as for any oversized result.
+		c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key})
+		tooLarge = fmt.Errorf("%w: the store refused the record: %w", ErrResultTooLarge, err)
 	case c.cfg.oversized == ReleaseKey:
 		c.release(ctx, false)
 		return tooLarge
 	}
-	if err := c.complete(ctx, c.e.store, stateTooLarge, sizePayload(len(value))); err != nil {
+	if err := c.complete(ctx, c.e.store, stateTooLarge, sizePayload(len(value)), true); err != nil {
 		return errors.Join(tooLarge, err)
 	}
 	return tooLarge
@@ -179,7 +191,7 @@ func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) err
 		if c.cfg.oversized == ReleaseKey {
 			return tooLarge
 		}
-		if err := c.complete(ctx, s, stateTooLarge, sizePayload(len(value))); err != nil {
+		if err := c.complete(ctx, s, stateTooLarge, sizePayload(len(value)), false); err != nil {
 			return errors.Join(tooLarge, err)
 		}
 		c.mu.Lock()
@@ -187,7 +199,7 @@ func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) err
 		c.mu.Unlock()
 		return tooLarge
 	}
-	if err := c.complete(ctx, s, stateDone, value); err != nil {
+	if err := c.complete(ctx, s, stateDone, value, false); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -206,7 +218,7 @@ func (c *Claim) Fail(ctx context.Context, err error) error {
 	}
 	if c.cfg.errorCodec != nil {
 		if data, final := c.cfg.errorCodec.EncodeError(err); final {
-			if rerr := c.complete(ctx, c.e.store, stateFailed, data); rerr != nil {
+			if rerr := c.complete(ctx, c.e.store, stateFailed, data, true); rerr != nil {
 				return errors.Join(err, rerr)
 			}
 			return err
@@ -327,8 +339,10 @@ func tooLargeReplay(payload []byte) error {
 }
 
 // complete swaps this caller's in-progress record for the final one,
-// through s.
-func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload []byte) error {
+// through s. A store error other than unavailability releases the key
+// when own is set (s is the engine's store); through a transaction's view
+// the caller rolls back and releases once the transaction has ended.
+func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload []byte, own bool) error {
 	cfg := c.cfg
 	done := c.rec
 	done.state = state
@@ -338,7 +352,9 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 	if err != nil {
 		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: err})
 		if !errors.Is(err, ErrUnavailable) {
-			c.release(ctx, false)
+			if own {
+				c.release(ctx, false)
+			}
 			return fmt.Errorf("idemkit: record result: %w", err)
 		}
 		return unavailable("record result", err)

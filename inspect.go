@@ -51,7 +51,7 @@ type KeyInfo struct {
 // scope). An absent or expired key gives an error wrapping
 // store.ErrNotFound.
 func (e *Engine) Inspect(ctx context.Context, mode Mode, key string, opts ...Option) (KeyInfo, error) {
-	sk, _, err := e.modeKey(mode, key, opts)
+	sk, _, err := e.modeKey("Inspect", mode, key, opts)
 	if err != nil {
 		return KeyInfo{}, err
 	}
@@ -67,7 +67,7 @@ func (e *Engine) Inspect(ctx context.Context, mode Mode, key string, opts ...Opt
 // returns an error wrapping store.ErrNotFound when the key is absent or
 // holds no result.
 func (e *Engine) StoredResult(ctx context.Context, mode Mode, key string, opts ...Option) ([]byte, error) {
-	sk, _, err := e.modeKey(mode, key, opts)
+	sk, _, err := e.modeKey("StoredResult", mode, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func stateName(s byte) State {
 // whether there was something to delete, and reports EventForgotten to the
 // observer. Forgetting a completed key lets its next request run again.
 func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Option) (bool, error) {
-	sk, cfg, err := e.modeKey(mode, key, opts)
+	sk, cfg, err := e.modeKey("Forget", mode, key, opts)
 	if err != nil {
 		return false, err
 	}
@@ -110,8 +110,8 @@ func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Opti
 	return true, nil
 }
 
-func (e *Engine) modeKey(mode Mode, key string, opts []Option) (string, *config, error) {
-	cfg, err := e.callConfig(opts)
+func (e *Engine) modeKey(call string, mode Mode, key string, opts []Option) (string, *config, error) {
+	cfg, err := e.callConfigFor(call, 0, opts)
 	if err != nil {
 		return "", nil, err
 	}

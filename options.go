@@ -130,8 +130,10 @@ func defaultConfig() config {
 // Do, WithWait to Guard, ...): Guard takes WithWindow and WithRelease; Do,
 // Begin and BeginBatch take WithLease, WithHeartbeat, WithoutHeartbeat,
 // WithRetention, WithMaxResultSize, WithOversized, WithWait,
-// WithErrorCodec and WithCodec; IssueToken takes WithTokenTTL; UseToken
-// takes both of the last two lists. The other options apply to every call.
+// WithErrorCodec and WithCodec (Begin not WithCodec, BeginBatch neither
+// WithCodec nor WithWait); IssueToken takes WithTokenTTL; UseToken takes
+// both of the last two lists; Inspect, StoredResult and Forget take none.
+// The other options apply to every call.
 type Option func(*config)
 
 // optSet names mode-specific options, so a call can refuse one that does
@@ -159,6 +161,8 @@ var optNames = [...]string{"WithWindow", "WithRelease", "WithLease", "WithHeartb
 const (
 	guardOpts      = optWindow | optRelease
 	doOpts         = optLease | optHeartbeat | optRetention | optMaxResult | optOversized | optWait | optErrorCodec | optCodec
+	beginOpts      = doOpts &^ optCodec   // a Begin claim reaches no typed helper
+	batchOpts      = beginOpts &^ optWait // a batch never waits
 	issueTokenOpts = optTokenTTL
 	useTokenOpts   = doOpts | optTokenTTL
 )

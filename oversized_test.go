@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
+	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -284,4 +285,49 @@ func TestOversizedRecordIsSettled(t *testing.T) {
 	info, err := idemkit.Describe(idemkit.ModeDo, final)
 	require.NoError(t, err)
 	assert.Equal(t, idemkit.StateTooLarge, info.State)
+}
+
+// TestDoRecordRefusedByTheStoreKeepsTerminal: a result under the engine's
+// cap that the store itself refuses (memstore's byte budget) cannot be
+// kept either: the key keeps a terminal record and the work runs once.
+func TestDoRecordRefusedByTheStoreKeepsTerminal(t *testing.T) {
+	st, err := memstore.New(memstore.WithMaxBytes(64<<10), memstore.WithShards(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	e, err := idemkit.New(st, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	runs := 0
+	fn := func(context.Context) ([]byte, error) { runs++; return make([]byte, 200<<10), nil }
+	_, err = e.Do(context.Background(), "k", "", fn)
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	res, err := e.Do(context.Background(), "k", "", fn)
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	require.True(t, res.Replayed)
+	require.Equal(t, 1, runs)
+}
+
+// TestCompleteInFailureDoesNotReleaseBeforeTheTransactionEnds: a
+// transaction view that fails the completion leaves the claim in place
+// until the caller, having rolled back, releases it.
+func TestCompleteInFailureDoesNotReleaseBeforeTheTransactionEnds(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	c, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	err = c.CompleteIn(ctx, failingCAS{e.Store()}, []byte("v"))
+	require.Error(t, err)
+	info, err := e.Inspect(ctx, idemkit.ModeDo, "k")
+	require.NoError(t, err, "the claim was released while the transaction was open")
+	require.Equal(t, idemkit.StateInProgress, info.State)
+	c.Release(ctx)
+	_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// failingCAS is a transaction view whose CompareAndSwap fails.
+type failingCAS struct{ store.Store }
+
+func (failingCAS) CompareAndSwap(context.Context, string, []byte, []byte, time.Duration) (bool, error) {
+	return false, errors.New("statement failed")
 }

@@ -129,9 +129,11 @@ func (c *Claim) end(inTx bool) bool {
 }
 
 // Complete records value as the result that every repeat of the key gets.
-// A value over the size cap (WithMaxResultSize, or a record over the
-// store's value limit) is not recorded: Complete returns an error wrapping
-// ErrResultTooLarge, and the key keeps a terminal record from which every
+// A value over the size cap (WithMaxResultSize, a record over the store's
+// value limit, or one the store refuses with ErrInvalid, such as memstore
+// over its byte budget) is not recorded: Complete returns an error
+// wrapping ErrResultTooLarge, and the key keeps a terminal record from
+// which every
 // repeat gets ErrResultTooLarge without running the work (KeepTerminal,
 // the default), or is released (ReleaseKey); see WithOversized. Complete
 // also returns ErrLeaseLost (another caller took the key over; nothing

@@ -43,7 +43,8 @@ const (
 )
 
 // Oversized says what a Do or UseToken key keeps when the work's result
-// is over the size cap (WithMaxResultSize, or the store's value limit), so
+// is over the size cap (WithMaxResultSize, the store's value limit, or a
+// limit of the store's own that refuses the record), so
 // that it cannot be stored for replay. See WithOversized.
 type Oversized int
 

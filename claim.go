@@ -133,9 +133,9 @@ func (c *Claim) end(inTx bool) bool {
 // value limit, or one the store refuses with ErrInvalid, such as memstore
 // over its byte budget) is not recorded: Complete returns an error
 // wrapping ErrResultTooLarge, and the key keeps a terminal record from
-// which every
-// repeat gets ErrResultTooLarge without running the work (KeepTerminal,
-// the default), or is released (ReleaseKey); see WithOversized. Complete
+// which every repeat gets ErrResultTooLarge without running the work
+// (KeepTerminal, the default), or is released (ReleaseKey); see
+// WithOversized. Complete
 // also returns ErrLeaseLost (another caller took the key over; nothing
 // was recorded) or ErrUnavailable (the store failed; the key frees itself
 // when the lease ends), joined with ErrResultTooLarge when the value was

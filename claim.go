@@ -135,11 +135,10 @@ func (c *Claim) end(inTx bool) bool {
 // wrapping ErrResultTooLarge, and the key keeps a terminal record from
 // which every repeat gets ErrResultTooLarge without running the work
 // (KeepTerminal, the default), or is released (ReleaseKey); see
-// WithOversized. Complete
-// also returns ErrLeaseLost (another caller took the key over; nothing
-// was recorded) or ErrUnavailable (the store failed; the key frees itself
-// when the lease ends), joined with ErrResultTooLarge when the value was
-// oversized.
+// WithOversized. Complete also returns ErrLeaseLost (another caller took
+// the key over; nothing was recorded) or ErrUnavailable (the store failed;
+// the key frees itself when the lease ends), joined with ErrResultTooLarge
+// when the value was oversized.
 func (c *Claim) Complete(ctx context.Context, value []byte) error {
 	if !c.end(false) {
 		return nil

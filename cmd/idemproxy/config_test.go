@@ -95,26 +95,8 @@ func TestShutdownLetsInFlightFinishAndReleasesCutOffClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, p, ready) }()
-	addr := "http://" + <-ready
-
-	type answer struct {
-		code int
-		body string
-		err  error
-	}
-	got := make(chan answer, 1)
-	go func() {
-		res, b, err := trySend(addr+"/long", "POST", "alice", "cut", `{}`, "X-Block", "1")
-		if err != nil {
-			got <- answer{err: err}
-			return
-		}
-		got <- answer{res.StatusCode, string(b), nil}
-	}()
+	addr, stop, done := serving(t, p)
+	got := sendBlocked(addr+"/long", "cut")
 	<-up.started
 	stop() // SIGTERM
 	if err := <-done; err != nil {
@@ -147,21 +129,8 @@ func TestShutdownWaitsForRequestsThatFinishInTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, p, ready) }()
-	addr := "http://" + <-ready
-	got := make(chan int, 1)
-	go func() {
-		res, _, err := trySend(addr+"/orders", "POST", "alice", "inflight", `{}`, "X-Block", "1")
-		if err != nil {
-			t.Errorf("in-flight request: %v", err)
-			got <- 0
-			return
-		}
-		got <- res.StatusCode
-	}()
+	addr, stop, done := serving(t, p)
+	got := sendBlocked(addr+"/orders", "inflight")
 	<-up.started
 	stop()
 	select {
@@ -170,8 +139,8 @@ func TestShutdownWaitsForRequestsThatFinishInTime(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(up.release)
-	if code := <-got; code != http.StatusCreated {
-		t.Fatalf("in-flight request got %d, want 201", code)
+	if a := <-got; a.err != nil || a.code != http.StatusCreated {
+		t.Fatalf("in-flight request got %d %v, want 201", a.code, a.err)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -187,14 +156,40 @@ func mustStores(t *testing.T, cfg *config) *stores {
 	return st
 }
 
-// serveOn serves p on a loopback port until ctx is done.
-func serveOn(ctx context.Context, p *proxy, ready chan<- string) error {
+// serving serves p on a loopback port, as run does, until stop (standing
+// for SIGTERM) is called; done then gets serve's result.
+func serving(t *testing.T, p *proxy) (addr string, stop context.CancelFunc, done <-chan error) {
+	t.Helper()
 	ln, err := listen(&config{Listen: "127.0.0.1:0"})
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	ready <- ln.Addr().String()
-	return p.serve(ctx, ln)
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.serve(ctx, ln) }()
+	return "http://" + ln.Addr().String(), stop, served
+}
+
+// blockedAnswer is what a request the upstream held got.
+type blockedAnswer struct {
+	code int
+	body string
+	err  error
+}
+
+// sendBlocked posts to url with key a request the upstream holds until
+// released (X-Block), and delivers its answer.
+func sendBlocked(url, key string) <-chan blockedAnswer {
+	got := make(chan blockedAnswer, 1)
+	go func() {
+		res, b, err := trySend(url, "POST", "alice", key, `{}`, "X-Block", "1")
+		if err != nil {
+			got <- blockedAnswer{err: err}
+			return
+		}
+		got <- blockedAnswer{code: res.StatusCode, body: string(b)}
+	}()
+	return got
 }
 
 // newRecorderRequest runs one key request through h in process.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -27,21 +26,8 @@ func TestShutdownReleasesCutOffClaimsForASiblingOverRedis(t *testing.T) {
 	}
 	sibling, _ := startProxy(t, parseConfig(t, text, us.URL, storeURL))
 
-	ctx, stop := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, p, ready) }()
-	addr := "http://" + <-ready
-	got := make(chan int, 1)
-	go func() {
-		res, _, err := trySend(addr+"/long", "POST", "alice", "cut-redis", `{}`, "X-Block", "1")
-		if err != nil {
-			t.Errorf("cut-off request: %v", err)
-			got <- 0
-			return
-		}
-		got <- res.StatusCode
-	}()
+	addr, stop, done := serving(t, p)
+	got := sendBlocked(addr+"/long", "cut-redis")
 	<-up.started
 	// While it runs, the sibling sees the claim.
 	res, body := send(t, sibling.URL+"/long", "POST", "alice", "cut-redis", `{}`)
@@ -50,8 +36,8 @@ func TestShutdownReleasesCutOffClaimsForASiblingOverRedis(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if code := <-got; code != http.StatusBadGateway {
-		t.Fatalf("cut-off request got %d, want 502", code)
+	if a := <-got; a.err != nil || a.code != http.StatusBadGateway {
+		t.Fatalf("cut-off request got %d %v, want 502", a.code, a.err)
 	}
 	res, body = send(t, sibling.URL+"/long", "POST", "alice", "cut-redis", `{}`)
 	wantStatus(t, res, body, http.StatusCreated)

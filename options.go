@@ -181,6 +181,9 @@ func mark(o optSet, f func(*config)) Option {
 // option that call does not take.
 func (c *config) only(call string, allowed optSet) error {
 	extra := c.set &^ allowed
+	if extra == 0 {
+		return nil
+	}
 	for i, name := range optNames {
 		if extra&(1<<i) != 0 {
 			return fmt.Errorf("idemkit: %w: %s does not apply to %s", ErrInvalid, name, call)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,15 +94,18 @@ func TestSweep(t *testing.T) {
 }
 
 // TestSweeperRunsAndStops starts stores with a fast sweeper, sees each
-// sweep, and checks that Close stops every sweeper goroutine.
+// sweep, and checks that Close stops every sweeper: no pass reports after
+// Close returns, and every sweeper goroutine exits.
 func TestSweeperRunsAndStops(t *testing.T) {
 	var stores []*sqlstore.Store
+	var passes atomic.Int64
 	for _, b := range backends() {
 		for range 3 {
 			swept := make(chan int64, 100)
 			s, err := sqlstore.New(b.db, b.dialect, sqlstore.WithTable(freshTable(t, b)),
 				sqlstore.WithSweepInterval(5*time.Millisecond),
 				sqlstore.WithOnSweep(func(n int64, err error) {
+					passes.Add(1)
 					if err != nil {
 						t.Errorf("sweep: %v", err)
 					}
@@ -127,8 +131,20 @@ func TestSweeperRunsAndStops(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	closed := passes.Load()
+	// A sweeper's goroutine is still returning for a moment after it
+	// signals Close (its deferred Done runs before it exits), so its
+	// stack may show briefly; one that is still there a second later has
+	// leaked. No pass may report after Close returns: twenty intervals.
+	for deadline := time.Now().Add(time.Second); sweepers() != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := sweepers(); n != 0 {
-		t.Fatalf("%d sweeper goroutines after Close, want 0: Close waits for them", n)
+		t.Fatalf("%d sweeper goroutines a second after Close, want 0", n)
+	}
+	time.Sleep(20 * 5 * time.Millisecond)
+	if n := passes.Load() - closed; n != 0 {
+		t.Errorf("%d sweeps reported after Close returned, want 0", n)
 	}
 	_, _, err := stores[0].SetNX(t.Context(), "k", []byte("v"), time.Minute)
 	if !errors.Is(err, sqlstore.ErrClosed) || !errors.Is(err, store.ErrUnavailable) {

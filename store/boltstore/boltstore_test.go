@@ -460,6 +460,12 @@ func TestCloseUnderLoad(t *testing.T) {
 	require.GreaterOrEqual(t, done.Load(), int64(500))
 	require.NoError(t, s.Close())
 	wg.Wait()
+	// A stopped goroutine is still returning for a moment after its
+	// deferred Done lets Close return; one still there a second later
+	// has leaked.
+	for deadline := time.Now().Add(time.Second); len(storeGoroutines()) != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	require.Empty(t, storeGoroutines(), "Close must stop every goroutine the store started")
 }
 

@@ -140,12 +140,14 @@ func TestStoreKeysPinned(t *testing.T) {
 	for _, c := range []struct {
 		scope, key, want string
 	}{
-		{"", "http:k", "idem:i:-:AsMcsefnewctWlAjn7PlrPTrrtkHoYGT9eG6Wechhfc"},
-		{"", strings.Repeat("k", 260), "idem:i:-:PF6HNcN8Jylkvm0AY8uoxs3EwhVX-RFKy0KT8RH3Bj8"},
-		{"alice", "http:k", "idem:i:K9gGyX8OAK8aH8My:V4PQAgpH7YxpcdlV4HuUaqgESLXrUjeTVEYHEcj8cIU"},
-		{strings.Repeat("s", 40), "http:k", "idem:i:OSP7g0jfd1KbBPb1:qNZzRNT2MPek6IGYj90lJ2wX-uJRwYTiTgyJ07Tcd7o"},
-		{strings.Repeat("s", 300), "http:k", "idem:i:KVXHMoxXyjnQVou5:9T2Hoe3aamrZIhtnCKb-KJ0RIG8ujlnfBDruHpWA0gE"},
+		{"", "http:k", "idem:i:-:AsMcsefnewctWlAjn7PlrA"},
+		{"", strings.Repeat("k", 260), "idem:i:-:PF6HNcN8Jylkvm0AY8uoxg"},
+		{"alice", "http:k", "idem:i:K9gGyX8OAK8a:V4PQAgpH7YxpcdlV4HuUag"},
+		{strings.Repeat("s", 40), "http:k", "idem:i:OSP7g0jfd1Kb:qNZzRNT2MPek6IGYj90lJw"},
+		{strings.Repeat("s", 300), "http:k", "idem:i:KVXHMoxXyjnQ:9T2Hoe3aamrZIhtnCKb-KA"},
 	} {
-		assert.Equal(t, c.want, idemkit.StoreKey(e, idemkit.ModeDo, c.scope, c.key), "scope %d, key %d bytes", len(c.scope), len(c.key))
+		got := idemkit.StoreKey(e, idemkit.ModeDo, c.scope, c.key)
+		assert.Equal(t, c.want, got, "scope %d, key %d bytes", len(c.scope), len(c.key))
+		assert.LessOrEqual(t, len(got), 44, "a name Redis keeps as one embedded string")
 	}
 }

@@ -149,10 +149,10 @@ func scan(ctx context.Context, e *idemkit.Engine, namespace string, readable boo
 }
 
 // Digest segments of store keys: the engine's default key names hold a
-// 96-bit scope digest and a 256-bit key digest, unpadded base64url.
+// 72-bit scope digest and a 128-bit key digest, unpadded base64url.
 const (
-	scopeDigestChars = 16
-	keyDigestChars   = 43
+	scopeDigestChars = 12
+	keyDigestChars   = 22
 )
 
 // safeStoreKey returns what scan prints of a store key name and its scope

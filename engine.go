@@ -29,7 +29,8 @@ type Engine struct {
 	cfg      config
 	prefix   [3]string // per key space, see storeKey
 	instance [8]byte
-	beats    *beats // the claims' heartbeats, shared with views
+	beats    *beats  // the claims' heartbeats, shared with views
+	scopes   *scopes // what store keys derive from scopes, shared with views
 }
 
 // Result is the outcome of Do or UseToken.
@@ -64,7 +65,7 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("idemkit: %w: the scope is set per call, not per engine", ErrInvalid)
 	}
 	cfg.set = 0 // engine-wide options apply to the calls that use them
-	e := &Engine{store: s, cfg: cfg, beats: &beats{}}
+	e := &Engine{store: s, cfg: cfg, beats: &beats{}, scopes: newScopes()}
 	e.valuer, _ = s.(store.SetNXValuer)
 	for i, space := range []string{"g", "i", "t"} {
 		e.prefix[i] = cfg.namespace + ":" + space + ":"

@@ -1,9 +1,7 @@
 package idemkit
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -55,19 +53,10 @@ func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {
 		}
 		return p + s + ":" + keying.Key(key)
 	}
-	var buf [256]byte // most scopes and keys fit: hashed and built without a heap copy
-	in := append(buf[:0], keyDigestDomain...)
-	in = binary.BigEndian.AppendUint64(in, uint64(len(scope))) // keeps (scope, key) pairs apart
-	in = append(append(in, scope...), key...)
-	sum := sha256.Sum256(in)
-	out := append(buf[:0], p...)
-	if scope == "" {
-		out = append(out, noScope...)
-	} else {
-		s := sha256.Sum256([]byte(scope))
-		out = base64.RawURLEncoding.AppendEncode(out, s[:scopeDigestLen])
-	}
-	out = append(out, ':')
+	sc := e.scopes.get(scope)
+	var buf [128]byte // the name is built without a heap copy
+	out := append(append(append(buf[:0], p...), sc.text...), ':')
+	sum := keyDigest(sc, key)
 	return string(base64.RawURLEncoding.AppendEncode(out, sum[:keyDigestLen]))
 }
 

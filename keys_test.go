@@ -2,6 +2,10 @@ package idemkit_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -133,21 +137,59 @@ func TestWithScopeRejectsEmpty(t *testing.T) {
 }
 
 // TestStoreKeysPinned pins store key names as stores hold them, for short
-// inputs (hashed in one call) and long ones (streamed): a change here
-// invalidates every record written before it.
+// and long scopes and keys (the names were computed apart, with Python's
+// hashlib): a change here invalidates every record written before it.
 func TestStoreKeysPinned(t *testing.T) {
 	e := newEngine(t)
 	for _, c := range []struct {
 		scope, key, want string
 	}{
-		{"", "http:k", "idem:i:-:AsMcsefnewctWlAjn7PlrA"},
-		{"", strings.Repeat("k", 260), "idem:i:-:PF6HNcN8Jylkvm0AY8uoxg"},
-		{"alice", "http:k", "idem:i:K9gGyX8OAK8a:V4PQAgpH7YxpcdlV4HuUag"},
-		{strings.Repeat("s", 40), "http:k", "idem:i:OSP7g0jfd1Kb:qNZzRNT2MPek6IGYj90lJw"},
-		{strings.Repeat("s", 300), "http:k", "idem:i:KVXHMoxXyjnQ:9T2Hoe3aamrZIhtnCKb-KA"},
+		{"", "http:k", "idem:i:-:1ELoEWy4i-S_jgTaG7Osvg"},
+		{"", strings.Repeat("k", 260), "idem:i:-:cePZTjs2F2gAzUExaQhihQ"},
+		{"alice", "http:k", "idem:i:K9gGyX8OAK8a:knhO1fG80y_SdsXk3qN54g"},
+		{strings.Repeat("s", 40), "http:k", "idem:i:OSP7g0jfd1Kb:2aFobJk7-7R54QogsGu1aQ"},
+		{strings.Repeat("s", 300), "http:k", "idem:i:KVXHMoxXyjnQ:RRDlGdY2atOH-ZOL1kX9Xw"},
 	} {
 		got := idemkit.StoreKey(e, idemkit.ModeDo, c.scope, c.key)
 		assert.Equal(t, c.want, got, "scope %d, key %d bytes", len(c.scope), len(c.key))
 		assert.LessOrEqual(t, len(got), 44, "a name Redis keeps as one embedded string")
 	}
+}
+
+// TestStoreKeysUnderManyScopes composes names for more scopes than the
+// engine remembers, from 8 goroutines at once, and checks each against
+// the layout computed here with crypto/sha256 alone: a remembered scope
+// that shares its slot with another, or is replaced while it is read,
+// never gives another scope's name.
+func TestStoreKeysUnderManyScopes(t *testing.T) {
+	e := newEngine(t)
+	want := func(scope, key string) string {
+		seg := "-"
+		if scope != "" {
+			s := sha256.Sum256([]byte(scope))
+			seg = base64.RawURLEncoding.EncodeToString(s[:9])
+		}
+		in := binary.BigEndian.AppendUint64([]byte("idemkit/store-key\x00"), uint64(len(scope)))
+		in = append(in, scope...)
+		in = append(in, make([]byte, (64-len(in)%64)%64)...)
+		sum := sha256.Sum256(append(in, key...))
+		return "idem:i:" + seg + ":" + base64.RawURLEncoding.EncodeToString(sum[:16])
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 3000 {
+				scope := ""
+				if n := (i*7 + g) % 701; n > 0 {
+					scope = fmt.Sprintf("user-%d", n)
+				}
+				key := fmt.Sprintf("http:k%d", i%13)
+				if got, w := idemkit.StoreKey(e, idemkit.ModeDo, scope, key), want(scope, key); got != w {
+					t.Errorf("scope %q key %q: %s, want %s", scope, key, got, w)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -1,0 +1,114 @@
+package idemkit
+
+import (
+	"crypto/sha256"
+	"encoding"
+	"encoding/base64"
+	"encoding/binary"
+	"hash"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// scopeSlots is the number of scopes a scopes cache remembers at most: a
+// power of two, so that a hash picks a slot with a mask.
+const scopeSlots = 256
+
+// scopes remembers, for recently seen scopes, what composing a store key
+// derives from the scope alone: the scope's digest text and the state of
+// the key digest's SHA-256 after the scope's blocks. A scope (a principal)
+// usually calls again, and both cost a SHA-256 block or more per call; a
+// hit costs a hash of the scope and a string comparison.
+//
+// It is a direct-mapped table of immutable entries behind atomic
+// pointers: lock-free, bounded (at most scopeSlots entries) and never
+// wrong, since a slot is used only when its entry's scope equals the
+// caller's. Two scopes that share a slot take turns in it.
+type scopes struct {
+	seed  maphash.Seed
+	slots [scopeSlots]atomic.Pointer[scopeEntry]
+}
+
+// A scopeEntry is what one scope derives. It is never changed after it
+// is published.
+type scopeEntry struct {
+	scope string
+	text  string // the scope segment of store keys: scopeDigestLen bytes of SHA-256(scope), base64url
+	state []byte // the key digest's hash state after keyDigestPrefix(scope), marshaled
+}
+
+func newScopes() *scopes { return &scopes{seed: maphash.MakeSeed()} }
+
+// get returns scope's entry, deriving and publishing it on a miss.
+func (c *scopes) get(scope string) *scopeEntry {
+	slot := &c.slots[maphash.String(c.seed, scope)&(scopeSlots-1)]
+	if e := slot.Load(); e != nil && e.scope == scope {
+		return e
+	}
+	e := deriveScope(scope)
+	slot.Store(e)
+	return e
+}
+
+// deriveScope computes a scope's entry.
+func deriveScope(scope string) *scopeEntry {
+	e := &scopeEntry{scope: scope, text: noScope}
+	if scope != "" {
+		s := sha256.Sum256([]byte(scope))
+		e.text = base64.RawURLEncoding.EncodeToString(s[:scopeDigestLen])
+	}
+	h := sha256.New()
+	h.Write(keyDigestPrefix(scope))
+	state, err := h.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+	if err != nil {
+		panic("idemkit: sha256 state: " + err.Error()) // crypto/sha256 always marshals
+	}
+	e.state = state
+	return e
+}
+
+// keyDigestPrefix returns what the key digest hashes before the key: the
+// domain, the scope's length and the scope, zero-padded to whole SHA-256
+// blocks, so that the hash state after it can be kept and resumed. The
+// length keeps (scope, key) pairs apart.
+func keyDigestPrefix(scope string) []byte {
+	b := append([]byte(keyDigestDomain), binary.BigEndian.AppendUint64(nil, uint64(len(scope)))...)
+	b = append(b, scope...)
+	if r := len(b) % sha256.BlockSize; r != 0 {
+		b = append(b, make([]byte, sha256.BlockSize-r)...)
+	}
+	return b
+}
+
+// keyDigest returns the key digest of key in sc's scope: SHA-256 of
+// keyDigestPrefix(scope) and key, resumed from sc's saved state so that
+// only the key's blocks are hashed.
+func keyDigest(sc *scopeEntry, key string) [sha256.Size]byte {
+	d := digests.Get().(*resumable)
+	defer d.put()
+	if err := d.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(sc.state); err != nil {
+		panic("idemkit: sha256 state: " + err.Error()) // a state this package marshaled
+	}
+	d.buf = append(d.buf[:0], key...)
+	d.h.Write(d.buf)
+	d.buf = d.h.Sum(d.buf[:0])
+	return [sha256.Size]byte(d.buf)
+}
+
+// A resumable is a SHA-256 hash and a buffer for its input and output,
+// pooled: hashing through the hash.Hash interface would otherwise move
+// both to the heap on every call.
+type resumable struct {
+	h   hash.Hash
+	buf []byte
+}
+
+// put returns d to the pool, unless a long key grew its buffer.
+func (d *resumable) put() {
+	if cap(d.buf) <= 1024 {
+		digests.Put(d)
+	}
+}
+
+var digests = sync.Pool{New: func() any { return &resumable{h: sha256.New(), buf: make([]byte, 0, 128)} }}

@@ -51,7 +51,7 @@
 // ([WindowVolatile]: top-level traceId, timestamp and the like). Every field
 // but the body, which comes last, is length-prefixed before hashing, so bytes
 // cannot move from one field to another without changing the result. A
-// fingerprint is 43 characters of base64url ([SumLen]).
+// fingerprint is 22 characters of base64url, 128 bits of SHA-256 ([SumLen]).
 //
 // [Fingerprinter.Sum] hashes a body that is a valid JSON value without
 // duplicate member names in its canonical form, without the

@@ -40,8 +40,14 @@ type scopeEntry struct {
 
 func newScopes() *scopes { return &scopes{seed: maphash.MakeSeed()} }
 
+// unscoped is the entry of calls without a scope, which every engine shares.
+var unscoped = deriveScope("")
+
 // get returns scope's entry, deriving and publishing it on a miss.
 func (c *scopes) get(scope string) *scopeEntry {
+	if scope == "" {
+		return unscoped
+	}
 	slot := &c.slots[maphash.String(c.seed, scope)&(scopeSlots-1)]
 	if e := slot.Load(); e != nil && e.scope == scope {
 		return e
@@ -81,10 +87,25 @@ func keyDigestPrefix(scope string) []byte {
 	return b
 }
 
-// keyDigest returns the key digest of key in sc's scope: SHA-256 of
+// shortKeyInput is the longest unpadded key digest input that SHA-256
+// hashes in one block (64 bytes less its 9 bytes of length padding).
+const shortKeyInput = sha256.BlockSize - 9
+
+// keyDigest returns the key digest of key in sc's scope. When domain,
+// scope length, scope and key fit one SHA-256 block they are hashed as
+// they are, in one call; otherwise the digest is SHA-256 of
 // keyDigestPrefix(scope) and key, resumed from sc's saved state so that
-// only the key's blocks are hashed.
+// only the key's blocks are hashed. The first form is at most 55 bytes
+// long and the second at least 65, so no input of one is an input of the
+// other.
 func keyDigest(sc *scopeEntry, key string) [sha256.Size]byte {
+	if len(keyDigestDomain)+8+len(sc.scope)+len(key) <= shortKeyInput {
+		var buf [shortKeyInput]byte
+		in := append(buf[:0], keyDigestDomain...)
+		in = binary.BigEndian.AppendUint64(in, uint64(len(sc.scope)))
+		in = append(append(in, sc.scope...), key...)
+		return sha256.Sum256(in)
+	}
 	d := digests.Get().(*resumable)
 	defer d.put()
 	if err := d.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(sc.state); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,6 +177,70 @@ func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
 	}
 	b.Cleanup(func() { st.Close() })
 	return st
+}
+
+// BenchmarkBusinessTxFloor is what any record kept in the business
+// transaction costs, whatever the store: the business transaction beside
+// the same transaction that also inserts a row into a second, plain
+// table (a short key and a short text) and then updates it, with
+// prepared statements, as AllInside's claim and completion do. Compare
+// BenchmarkBusinessTx's AllInside ratios with these.
+func BenchmarkBusinessTxFloor(b *testing.B) {
+	for _, be := range backends() {
+		for _, workers := range []int{1, 32} {
+			name := be.name
+			if workers > 1 {
+				name += "/" + strconv.Itoa(workers)
+			}
+			b.Run(name, func(b *testing.B) { benchBusinessTxFloor(b, be, workers) })
+		}
+	}
+}
+
+func benchBusinessTxFloor(b *testing.B, be *backend, workers int) {
+	orders, records := fmt.Sprintf("orders%d", tables.Add(1)), fmt.Sprintf("records%d", tables.Add(1))
+	for _, ddl := range []string{
+		"CREATE TABLE " + orders + " (id VARCHAR(64) PRIMARY KEY)",
+		"CREATE TABLE " + records + " (id VARCHAR(64) PRIMARY KEY, v VARCHAR(64) NOT NULL)",
+	} {
+		if _, err := be.db.Exec(ddl); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() { be.db.Exec("DROP TABLE " + orders + ", " + records) })
+	insert := "INSERT INTO " + orders + " (id) VALUES ($1)"
+	claim := "INSERT INTO " + records + " (id, v) VALUES ($1, 'claim')"
+	complete := "UPDATE " + records + " SET v = 'done' WHERE id = $1 AND v = 'claim'"
+	if be == my {
+		insert, claim, complete = strings.ReplaceAll(insert, "$1", "?"), strings.ReplaceAll(claim, "$1", "?"), strings.ReplaceAll(complete, "$1", "?")
+	}
+	claimSt, completeSt := prepare(b, be.db, claim), prepare(b, be.db, complete)
+	ctx := context.Background()
+	business := func(record bool) error {
+		tx, err := be.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		id := string(benchKey())
+		if _, err := tx.ExecContext(ctx, insert, id); err != nil {
+			return err
+		}
+		if record {
+			if _, err := tx.StmtContext(ctx, claimSt).ExecContext(ctx, id); err != nil {
+				return err
+			}
+			if _, err := tx.StmtContext(ctx, completeSt).ExecContext(ctx, id); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	}
+	run := paired
+	if workers > 1 {
+		run = func(b *testing.B, raw, op func() error) { pairedParallel(b, workers, raw, op) }
+	}
+	run(b, func() error { return business(false) }, func() error { return business(true) })
 }
 
 // BenchmarkBusinessTx times a business transaction (BEGIN, INSERT order,

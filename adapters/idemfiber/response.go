@@ -55,6 +55,10 @@ func appendBytes[T string | []byte](b []byte, s T) []byte {
 // writeStored writes the stored response b into resp, replacing what the
 // headers named in b held, and marks it replayed. It checks b whole
 // before touching resp.
+// replayedName and replayedTrue are the replay header as fasthttp sets it,
+// kept so that a replay neither converts nor normalizes them.
+var replayedName, replayedTrue = []byte(replayedHeader), []byte("true")
+
 func writeStored(resp *fasthttp.Response, b []byte) error {
 	bodyAt, err := checkStored(b)
 	if err != nil {
@@ -66,13 +70,15 @@ func writeStored(resp *fasthttp.Response, b []byte) error {
 		name := r.field()
 		for i := range r.uvarint() {
 			if i == 0 {
-				resp.Header.SetBytesKV(name, r.field())
+				// Stored names are as fasthttp held them when recording:
+				// normalizing them again would change nothing.
+				resp.Header.SetCanonical(name, r.field())
 			} else {
 				resp.Header.AddBytesKV(name, r.field())
 			}
 		}
 	}
-	resp.Header.Set(replayedHeader, "true")
+	resp.Header.SetCanonical(replayedName, replayedTrue)
 	resp.SetBody(b[bodyAt:])
 	return nil
 }

@@ -218,6 +218,14 @@ func TestIdempotencyReplayIsByteForByte(t *testing.T) {
 			_, _ = w.Write(b)
 		},
 		"no body": func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) },
+		// Lengths of 128 and more take two bytes in the stored form; from
+		// 128 to 255 the first byte alone reads as the length.
+		"long header values": func(w http.ResponseWriter) {
+			w.Header().Set("Location", "/orders/"+strings.Repeat("a", 142))
+			w.Header().Set("X-Order-Tag", strings.Repeat("t", 300))
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id":43}`)
+		},
 	}
 	for name, write := range bodies {
 		t.Run(name, func(t *testing.T) {

@@ -187,8 +187,8 @@ type decoder struct {
 
 // count reads a uvarint count that cannot exceed the bytes left.
 func (d *decoder) count() int {
-	if d.err == nil && d.off < len(d.b) && int(d.b[d.off]) <= len(d.b)-d.off-1 {
-		d.off++ // one byte, within bounds: the common case
+	if d.err == nil && d.off < len(d.b) && d.b[d.off] < 0x80 && int(d.b[d.off]) <= len(d.b)-d.off-1 {
+		d.off++ // one byte (a value under 128), within bounds: the common case
 		return int(d.b[d.off-1])
 	}
 	return d.slowCount()

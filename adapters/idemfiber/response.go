@@ -112,7 +112,16 @@ type reader struct {
 }
 
 // uvarint reads a count or length, which cannot exceed the bytes left.
+// Most are under 128, one byte: that case is read inline.
 func (r *reader) uvarint() uint64 {
+	if !r.bad && r.off < len(r.b) && r.b[r.off] < 0x80 && int(r.b[r.off]) <= len(r.b)-r.off-1 {
+		r.off++ // one byte (a value under 128), within bounds
+		return uint64(r.b[r.off-1])
+	}
+	return r.slowUvarint()
+}
+
+func (r *reader) slowUvarint() uint64 {
 	if r.bad {
 		return 0
 	}

@@ -1,6 +1,7 @@
 package idemfiber
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -59,5 +60,30 @@ func TestCorruptStoredResponse(t *testing.T) {
 		} else if out.StatusCode() != 299 {
 			t.Errorf("case %d: response touched before the check", i)
 		}
+	}
+}
+
+// TestStoredResponseLongValues replays header values whose lengths take two
+// bytes in the stored form: from 128 to 255 the first byte alone reads as
+// the length, so a reader that took it for a one-byte length would be off.
+func TestStoredResponseLongValues(t *testing.T) {
+	location, tag := "/orders/"+strings.Repeat("a", 142), strings.Repeat("t", 300)
+	var resp fasthttp.Response
+	resp.SetStatusCode(201)
+	resp.Header.Set("Location", location)
+	resp.Header.Set("X-Tag", tag)
+	resp.SetBodyString(`{"id":2}`)
+	var out fasthttp.Response
+	if err := writeStored(&out, encodeResponse(&resp, []string{"Location", "X-Tag"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out.Header.Peek("Location")); got != location {
+		t.Errorf("Location %q, want %q", got, location)
+	}
+	if got := string(out.Header.Peek("X-Tag")); got != tag {
+		t.Errorf("X-Tag of %d bytes, want %d", len(got), len(tag))
+	}
+	if string(out.Body()) != `{"id":2}` {
+		t.Errorf("body %q", out.Body())
 	}
 }

@@ -65,3 +65,36 @@ func TestSendStoredResponse(t *testing.T) {
 		t.Fatalf("got %d %v, want 204 and no headers", w.Code, got)
 	}
 }
+
+// FuzzStoredResponseRoundTrip stores a response with two allow-listed
+// headers of any values and lengths (lengths of 128 and more take two
+// bytes) and checks that send writes back exactly what was stored.
+func FuzzStoredResponseRoundTrip(f *testing.F) {
+	f.Add(201, "/orders/1", "a", []byte(`{"id":1}`))
+	f.Add(200, string(make([]byte, 150)), string(make([]byte, 300)), []byte{})
+	f.Add(299, "", "\x80\x01", []byte{0x80, 0x01})
+	f.Fuzz(func(t *testing.T, status int, location, tag string, body []byte) {
+		if status < 200 || status > 599 {
+			return
+		}
+		allow := []string{"Location", "X-Tag"}
+		h := http.Header{"Location": {location}, "X-Tag": {tag, location}}
+		sr, err := decodeResponse(encodeResponse(status, h, allow, body))
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		w := httptest.NewRecorder()
+		sr.send(w, allow, ReplayedHeader, false)
+		if w.Code != status {
+			t.Errorf("status %d, want %d", w.Code, status)
+		}
+		for _, name := range allow {
+			if got := w.Header()[name]; !reflect.DeepEqual(got, h[name]) {
+				t.Errorf("%s = %q, want %q", name, got, h[name])
+			}
+		}
+		if bodyAllowed(status) && w.Body.String() != string(body) {
+			t.Errorf("body of %d bytes, want %d", w.Body.Len(), len(body))
+		}
+	})
+}

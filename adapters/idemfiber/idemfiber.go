@@ -91,12 +91,16 @@ func (m *middleware) handle(c fiber.Ctx) error {
 		return writeProblem(c, http.StatusBadRequest, ProblemKeyMissing, "this request requires an "+m.c.keyHeader+" header", 0)
 	}
 	ctx := c.Context()
-	// The fingerprint and the engine key share one string.
+	// The fingerprint, the engine key and the scope share one string. The
+	// scope is a copy: the principal function may return a string over
+	// fasthttp's request memory (c.Get), which the engine must not keep
+	// (its scope cache outlives the request).
 	var text [128]byte
 	b := m.fp.AppendSum(text[:0], principal, operation(c), query(c), c.BodyRaw())
-	both := string(keying.AppendKey(b, "fiber", key))
-	fp, engineKey := both[:len(b)], both[len(b):]
-	claim, res, err := m.e.Begin(ctx, engineKey, fp, idemkit.WithScope(principal))
+	k := keying.AppendKey(b, "fiber", key)
+	all := string(append(k, principal...))
+	fp, engineKey, scope := all[:len(b)], all[len(b):len(k)], all[len(k):]
+	claim, res, err := m.e.Begin(ctx, engineKey, fp, idemkit.WithScope(scope))
 	switch {
 	case claim != nil:
 		return m.run(ctx, c, claim)

@@ -87,3 +87,34 @@ func TestStoredResponseLongValues(t *testing.T) {
 		t.Errorf("body %q", out.Body())
 	}
 }
+
+// TestReplayReplacesEarlierHeaders: a replay replaces what middleware
+// before the guard set under an allow-listed name, also for names that
+// Go and fasthttp write in different cases (a hyphen first or doubled):
+// a replay sets the stored names as they are, so they must be the names
+// fasthttp gives the headers, or the replay adds a second header.
+func TestReplayReplacesEarlierHeaders(t *testing.T) {
+	c := &config{}
+	WithReplayHeaders("x-trace", "x--trace", "-x-lead")(c)
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	var resp fasthttp.Response
+	resp.SetStatusCode(201)
+	for _, name := range c.replayHeaders {
+		resp.Header.Set(name, "handler")
+	}
+	b := encodeResponse(&resp, c.replayHeaders)
+	var out fasthttp.Response
+	for _, name := range c.replayHeaders {
+		out.Header.Set(strings.ToLower(name), "earlier middleware")
+	}
+	if err := writeStored(&out, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range c.replayHeaders {
+		if vs := out.Header.PeekAll(name); len(vs) != 1 || string(vs[0]) != "handler" {
+			t.Errorf("replayed %s: %q, want only the stored value", name, vs)
+		}
+	}
+}

@@ -284,3 +284,36 @@ func TestAppendSum(t *testing.T) {
 		require.Equal(t, "x:"+sum, Key("x", sum))
 	}
 }
+
+// AppendSum's result is the caller's: results kept while other goroutines
+// fingerprint other bodies through the same pooled parsers stay as they
+// were, whether AppendSum allocated them (nil dst) or appended to dst.
+func TestAppendSumOwnsItsResult(t *testing.T) {
+	f := newFingerprinter(t, WithVolatile("ts"))
+	bodies := [][]byte{[]byte(`{"a":1,"ts":2}`), []byte(`{"b":[1,2]}`), []byte("raw"), make([]byte, maxPooledBuffer+1)}
+	want := make([]string, len(bodies))
+	for i, b := range bodies {
+		want[i] = f.Sum("p", "o", nil, b)
+	}
+	const goroutines = 16
+	kept := make([][][]byte, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for n := range 100 {
+				b := bodies[(g+n)%len(bodies)]
+				kept[g] = append(kept[g], f.AppendSum(nil, "p", "o", nil, b), f.AppendSum(make([]byte, 1, 64), "p", "o", nil, b))
+			}
+		})
+	}
+	wg.Wait()
+	for g, ks := range kept {
+		for j, k := range ks {
+			w := want[(g+j/2)%len(bodies)]
+			if j%2 == 1 {
+				w = "\x00" + w
+			}
+			require.Equal(t, w, string(k), "goroutine %d result %d", g, j)
+		}
+	}
+}

@@ -292,3 +292,37 @@ func TestAppendKey(t *testing.T) {
 	require.Greater(t, len(k), 256)
 	assert.Equal(t, strings.Join(many, ":"), k, "literal parts joined as they are")
 }
+
+// TestKeyEveryByte: every byte value, alone, between others, next to a
+// separator and at the lengths where a part turns from literal to digest
+// (16/17 bytes that escape to three, 48/49 that do not, and around the
+// 236 bytes that appendDigest hashes from its stack buffer), decodes back
+// to its parts, and no two of these part lists share a key.
+func TestKeyEveryByte(t *testing.T) {
+	seen := map[string]string{}
+	add := func(parts ...string) {
+		key := checkKey(t, parts)
+		id := fmt.Sprintf("%q", parts)
+		if prev, ok := seen[key]; ok && prev != id {
+			t.Fatalf("key %q for both %s and %s", key, prev, id)
+		}
+		seen[key] = id
+	}
+	for c := range 256 {
+		b := string([]byte{byte(c)})
+		add(b)
+		add("a" + b + "z")
+		add(b, "")
+		add("", b)
+		add("a", b+":z")
+		add("a:"+b, "z")
+		for _, n := range []int{16, 17, 47, 48, 49, 235, 236, 237, 300} {
+			add(strings.Repeat(b, n))
+			add(strings.Repeat("x", n-1) + b)
+		}
+	}
+	add(":")
+	add("", "")
+	add("%", "")
+	add("", "%")
+}

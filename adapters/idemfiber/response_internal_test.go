@@ -118,3 +118,38 @@ func TestReplayReplacesEarlierHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestStoredResponseUvarintBoundaries: value lengths and value counts on
+// either side of each uvarint width (127/128, 16383/16384), and a body
+// after them, come back exactly.
+func TestStoredResponseUvarintBoundaries(t *testing.T) {
+	lengths := []int{0, 1, 126, 127, 128, 129, 255, 256, 16383, 16384}
+	for _, count := range []int{1, 127, 128, 200} {
+		var resp fasthttp.Response
+		resp.SetStatusCode(200)
+		var want []string
+		for i := range count {
+			v := strings.Repeat(string(rune('a'+i%26)), lengths[i%len(lengths)])
+			want = append(want, v)
+			resp.Header.Add("X-Tag", v)
+		}
+		resp.Header.Set("Location", strings.Repeat("/", 128))
+		resp.SetBodyString(strings.Repeat("b", 130))
+		var out fasthttp.Response
+		if err := writeStored(&out, encodeResponse(&resp, []string{"X-Tag", "Location"})); err != nil {
+			t.Fatalf("%d values: %v", count, err)
+		}
+		got := out.Header.PeekAll("X-Tag")
+		if len(got) != count {
+			t.Fatalf("%d values: %d replayed", count, len(got))
+		}
+		for i := range got {
+			if string(got[i]) != want[i] {
+				t.Fatalf("%d values: value %d of %d bytes, want %d", count, i, len(got[i]), len(want[i]))
+			}
+		}
+		if string(out.Header.Peek("Location")) != strings.Repeat("/", 128) || string(out.Body()) != strings.Repeat("b", 130) {
+			t.Fatalf("%d values: Location %q, body %q", count, out.Header.Peek("Location"), out.Body())
+		}
+	}
+}

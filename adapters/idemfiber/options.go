@@ -20,7 +20,9 @@ type Option func(*config)
 
 // PrincipalFunc identifies the caller of a request: a user, tenant or
 // client id. An error answers 401. The principal scopes the key and is
-// never written to responses, logs or store key names.
+// never written to responses, logs or store key names. It may alias the
+// request's memory (c.Get without Fiber's Immutable): the middleware keeps
+// only a copy.
 type PrincipalFunc func(c fiber.Ctx) (string, error)
 
 type config struct {

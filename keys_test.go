@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -196,4 +197,23 @@ func TestStoreKeysUnderManyScopes(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestStoreKeysWhenTheCallerReusesTheScopeMemory passes scopes that alias a
+// buffer the caller then overwrites with the next principal, as a
+// fasthttp handler's header strings do: each name must still be its own
+// principal's, so the engine must not keep the caller's memory.
+func TestStoreKeysWhenTheCallerReusesTheScopeMemory(t *testing.T) {
+	e := newEngine(t)
+	ref := newEngine(t)
+	buf := make([]byte, len("tenant-00"))
+	for i := range 50 {
+		copy(buf, fmt.Sprintf("tenant-%02d", i))
+		scope := unsafe.String(&buf[0], len(buf)) // aliases buf, as fasthttp's b2s does
+		key := "http:" + strings.Repeat("k", 40)  // long enough for the saved hash state
+		want := idemkit.StoreKey(ref, idemkit.ModeDo, fmt.Sprintf("tenant-%02d", i), key)
+		if got := idemkit.StoreKey(e, idemkit.ModeDo, scope, key); got != want {
+			t.Fatalf("principal %d got %s, want %s: an earlier principal's cached scope changed under the engine", i, got, want)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"hash"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -57,8 +58,12 @@ func (c *scopes) get(scope string) *scopeEntry {
 	return e
 }
 
-// deriveScope computes a scope's entry.
+// deriveScope computes a scope's entry. The entry keeps its own copy of
+// scope: it outlives the call, and some callers pass strings over memory
+// they reuse (fasthttp's request headers, converted without a copy), which
+// would turn a kept alias into another principal's scope.
 func deriveScope(scope string) *scopeEntry {
+	scope = strings.Clone(scope)
 	e := &scopeEntry{scope: scope, text: noScope}
 	if scope != "" {
 		s := sha256.Sum256([]byte(scope))

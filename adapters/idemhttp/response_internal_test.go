@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -97,4 +99,44 @@ func FuzzStoredResponseRoundTrip(f *testing.F) {
 			t.Errorf("body of %d bytes, want %d", w.Body.Len(), len(body))
 		}
 	})
+}
+
+// TestStoredResponseManyHeaders: header counts, value counts and name
+// lengths of 128 and more (two-byte uvarints, which FuzzStoredResponseRoundTrip
+// does not reach) replay as stored, with the replay header and
+// Content-Length.
+func TestStoredResponseManyHeaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100 {
+		h := http.Header{}
+		var allow []string
+		for i := range rng.IntN(300) {
+			name := "X-" + strconv.Itoa(i) + strings.Repeat("a", rng.IntN(200))
+			allow = append(allow, name)
+			vs := make([]string, rng.IntN(3))
+			if rng.IntN(10) == 0 {
+				vs = make([]string, 120+rng.IntN(20))
+			}
+			for j := range vs {
+				vs[j] = strings.Repeat("v", rng.IntN(400))
+			}
+			h[name] = vs
+		}
+		body := make([]byte, rng.IntN(300))
+		sr, err := decodeResponse(encodeResponse(201, h, allow, body))
+		if err != nil {
+			t.Fatalf("%d headers: %v", len(allow), err)
+		}
+		w := httptest.NewRecorder()
+		sr.send(w, allow, ReplayedHeader, true)
+		got := w.Header()
+		if got.Get("Content-Length") != strconv.Itoa(len(body)) || got.Get(ReplayedHeader) != "true" || w.Code != 201 {
+			t.Fatalf("%d, Content-Length %q, %s %q", w.Code, got.Get("Content-Length"), ReplayedHeader, got.Get(ReplayedHeader))
+		}
+		for _, name := range allow {
+			if len(got[name]) != len(h[name]) || (len(h[name]) > 0 && !reflect.DeepEqual(got[name], h[name])) {
+				t.Fatalf("%s: %d values, want %d", name, len(got[name]), len(h[name]))
+			}
+		}
+	}
 }

@@ -48,11 +48,21 @@ type Claim struct {
 }
 
 func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *Claim {
+	rec, enc := e.claimRecord(cfg, fingerprint)
+	return e.claimOf(cfg, mode, key, sk, rec, enc)
+}
+
+// claimRecord returns a fresh in-progress record for fingerprint and its
+// encoding, the value a claim writes.
+func (e *Engine) claimRecord(cfg *config, fingerprint string) (record, []byte) {
 	now := cfg.clock().UnixMilli()
-	c := &Claim{e: e, cfg: cfg, mode: mode, key: key, sk: sk}
-	c.rec = record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
-	c.enc = c.rec.encode()
-	return c
+	rec := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
+	return rec, rec.encode()
+}
+
+// claimOf returns the Claim that wrote rec, encoded as enc, under sk.
+func (e *Engine) claimOf(cfg *config, mode Mode, key, sk string, rec record, enc []byte) *Claim {
+	return &Claim{e: e, cfg: cfg, mode: mode, key: key, sk: sk, rec: rec, enc: enc}
 }
 
 // admit reports the claim admitted and starts its clock: the Duration of

@@ -47,15 +47,18 @@ func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(contex
 // begin claims sk for Do, waiting with WithWait, and reports the outcome
 // for Begin: a claim, or no claim and what the caller gets instead.
 func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint string) (*Claim, Result, error) {
-	c := e.newClaim(cfg, ModeDo, key, sk, fingerprint)
+	// The Claim itself is made only when the key is won: a replay, the
+	// common outcome of a retry, allocates none.
+	rec, enc := e.claimRecord(cfg, fingerprint)
 	delay := cfg.pollInterval
 	for {
-		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, c.enc, cfg.lease)
+		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, enc, cfg.lease)
 		if err != nil {
 			run, err := e.storeFailed(ctx, cfg, ModeDo, key, "claim", err)
 			return nil, Result{Unguarded: run}, err
 		}
 		if set {
+			c := e.claimOf(cfg, ModeDo, key, sk, rec, enc)
 			c.admit(ctx)
 			return c, Result{}, nil
 		}

@@ -71,7 +71,7 @@ func Budget(s store.Store, d time.Duration, opts ...BudgetOption) (store.Store, 
 	if d <= 0 {
 		return nil, invalid("Budget: time budget %v: must be positive", d)
 	}
-	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned, cutOff: make(map[string]chan struct{})}
+	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned, cutOff: make(map[string]*cutOffCalls)}
 	for _, o := range opts {
 		if err := o(b); err != nil {
 			return nil, err
@@ -92,7 +92,14 @@ type budget struct {
 	abandoned       atomic.Int64 // detached calls cut off and still running
 
 	mu     sync.Mutex
-	cutOff map[string]chan struct{} // key -> closed when its latest cut-off call returns
+	cutOff map[string]*cutOffCalls // keys with cut-off calls still running
+}
+
+// cutOffCalls are the calls on one key cut off at their budget and still
+// running: landed is closed when the last of them returns.
+type cutOffCalls struct {
+	running int
+	landed  chan struct{}
 }
 
 var _ store.Store = (*budget)(nil)
@@ -131,10 +138,9 @@ const (
 
 // detachedCall is one call running on its own goroutine.
 type detachedCall[T any] struct {
-	key    string
-	done   chan outcome[T]
-	state  atomic.Int32
-	landed chan struct{} // closed when an abandoned call returns
+	key   string
+	done  chan outcome[T]
+	state atomic.Int32
 }
 
 // run makes the call and hands its outcome over; if the caller abandoned
@@ -146,11 +152,13 @@ func (c *detachedCall[T]) run(b *budget, bctx context.Context, call func(context
 	if !c.state.CompareAndSwap(callRunning, callFinished) {
 		b.abandoned.Add(-1)
 		b.mu.Lock()
-		if b.cutOff[c.key] == c.landed {
-			delete(b.cutOff, c.key)
+		if cc := b.cutOff[c.key]; cc != nil {
+			if cc.running--; cc.running == 0 {
+				delete(b.cutOff, c.key)
+				close(cc.landed)
+			}
 		}
 		b.mu.Unlock()
-		close(c.landed)
 	}
 }
 
@@ -163,7 +171,12 @@ func (c *detachedCall[T]) abandon(b *budget) bool {
 		return false
 	}
 	if c.key != "" {
-		b.cutOff[c.key] = c.landed
+		cc := b.cutOff[c.key]
+		if cc == nil {
+			cc = &cutOffCalls{landed: make(chan struct{})}
+			b.cutOff[c.key] = cc
+		}
+		cc.running++
 	}
 	return true
 }
@@ -176,11 +189,12 @@ func (b *budget) waitCutOff(ctx, bctx context.Context, op, key string) error {
 		return nil
 	}
 	b.mu.Lock()
-	landed := b.cutOff[key]
+	cc := b.cutOff[key]
 	b.mu.Unlock()
-	if landed == nil {
+	if cc == nil {
 		return nil
 	}
+	landed := cc.landed
 	select {
 	case <-landed:
 		return nil
@@ -199,7 +213,7 @@ func detach[T any](b *budget, ctx, bctx context.Context, op, key string, call fu
 	if b.abandoned.Load() >= b.maxAbandoned {
 		return zero, fmt.Errorf("policy: %s: %w: %d calls still running past their time budget of %v", op, store.ErrUnavailable, b.maxAbandoned, b.d)
 	}
-	c := &detachedCall[T]{key: key, done: make(chan outcome[T], 1), landed: make(chan struct{})}
+	c := &detachedCall[T]{key: key, done: make(chan outcome[T], 1)}
 	go c.run(b, bctx, call)
 	select {
 	case r := <-c.done:

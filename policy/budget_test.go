@@ -358,3 +358,91 @@ func TestBudgetCallWaitsForACutOffCallOnItsKey(t *testing.T) {
 	_, err = s.Get(ctx, "other")
 	assert.ErrorIs(t, err, store.ErrNotFound, "other keys do not wait")
 }
+
+// perValueClaim is a store whose SetNX blocks, ignoring its context, until
+// the release channel of its value is closed, and then applies; a
+// CompareAndDelete that reaches it while a SetNX of the value it deletes
+// is still blocked records that it overtook that claim.
+type perValueClaim struct {
+	bareStore
+	mu        sync.Mutex
+	release   map[string]chan struct{}
+	blocked   map[string]bool
+	overtaken atomic.Bool
+}
+
+func (p *perValueClaim) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	p.mu.Lock()
+	ch := p.release[string(value)]
+	p.blocked[string(value)] = true
+	p.mu.Unlock()
+	<-ch
+	defer func() {
+		p.mu.Lock()
+		p.blocked[string(value)] = false
+		p.mu.Unlock()
+	}()
+	return p.bareStore.SetNX(context.WithoutCancel(ctx), key, value, ttl)
+}
+
+func (p *perValueClaim) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	p.mu.Lock()
+	if p.blocked[string(old)] {
+		p.overtaken.Store(true)
+	}
+	p.mu.Unlock()
+	return p.bareStore.CompareAndDelete(ctx, key, old)
+}
+
+func (p *perValueClaim) isBlocked(value string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.blocked[value]
+}
+
+// Two concurrent claims of one key (a duplicate request) are both cut off.
+// The later one lands first; the undo of the earlier one must still wait
+// for the earlier claim, which is still on its way, not only for the
+// latest cut-off call on the key.
+func TestBudgetCallWaitsForEveryCutOffCallOnItsKey(t *testing.T) {
+	p := &perValueClaim{
+		bareStore: bareStore{newMem(t)},
+		release:   map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})},
+		blocked:   map[string]bool{},
+	}
+	t.Cleanup(func() {
+		for _, ch := range p.release {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+	})
+	const budget = 200 * time.Millisecond
+	s := mustBudget(t, p, budget)
+	errs := make(chan error, 2)
+	go func() {
+		_, _, err := s.SetNX(ctx, "k", []byte("a"), time.Minute)
+		errs <- err
+	}()
+	require.Eventually(t, func() bool { return p.isBlocked("a") }, hangDetector, time.Millisecond)
+	time.Sleep(budget / 4) // "b" is cut off after "a"
+	go func() {
+		_, _, err := s.SetNX(ctx, "k", []byte("b"), time.Minute)
+		errs <- err
+	}()
+	for range 2 {
+		require.ErrorIs(t, <-errs, context.DeadlineExceeded)
+	}
+	close(p.release["b"]) // the later claim lands; the earlier is still on its way
+	require.Eventually(t, func() bool { return !p.isBlocked("b") }, hangDetector, time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // let the landed call's bookkeeping finish
+
+	time.AfterFunc(budget/4, func() { close(p.release["a"]) }) // the earlier claim lands later
+	_, err := s.CompareAndDelete(ctx, "k", []byte("a"))
+	assert.False(t, p.overtaken.Load(), "the undo of the earlier claim reached the store before that claim")
+	if err != nil {
+		assert.ErrorIs(t, err, store.ErrUnavailable)
+	}
+}

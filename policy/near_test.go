@@ -309,3 +309,59 @@ func TestNearCacheClosesItsStoreOnceAndForwardsPing(t *testing.T) {
 	assert.ErrorIs(t, err, memstore.ErrClosed)
 	assert.NoError(t, mustNear(t, bareStore{newMem(t)}, settledS).Ping(ctx))
 }
+
+// Readers that keep reading a key through the cache race every delete of
+// it: a reader's store call that saw the value before the delete must not
+// put it back in the cache afterwards, so once CompareAndDelete or Consume
+// has returned, the next read through the cache finds the key free, and
+// exactly one of the racing claims that follow wins.
+func TestNearCacheDeleteIsNotUndoneByARacingFill(t *testing.T) {
+	nc, _ := newNear(t)
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 4 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = nc.Get(ctx, "k")
+			}
+		})
+	}
+	defer func() { close(stop); readers.Wait() }()
+	for round := range 300 {
+		v := fmt.Appendf(nil, "S-%d", round)
+		set, _, err := nc.SetNX(ctx, "k", v, time.Minute)
+		require.NoError(t, err)
+		require.True(t, set, "round %d: the key was free", round)
+		if round%2 == 0 {
+			ok, err := nc.CompareAndDelete(ctx, "k", v)
+			require.NoError(t, err)
+			require.True(t, ok)
+		} else {
+			got, err := nc.Consume(ctx, "k")
+			require.NoError(t, err)
+			require.Equal(t, v, got)
+		}
+		_, err = nc.Get(ctx, "k")
+		require.ErrorIs(t, err, store.ErrNotFound, "round %d: a deleted key answered held from the cache", round)
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				set, _, err := nc.SetNX(ctx, "w", fmt.Appendf(nil, "S-%d-%d", round, i), time.Minute)
+				assert.NoError(t, err)
+				if set {
+					wins.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, wins.Load(), "round %d", round)
+		_, err = nc.Consume(ctx, "w")
+		require.NoError(t, err)
+	}
+}

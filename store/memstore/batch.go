@@ -60,6 +60,15 @@ func (s *Store) claimAll(items []store.BatchItem, idx []int, scopes []string, ou
 			out[i].Existing = store.Entry{Value: slices.Clone(n.value), TTL: n.remaining(now)}
 			continue
 		}
+		if slices.Contains(evicted, it.Key) {
+			// An earlier item of this batch evicted the key: if the batch
+			// named it before, this occurrence answers as that one found
+			// it, so that the key is claimed by its first occurrence only.
+			if j := slices.IndexFunc(items[:i], func(e store.BatchItem) bool { return e.Key == it.Key }); j >= 0 {
+				out[i].Existing = firstOccurrence(items[j], out[j], now)
+				continue
+			}
+		}
 		var err error
 		evicted, err = sh.insert(it.Key, scopes[i], slices.Clone(it.Value), expiry(now, it.TTL), now, evicted)
 		if err != nil {
@@ -75,6 +84,17 @@ func (s *Store) claimAll(items []store.BatchItem, idx []int, scopes []string, ou
 		out[i].Set = true
 	}
 	return evicted, nil
+}
+
+// firstOccurrence is the entry a later occurrence of item's key in a batch
+// reports: the value item set, with its TTL at now, or the entry item
+// found.
+func firstOccurrence(item store.BatchItem, res store.BatchResult, now int64) store.Entry {
+	if !res.Set {
+		return store.Entry{Value: slices.Clone(res.Existing.Value), TTL: res.Existing.TTL}
+	}
+	n := node{expires: expiry(now, item.TTL)}
+	return store.Entry{Value: slices.Clone(item.Value), TTL: n.remaining(now)}
 }
 
 var _ store.Batcher = (*Store)(nil)

@@ -154,6 +154,10 @@ func TestOperationsFailAfterClose(t *testing.T) {
 	requireClosed(err, "CompareAndDelete")
 	_, err = s.Consume(ctx, "k")
 	requireClosed(err, "Consume")
+	_, err = s.SetNXBatch(ctx, []store.BatchItem{{Key: "k3", Value: []byte("v"), TTL: time.Hour}})
+	requireClosed(err, "SetNXBatch")
+	err = s.Scan(ctx, "", func(string, store.Entry) bool { return true })
+	requireClosed(err, "Scan") // not an empty store
 	assert.Zero(t, s.Len(), "Close drops the entries")
 }
 

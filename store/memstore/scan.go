@@ -26,7 +26,11 @@ func (s *Store) Scan(ctx context.Context, prefix string, fn func(key string, ent
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		for _, e := range s.scanShard(&s.shards[i], prefix) {
+		entries, err := s.scanShard(&s.shards[i], prefix)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
 			if !fn(e.key, e.ent) {
 				return nil
 			}
@@ -35,9 +39,12 @@ func (s *Store) Scan(ctx context.Context, prefix string, fn func(key string, ent
 	return nil
 }
 
-func (s *Store) scanShard(sh *shard, prefix string) []scanned {
+func (s *Store) scanShard(sh *shard, prefix string) ([]scanned, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if s.closed.Load() {
+		return nil, errClosed("Scan")
+	}
 	now := s.now()
 	var out []scanned
 	for key, n := range sh.nodes {
@@ -45,7 +52,7 @@ func (s *Store) scanShard(sh *shard, prefix string) []scanned {
 			out = append(out, scanned{key: key, ent: store.Entry{Value: slices.Clone(n.value), TTL: n.remaining(now)}})
 		}
 	}
-	return out
+	return out, nil
 }
 
 var _ store.Scanner = (*Store)(nil)

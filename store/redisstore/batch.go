@@ -59,8 +59,9 @@ func (s *Store) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]stor
 	}
 	if missing := noScript(cmds); len(missing) > 0 {
 		// A node that lost its script cache ran none of the EVALSHAs it
-		// refused (and they share a node, so their order holds); send those
-		// items again with the script itself. The others ran: keep them.
+		// refused; send those items again with the script itself. The
+		// others ran: keep them. Each key's first occurrence was sent in
+		// full, so it ran first.
 		again, err := s.pipeSetNX(ctx, items, missing)
 		if err != nil {
 			return nil, err
@@ -122,7 +123,8 @@ func (s *Store) batchTx(ctx context.Context, items []store.BatchItem) ([]store.B
 }
 
 // pipeSetNX sends the SetNX script in one pipeline: by digest for every
-// item when only is nil, else in full for the items at the indexes in only.
+// item (but the first occurrence of a key named twice) when only is nil,
+// else in full for the items at the indexes in only.
 func (s *Store) pipeSetNX(ctx context.Context, items []store.BatchItem, only []int) ([]*redis.Cmd, error) {
 	p := s.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(items))
@@ -135,8 +137,18 @@ func (s *Store) pipeSetNX(ctx context.Context, items []store.BatchItem, only []i
 		}
 	}
 	if only == nil {
-		for i := range items {
-			send(i, false)
+		// The first occurrence of a key named again goes in full: were it
+		// refused (NOSCRIPT) while a later one ran, the script having been
+		// cached meanwhile by another client, the later one would claim the
+		// key. Later occurrences only read it, in any order.
+		seen := make(map[string]int, len(items))
+		for _, it := range items {
+			seen[it.Key]++
+		}
+		for i, it := range items {
+			n := seen[it.Key]
+			seen[it.Key] = 0
+			send(i, n > 1)
 		}
 	}
 	for _, i := range only {

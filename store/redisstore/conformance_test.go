@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/store"
@@ -14,6 +15,23 @@ func TestConformanceStandalone(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) {
 		storetest.Run(t, func(t *testing.T) store.Store {
 			s := newStore(t, client)
+			use(s)
+			return s
+		})
+	})
+}
+
+// TestConformanceWaitReplicas runs the conformance suite, races included,
+// with WithWaitReplicas over a primary and its replica: every operation
+// then goes its own way (SetNX and SetNXBatch item by item as the script,
+// SetNXValue, CompareAndSwap, CompareAndDelete and Consume each followed
+// by WAIT in one pipeline).
+func TestConformanceWaitReplicas(t *testing.T) {
+	primary, _ := redistest.StartReplicated(t)
+	client := primary.Client(t)
+	forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) {
+		storetest.Run(t, func(t *testing.T) store.Store {
+			s := newStore(t, client, redisstore.WithWaitReplicas(1, time.Second))
 			use(s)
 			return s
 		})

@@ -84,10 +84,35 @@ func (s *Store) refused(err error) bool {
 		return false
 	}
 	msg := err.Error()
+	if s.noTx(err) {
+		return false
+	}
 	if !strings.HasPrefix(msg, "ERR syntax error") && !strings.HasPrefix(msg, "ERR unknown command") {
 		return false
 	}
 	s.dial.Store(nil)
+	return true
+}
+
+// noTx reports whether err is a server refusing MULTI or EXEC itself (a
+// proxy without transactions, MULTI renamed away), and if so makes the
+// Store run every later operation as a script, which needs none. Unlike
+// a refused command form, the commands sent after a refused MULTI did run,
+// one by one: an operation that may have written must not run again.
+func (s *Store) noTx(err error) bool {
+	var rerr interface{ RedisError() }
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	rest, ok := strings.CutPrefix(err.Error(), "ERR unknown command ")
+	if !ok || rest == "" {
+		return false
+	}
+	name, _, _ := strings.Cut(rest[1:], rest[:1]) // 'multi' (7.0) or `multi` (6.2)
+	if !strings.EqualFold(name, "multi") && !strings.EqualFold(name, "exec") {
+		return false
+	}
+	s.dial.Store(&dialect{})
 	return true
 }
 

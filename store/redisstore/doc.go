@@ -32,7 +32,10 @@
 //
 // A server that refuses the command form chosen (after a failover to an
 // older server) gets the script in the same call, and the Store asks the
-// server again at its next operation.
+// server again at its next operation. A server without MULTI (a proxy
+// without transactions, MULTI renamed away) gets the scripts from then
+// on; the call that found out fails, since the commands it sent after
+// MULTI ran outside a transaction.
 //
 // Scripts run with EVALSHA; when a server does not have a script cached
 // (first use, restart, failover, SCRIPT FLUSH) that call costs a second

@@ -155,6 +155,11 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 	if d.setGetNX {
 		return s.getTx(ctx, rk)
 	}
+	return s.getScripted(ctx, rk)
+}
+
+// getScripted runs Get as the Lua script.
+func (s *Store) getScripted(ctx context.Context, rk string) (store.Entry, error) {
 	reply, err := getScript.Run(ctx, s.client, []string{rk}).Result()
 	if errors.Is(err, redis.Nil) {
 		return store.Entry{}, errNotFound
@@ -175,6 +180,8 @@ func (s *Store) getTx(ctx context.Context, rk string) (store.Entry, error) {
 	switch {
 	case errors.Is(err, redis.Nil):
 		return store.Entry{}, errNotFound
+	case s.noTx(err):
+		return s.getScripted(ctx, rk) // GET and PTTL ran alone: nothing was written
 	case err != nil:
 		return store.Entry{}, s.fail(ctx, opGet, rk, err)
 	}

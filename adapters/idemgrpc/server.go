@@ -109,10 +109,15 @@ func (s *Server) admit(ctx context.Context, fullMethod string) (call, error) {
 
 // principalStatus is the status of a call whose principal function failed:
 // the function's own status when it returned one, Unauthenticated
-// otherwise. The error's text is not sent: it may hold a credential.
+// otherwise. The error's text is not sent: it may hold a credential. Of an
+// error wrapping a status only that status is sent, not the wrapping text
+// (status.FromError would put the whole err.Error() in the message).
 func principalStatus(err error) error {
-	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown && st.Code() != codes.OK {
-		return st.Err()
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		if st := se.GRPCStatus(); st != nil && st.Code() != codes.Unknown && st.Code() != codes.OK {
+			return st.Err()
+		}
 	}
 	return status.Error(codes.Unauthenticated, "idemgrpc: caller not authenticated")
 }

@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -428,5 +429,26 @@ func TestPrincipalStatusIsKept(t *testing.T) {
 	r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
 	assert.Equal(t, codes.PermissionDenied, code(r.err))
 	assert.Equal(t, "account suspended", status.Convert(r.err).Message())
+	assert.Zero(t, srv.runs.Load())
+}
+
+// A principal function's error that wraps a status (fmt.Errorf("...: %w",
+// status.Error(...))) has the wrapped status sent, with its own message:
+// the wrapping text, which may quote the caller's credential, is not sent.
+func TestWrappedPrincipalStatusSendsOnlyTheStatus(t *testing.T) {
+	srv := &orders{}
+	s := newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate, methodWatch),
+		idemgrpc.WithPrincipal(func(context.Context) (string, error) {
+			return "", fmt.Errorf("no session for bearer token %s: %w", secretToken, status.Error(codes.PermissionDenied, "account suspended"))
+		}))
+	conn := serve(t, srv, []grpc.ServerOption{
+		grpc.UnaryInterceptor(s.UnaryServerInterceptor()),
+		grpc.StreamInterceptor(s.StreamServerInterceptor()),
+	})
+	_, serr := watch(callCtx(t, "alice", "k"), conn, methodWatch, mustStruct(t, nil))
+	for _, err := range []error{create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil)).err, serr} {
+		assert.Equal(t, codes.PermissionDenied, code(err))
+		assert.Equal(t, "account suspended", status.Convert(err).Message())
+	}
 	assert.Zero(t, srv.runs.Load())
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
@@ -69,11 +71,29 @@ func (sc statusCodec) EncodeError(err error) ([]byte, bool) {
 	if !ok || !sc[st.Code()] {
 		return nil, false
 	}
-	b, merr := proto.MarshalOptions{}.MarshalAppend([]byte{formatStatus}, st.Proto())
+	p := st.Proto()
+	// A proto3 string must be UTF-8, or the status cannot be marshalled
+	// and the final error would be released instead of stored. gRPC sends
+	// each invalid byte of a message as U+FFFD, so store what it sent.
+	p.Message = wireMessage(p.Message)
+	b, merr := proto.MarshalOptions{}.MarshalAppend([]byte{formatStatus}, p)
 	if merr != nil {
 		return nil, false
 	}
 	return b, true
+}
+
+// wireMessage returns msg as a gRPC client receives it: each byte that is
+// not part of valid UTF-8 replaced by U+FFFD.
+func wireMessage(msg string) string {
+	if utf8.ValidString(msg) {
+		return msg
+	}
+	var b strings.Builder
+	for _, r := range msg { // an invalid byte ranges as one utf8.RuneError
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // DecodeError implements idemkit.ErrorCodec.

@@ -452,3 +452,23 @@ func TestWrappedPrincipalStatusSendsOnlyTheStatus(t *testing.T) {
 	}
 	assert.Zero(t, srv.runs.Load())
 }
+
+// A final status whose message is not valid UTF-8 (a handler quoting raw
+// request bytes) is stored and replayed like any other, with the message
+// the client got the first time (gRPC sends each invalid byte as U+FFFD):
+// the handler does not run again.
+func TestFinalStatusWithInvalidUTF8IsReplayed(t *testing.T) {
+	srv := &orders{}
+	srv.unary = func(context.Context, string, *structpb.Struct) (*structpb.Struct, error) {
+		srv.runs.Add(1)
+		return nil, status.Error(codes.NotFound, "no customer \xff\xfe1")
+	}
+	conn := serveIdem(t, newEngine(t), srv)
+	first := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
+	require.Equal(t, codes.NotFound, code(first.err))
+	second := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
+	assert.Equal(t, codes.NotFound, code(second.err))
+	assert.True(t, second.replayed)
+	assert.Equal(t, status.Convert(first.err).Message(), status.Convert(second.err).Message())
+	assert.EqualValues(t, 1, srv.runs.Load(), "the handler runs once")
+}

@@ -1,8 +1,11 @@
 package idemgrpc
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,5 +89,36 @@ func FuzzDecodeStored(f *testing.F) {
 		err := statusCodec{}.DecodeError(data)
 		require.Error(t, err)
 		require.NotEqual(t, codes.OK, status.Code(err))
+	})
+}
+
+// Whatever a handler returns, what is stored decodes to what the client
+// got: a response of any bytes (lengths at every uvarint width), and a
+// final status of any message with details, invalid UTF-8 included.
+func FuzzStoredRoundTrip(f *testing.F) {
+	for _, n := range []int{0, 1, 127, 128, 255, 256, 16383, 16384, 70000} {
+		f.Add(bytes.Repeat([]byte{'v'}, n))
+	}
+	f.Add([]byte("no customer \xff\xfe"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, m := range []proto.Message{wrapperspb.Bytes(data), wrapperspb.String(strings.ToValidUTF8(string(data), "?"))} {
+			b, err := encodeResponse(m)
+			require.NoError(t, err)
+			got, err := decodeResponse(b, protoregistry.GlobalTypes)
+			require.NoError(t, err)
+			require.True(t, proto.Equal(m, got))
+		}
+
+		sc := statusCodec{codes.FailedPrecondition: true}
+		st, err := status.New(codes.FailedPrecondition, string(data)).WithDetails(wrapperspb.Bytes(data))
+		require.NoError(t, err)
+		b, final := sc.EncodeError(st.Err())
+		require.True(t, final, "a final status is always stored")
+		got := status.Convert(sc.DecodeError(b))
+		require.Equal(t, codes.FailedPrecondition, got.Code())
+		require.Equal(t, strings.ToValidUTF8(string(data), "\uFFFD") == string(data), got.Message() == string(data))
+		require.True(t, utf8.ValidString(got.Message()))
+		require.Len(t, got.Details(), 1)
+		require.True(t, proto.Equal(wrapperspb.Bytes(data), got.Details()[0].(proto.Message)))
 	})
 }

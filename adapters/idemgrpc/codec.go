@@ -23,6 +23,10 @@ const (
 
 var errCorrupt = errors.New("idemgrpc: corrupt stored response")
 
+// errCorruptStatus is what DecodeError returns for a stored status it
+// cannot decode; the unary interceptor does not mark it replayed.
+var errCorruptStatus = status.Error(codes.Internal, "idemgrpc: corrupt stored status")
+
 // encodeResponse stores a response message as its full type name and its
 // wire bytes.
 func encodeResponse(m proto.Message) ([]byte, error) {
@@ -102,7 +106,7 @@ func (sc statusCodec) DecodeError(data []byte) error {
 	if len(data) == 0 || data[0] != formatStatus || proto.Unmarshal(data[1:], p) != nil || p.GetCode() == int32(codes.OK) {
 		// Final statuses are never OK: one that decodes so is corrupt,
 		// and must not replay as a success without a response.
-		return status.Error(codes.Internal, "idemgrpc: corrupt stored status")
+		return errCorruptStatus
 	}
 	return status.FromProto(p).Err()
 }

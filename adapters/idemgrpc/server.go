@@ -186,6 +186,10 @@ func (s *Server) do(ctx context.Context, c call, fp string, req any, handler grp
 	if err != nil && !res.Replayed {
 		return nil, engineStatus(ctx, err)
 	}
+	if err == errCorruptStatus { // DecodeError's own value, which the engine returns as is
+		// Not a replay: the stored outcome cannot be given back.
+		return nil, err
+	}
 	if err != nil {
 		markReplayed(ctx)
 		if errors.Is(err, idemkit.ErrResultTooLarge) {

@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/keying"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -471,4 +473,28 @@ func TestFinalStatusWithInvalidUTF8IsReplayed(t *testing.T) {
 	assert.True(t, second.replayed)
 	assert.Equal(t, status.Convert(first.err).Message(), status.Convert(second.err).Message())
 	assert.EqualValues(t, 1, srv.runs.Load(), "the handler runs once")
+}
+
+// garbageCodec stores every error as bytes no status decodes from.
+type garbageCodec struct{}
+
+func (garbageCodec) EncodeError(error) ([]byte, bool) { return []byte{0x7f, 0xff}, true }
+func (garbageCodec) DecodeError([]byte) error         { return errors.New("unused") }
+
+// A stored final status that cannot be decoded fails with Internal and,
+// like a stored response that cannot be rebuilt, is not marked replayed:
+// the client did not get the stored outcome.
+func TestCorruptStoredStatusIsInternalWithoutReplayHeader(t *testing.T) {
+	e := newEngine(t)
+	fp := new(keying.Fingerprinter).SumRaw("", methodCreate, nil, nil) // the empty request's
+	_, err := e.Do(context.Background(), keying.Key("grpc", methodCreate, "k"), fp,
+		func(context.Context) ([]byte, error) { return nil, errors.New("final") },
+		idemkit.WithScope("alice"), idemkit.WithErrorCodec(garbageCodec{}))
+	require.Error(t, err)
+	srv := &orders{}
+	conn := serveIdem(t, e, srv)
+	r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
+	assert.Equal(t, codes.Internal, code(r.err), r.err)
+	assert.False(t, r.replayed, "an undecodable record is not a replay")
+	assert.Zero(t, srv.runs.Load())
 }

@@ -160,15 +160,20 @@ func (c *Claim) Complete(ctx context.Context, value []byte) error {
 		switch {
 		case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, ErrLeaseLost):
 			return err
-		case c.cfg.oversized == ReleaseKey, !errors.Is(err, ErrInvalid):
+		case !errors.Is(err, ErrInvalid):
 			c.release(ctx, false)
 			return err
 		}
 		// The store refused the record (over a limit of its own, such as
 		// memstore's byte budget): the result cannot be kept, and the key
-		// keeps a terminal record as for any oversized result.
+		// keeps a terminal record, or is released, as for any oversized
+		// result.
 		c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key})
 		tooLarge = fmt.Errorf("%w: the store refused the record: %w", ErrResultTooLarge, err)
+		if c.cfg.oversized == ReleaseKey {
+			c.release(ctx, false)
+			return tooLarge
+		}
 	case c.cfg.oversized == ReleaseKey:
 		c.release(ctx, false)
 		return tooLarge

@@ -1,6 +1,7 @@
 package idemkit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,6 +131,12 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		}
 		if err != nil {
 			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
+		}
+		if bytes.Equal(ent.Value, enc) {
+			// Our own claim: the swap landed but was reported as not
+			// applied (a client library retried it after losing the reply).
+			c.admit(ctx)
+			return c.run(ctx, fn)
 		}
 		res, err, again := e.existing(ctx, cfg, ModeToken, token, "", ent)
 		if !again {

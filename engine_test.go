@@ -729,3 +729,31 @@ func (s *casRetried) CompareAndSwap(ctx context.Context, k string, old, nw []byt
 	}
 	return ok, err
 }
+
+// TestCompleteRecordedButReportedNotAppliedSucceeds: a completion whose
+// swap the store applied but reported as not applied (a retried command
+// after a lost reply) recorded this claim's result: Complete reads the key
+// back and succeeds, instead of reporting ErrLeaseLost ("nothing was
+// recorded") for a result every repeat now gets.
+func TestCompleteRecordedButReportedNotAppliedSucceeds(t *testing.T) {
+	ctx := context.Background()
+	mem := mustMem()
+	defer mem.Close()
+	s := &casRetried{Store: mem}
+	var lost atomic.Int32
+	e, err := idemkit.New(s, idemkit.WithObserver(idemkit.ObserverFunc(func(_ context.Context, ev idemkit.Event) {
+		if ev.Kind == idemkit.EventLeaseLost {
+			lost.Add(1)
+		}
+	})))
+	require.NoError(t, err)
+	c, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	s.on.Store(true)
+	require.NoError(t, c.Complete(ctx, []byte("v")))
+	assert.Zero(t, lost.Load())
+	res, err := e.Do(ctx, "k", "", nil)
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+	assert.Equal(t, "v", string(res.Value))
+}

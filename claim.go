@@ -1,6 +1,7 @@
 package idemkit
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -160,15 +161,20 @@ func (c *Claim) Complete(ctx context.Context, value []byte) error {
 		switch {
 		case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, ErrLeaseLost):
 			return err
-		case c.cfg.oversized == ReleaseKey, !errors.Is(err, ErrInvalid):
+		case !errors.Is(err, ErrInvalid):
 			c.release(ctx, false)
 			return err
 		}
 		// The store refused the record (over a limit of its own, such as
 		// memstore's byte budget): the result cannot be kept, and the key
-		// keeps a terminal record as for any oversized result.
+		// keeps a terminal record, or is released, as for any oversized
+		// result.
 		c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key})
 		tooLarge = fmt.Errorf("%w: the store refused the record: %w", ErrResultTooLarge, err)
+		if c.cfg.oversized == ReleaseKey {
+			c.release(ctx, false)
+			return tooLarge
+		}
 	case c.cfg.oversized == ReleaseKey:
 		c.release(ctx, false)
 		return tooLarge
@@ -359,7 +365,8 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 	done.state = state
 	done.updated = cfg.clock().UnixMilli()
 	done.payload = payload
-	ok, err := s.CompareAndSwap(detach(ctx), c.sk, c.enc, done.encode(), cfg.retention)
+	enc := done.encode()
+	ok, err := s.CompareAndSwap(detach(ctx), c.sk, c.enc, enc, cfg.retention)
 	if err != nil {
 		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: err})
 		if !errors.Is(err, ErrUnavailable) {
@@ -370,12 +377,21 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 		}
 		return unavailable("record result", err)
 	}
-	if !ok {
+	if !ok && !c.holds(ctx, s, enc) {
 		c.lost(ctx)
 		return ErrLeaseLost
 	}
 	c.ends(ctx, Event{Kind: EventCompleted, Mode: c.mode, Key: c.key})
 	return nil
+}
+
+// holds reports whether the key holds enc, this claim's final record,
+// through s: a swap that landed can be reported as not applied (a client
+// library retried it after losing the reply, and the retry found the value
+// changed).
+func (c *Claim) holds(ctx context.Context, s store.Store, enc []byte) bool {
+	ent, err := s.Get(detach(ctx), c.sk)
+	return err == nil && bytes.Equal(ent.Value, enc)
 }
 
 // ends reports ev, an event that ends the claim. The first such event of

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -192,4 +193,46 @@ func TestHeartbeatsOfManyClaims(t *testing.T) {
 		require.ErrorIs(t, err, idemkit.ErrInProgress, "claim %d lost its lease", i)
 		require.NoError(t, c.Complete(ctx, []byte("v")))
 	}
+}
+
+// TestOnStoreNeverBeats: a view over a caller's transaction runs without
+// heartbeats, whatever the options: a beat would run on the transaction
+// from the beat scheduler's goroutine, concurrently with the caller's own
+// statements (a *sql.Tx or pgx.Tx is not meant to be shared), and the
+// transaction's row lock holds the key anyway.
+func TestOnStoreNeverBeats(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	mem := mustMem()
+	defer mem.Close()
+	tx := &swapCount{Store: mem}
+	v, err := e.OnStore(tx)
+	require.NoError(t, err)
+	vv, err := v.With(idemkit.WithHeartbeat(time.Millisecond))
+	require.NoError(t, err)
+	for i, begin := range []func() (*idemkit.Claim, idemkit.Result, error){
+		func() (*idemkit.Claim, idemkit.Result, error) {
+			return v.Begin(ctx, "a", "", idemkit.WithLease(30*time.Millisecond), idemkit.WithHeartbeat(time.Millisecond))
+		},
+		func() (*idemkit.Claim, idemkit.Result, error) { return vv.Begin(ctx, "b", "") },
+	} {
+		c, _, err := begin()
+		require.NoError(t, err)
+		require.NotNil(t, c)
+		time.Sleep(20 * time.Millisecond)
+		assert.Zero(t, tx.n.Load(), "claim %d beat through the transaction's view", i)
+		require.NoError(t, c.Complete(ctx, []byte("v")))
+		tx.n.Store(0)
+	}
+}
+
+// swapCount counts CompareAndSwap calls.
+type swapCount struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *swapCount) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
+	s.n.Add(1)
+	return s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
 }

@@ -69,6 +69,7 @@ func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint st
 		if err := pause(ctx, &delay, cfg.pollInterval); err != nil {
 			return nil, Result{}, err
 		}
+		rec, enc = e.claimRecord(cfg, fingerprint) // stamped when it is claimed, not when the wait began
 	}
 }
 

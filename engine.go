@@ -29,7 +29,7 @@ type Engine struct {
 	cfg      config
 	prefix   [3]string // per key space, see storeKey
 	instance [8]byte
-	beats    *beats  // the claims' heartbeats, shared with views
+	beats    *beats  // the claims' heartbeats, shared with views; nil on OnStore views
 	scopes   *scopes // what store keys derive from scopes, shared with views
 }
 
@@ -110,6 +110,7 @@ func (e *Engine) OnStore(s store.Store) (*Engine, error) {
 	v.store = s
 	v.valuer, _ = s.(store.SetNXValuer)
 	v.cfg.heartbeat = -1
+	v.beats = nil // and no per-call WithHeartbeat or With view of it beats the caller's transaction
 	return &v, nil
 }
 

@@ -688,3 +688,72 @@ func mustMem(opts ...memstore.Option) *memstore.Store {
 	}
 	return s
 }
+
+// TestUseTokenOwnClaimReadBackCountsAsOurs: a token claim whose swap the
+// store applied but reported as not applied (a client library retried the
+// swap after losing its reply, and the retry found the value changed) is
+// this caller's own claim, recognised by its unique owner nonce, as Do's
+// claim is: fn runs, instead of the caller getting ErrInProgress for its
+// own claim and the token dying with the lease.
+func TestUseTokenOwnClaimReadBackCountsAsOurs(t *testing.T) {
+	ctx := context.Background()
+	mem := mustMem()
+	defer mem.Close()
+	s := &casRetried{Store: mem}
+	e, err := idemkit.New(s, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	tok, err := e.IssueToken(ctx, "alice")
+	require.NoError(t, err)
+	s.on.Store(true)
+	runs := 0
+	res, err := e.UseToken(ctx, "alice", tok.Value, func(context.Context) ([]byte, error) { runs++; return []byte("x"), nil })
+	require.NoError(t, err, "our own claim read back must count as ours")
+	assert.False(t, res.Replayed)
+	assert.Equal(t, 1, runs)
+	res, err = e.UseToken(ctx, "alice", tok.Value, nil)
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+}
+
+// casRetried applies the first swap of an unused token and reports it as
+// not applied, as a retried swap whose first attempt landed does.
+type casRetried struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (s *casRetried) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
+	ok, err := s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
+	if ok && s.on.CompareAndSwap(true, false) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// TestCompleteRecordedButReportedNotAppliedSucceeds: a completion whose
+// swap the store applied but reported as not applied (a retried command
+// after a lost reply) recorded this claim's result: Complete reads the key
+// back and succeeds, instead of reporting ErrLeaseLost ("nothing was
+// recorded") for a result every repeat now gets.
+func TestCompleteRecordedButReportedNotAppliedSucceeds(t *testing.T) {
+	ctx := context.Background()
+	mem := mustMem()
+	defer mem.Close()
+	s := &casRetried{Store: mem}
+	var lost atomic.Int32
+	e, err := idemkit.New(s, idemkit.WithObserver(idemkit.ObserverFunc(func(_ context.Context, ev idemkit.Event) {
+		if ev.Kind == idemkit.EventLeaseLost {
+			lost.Add(1)
+		}
+	})))
+	require.NoError(t, err)
+	c, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	s.on.Store(true)
+	require.NoError(t, c.Complete(ctx, []byte("v")))
+	assert.Zero(t, lost.Load())
+	res, err := e.Do(ctx, "k", "", nil)
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+	assert.Equal(t, "v", string(res.Value))
+}

@@ -217,3 +217,20 @@ func TestStoreKeysWhenTheCallerReusesTheScopeMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenCallsRefuseWithScope: a token's principal is its scope, passed
+// as an argument; WithScope given to IssueToken or UseToken is refused
+// rather than ignored (ignored, a token issued under WithScope(alice) with
+// an empty principal was usable by any caller).
+func TestTokenCallsRefuseWithScope(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	_, err := e.IssueToken(ctx, "", idemkit.WithScope("alice"))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+	tok, err := e.IssueToken(ctx, "alice")
+	require.NoError(t, err)
+	ran := false
+	_, err = e.UseToken(ctx, "alice", tok.Value, func(context.Context) ([]byte, error) { ran = true; return nil, nil }, idemkit.WithScope("bob"))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+	require.False(t, ran)
+}

@@ -381,7 +381,8 @@ func WithCodec(cd Codec) Option {
 // owns the key. Keys of different scopes never meet, whatever their text,
 // and the scope is kept in store key names only as a digest. Stores that
 // keep per-scope quotas see it through ScopeOf. Per call only; a scope must
-// not be empty.
+// not be empty. IssueToken and UseToken refuse it: their principal
+// argument is the token's scope.
 func WithScope(scope string) Option {
 	return func(c *config) {
 		if scope == "" {

@@ -331,3 +331,33 @@ type failingCAS struct{ store.Store }
 func (failingCAS) CompareAndSwap(context.Context, string, []byte, []byte, time.Duration) (bool, error) {
 	return false, errors.New("statement failed")
 }
+
+// TestDoRecordRefusedByTheStoreReleaseKey: under ReleaseKey, a result the
+// store itself refuses (memstore's byte budget) is an oversized result like
+// any other: the key is released, the caller gets ErrResultTooLarge, and
+// the observer sees EventTooLarge.
+func TestDoRecordRefusedByTheStoreReleaseKey(t *testing.T) {
+	st, err := memstore.New(memstore.WithMaxBytes(64<<10), memstore.WithShards(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	var tooLarge atomic.Int32
+	obs := idemkit.ObserverFunc(func(_ context.Context, ev idemkit.Event) {
+		if ev.Kind == idemkit.EventTooLarge {
+			tooLarge.Add(1)
+		}
+	})
+	e, err := idemkit.New(st, idemkit.WithObserver(obs), idemkit.WithOversized(idemkit.ReleaseKey))
+	require.NoError(t, err)
+	ctx := context.Background()
+	runs := 0
+	fn := func(context.Context) ([]byte, error) { runs++; return make([]byte, 200<<10), nil }
+	for i := range 2 {
+		res, err := e.Do(ctx, "k", "", fn)
+		require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+		require.False(t, res.Replayed)
+		require.Equal(t, i+1, runs, "the key was not released")
+	}
+	require.EqualValues(t, 2, tooLarge.Load())
+	_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -443,5 +444,30 @@ func TestBatchCopiesRunOnceUnderFailOpen(t *testing.T) {
 		if v.Action != Ack {
 			t.Errorf("delivery %d: %+v, want ack", i, v)
 		}
+	}
+}
+
+// TestLongAndBinaryKeysStayDistinct: message keys that differ only past a
+// long common prefix, only in one binary byte, or only around the
+// characters the store key escapes, are different messages: each runs
+// once, and its own copy replays.
+func TestLongAndBinaryKeysStayDistinct(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	long := strings.Repeat("k", 300)
+	keys := []string{long + "a", long + "b", "\x00\xff", "\x00\xfe", "\xff", "a:b", "a%3Ab", "a b", "a%20b", "#x", "%"}
+	var n atomic.Int64
+	ctx := context.Background()
+	for _, k := range keys {
+		if v := p.One(ctx, Request{Key: k, Run: effect(&n, nil)}); !v.Ran || v.Action != Ack {
+			t.Fatalf("key %q: %+v, want a run", k, v)
+		}
+	}
+	for _, k := range keys {
+		if v := p.One(ctx, Request{Key: k, Run: effect(&n, nil)}); !v.Replayed || v.Action != Ack {
+			t.Fatalf("copy of key %q: %+v, want a replay", k, v)
+		}
+	}
+	if n.Load() != int64(len(keys)) {
+		t.Fatalf("effects %d, want %d", n.Load(), len(keys))
 	}
 }

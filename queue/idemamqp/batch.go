@@ -77,6 +77,9 @@ func (h *Handler) ServeBatches(ctx context.Context, deliveries <-chan amqp.Deliv
 				break fill
 			}
 		}
+		if err := ctx.Err(); err != nil { // select picks at random: leave the batch to the broker
+			return err
+		}
 		h.HandleBatch(ctx, batch)
 		if closed {
 			return nil

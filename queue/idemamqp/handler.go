@@ -126,6 +126,9 @@ func (h *Handler) Serve(ctx context.Context, deliveries <-chan amqp.Delivery) er
 			if !ok {
 				return nil
 			}
+			if err := ctx.Err(); err != nil { // select picks at random: leave d to the broker
+				return err
+			}
 			h.Handle(ctx, d)
 		}
 	}

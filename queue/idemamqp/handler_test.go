@@ -3,6 +3,7 @@ package idemamqp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -255,5 +256,36 @@ func TestActionString(t *testing.T) {
 		if got := a.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(a), got, want)
 		}
+	}
+}
+
+// TestServeAfterCtxEndsHandlesNothing: once ctx has ended, Serve and
+// ServeBatches return ctx.Err() without handling a delivery that is
+// waiting (it is left to the broker, requeued when its channel closes):
+// no effect starts after shutdown began.
+func TestServeAfterCtxEndsHandlesNothing(t *testing.T) {
+	var n atomic.Int64
+	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(&n, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 40 { // select picks at random among ready cases
+		d, a := fakeDelivery(fmt.Sprint("m-", i))
+		ds := make(chan amqp.Delivery, 1)
+		ds <- d
+		var err error
+		if i%2 == 0 {
+			err = h.Serve(ctx, ds)
+		} else {
+			err = h.ServeBatches(ctx, ds, 4)
+		}
+		if !errors.Is(err, context.Canceled) || len(a.got()) != 0 {
+			t.Fatalf("round %d: err %v, sent %v; want context.Canceled and nothing sent", i, err, a.got())
+		}
+	}
+	if n.Load() != 0 {
+		t.Fatalf("effect ran %d times after ctx ended", n.Load())
 	}
 }

@@ -121,3 +121,79 @@ func TestChannelClosedDuringRunRedeliversAndReplays(t *testing.T) {
 		t.Fatalf("%d messages back in the queue: not acknowledged", n)
 	}
 }
+
+// On a real broker: many copies of one message ID, raced by concurrent
+// single and batch consumers (Begin against BeginBatch) while the effect
+// runs, run the effect once; every copy is acked in the end.
+func TestRacingCopiesOfOneKeyOnBrokerRunOnce(t *testing.T) {
+	conn := dial(t)
+	queue := newQueue(t, conn)
+	pub := channel(t, conn)
+	const copies = 40
+	for range copies {
+		publish(t, pub, queue, "m-1", "order")
+	}
+	var runs, acked atomic.Int64
+	h, err := idemamqp.NewHandler(newEngine(t), "orders", func(context.Context, *amqp.Delivery) ([]byte, error) {
+		runs.Add(1)
+		time.Sleep(300 * time.Millisecond) // the copies find the key in progress meanwhile
+		return []byte("charged"), nil
+	}, idemamqp.WithEngineOptions(idemkit.WithRetryHint(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(outs ...idemamqp.Outcome) {
+		for _, out := range outs {
+			if out.Action == idemamqp.Ack {
+				acked.Add(1)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var chans []*amqp.Channel
+	for w := range 4 {
+		ch, ds := consume(t, conn, queue, 8)
+		chans = append(chans, ch)
+		wg.Go(func() {
+			for {
+				var d amqp.Delivery
+				select {
+				case <-ctx.Done():
+					return
+				case d = <-ds:
+				}
+				if w%2 == 0 {
+					count(h.Handle(ctx, d))
+					continue
+				}
+				batch := []amqp.Delivery{d}
+			fill:
+				for len(batch) < 8 {
+					select {
+					case d := <-ds:
+						batch = append(batch, d)
+					default:
+						break fill
+					}
+				}
+				count(h.HandleBatch(ctx, batch)...)
+			}
+		})
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for acked.Load() < copies && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for _, ch := range chans {
+		_ = ch.Close()
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("effect ran %d times for %d copies of one message ID, want 1", n, copies)
+	}
+	if a, n := acked.Load(), ready(t, conn, queue); a != copies || n != 0 {
+		t.Fatalf("%d of %d copies acked, %d back in the queue", a, copies, n)
+	}
+}

@@ -2,6 +2,7 @@ package idemnats_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,5 +107,51 @@ func waitDrained(t *testing.T, s jetstream.Stream) {
 			t.Fatalf("%d messages still in the stream", n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// On a real server: many copies of one business key, raced by concurrent
+// Consume handlers and Fetch batches (Begin against BeginBatch) under an
+// ack wait shorter than the effect, run the effect once, and every copy is
+// acked in the end.
+func TestRacingCopiesOfOneKeyOnServerRunOnce(t *testing.T) {
+	js := connect(t)
+	s, subject := newStream(t, js)
+	c := newConsumer(t, s, 300*time.Millisecond)
+	const copies = 40
+	for range copies {
+		publish(t, js, subject, "order", "Order-Id", "o-1")
+	}
+	var runs atomic.Int64
+	h, err := idemnats.NewHandler(newEngine(t), "orders", func(context.Context, jetstream.Msg) ([]byte, error) {
+		runs.Add(1)
+		time.Sleep(500 * time.Millisecond) // outlives the ack wait: the server redelivers meanwhile
+		return []byte("charged"), nil
+	}, idemnats.WithKey(idemnats.HeaderKey("Order-Id")),
+		idemnats.WithEngineOptions(idemkit.WithRetryHint(50*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before the wait: the fetch loops end with ctx
+	for range 2 {
+		cc, err := c.Consume(func(m jetstream.Msg) { wg.Go(func() { h.HandleContext(ctx, m) }) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Stop()
+	}
+	for range 2 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _ = h.Fetch(ctx, c, 8, jetstream.FetchMaxWait(100*time.Millisecond))
+			}
+		})
+	}
+	waitDrained(t, s)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("effect ran %d times for %d copies of one key, want 1", n, copies)
 	}
 }

@@ -156,9 +156,10 @@ func (p *Processor) One(ctx context.Context, r Request) Verdict {
 
 // Batch decides many deliveries with one batch claim (one store call where
 // the store is a store.Batcher), then runs the admitted effects in order.
-// A key that appears twice in the batch runs once: its later copies are
-// decided again after the first has run (a replay, or a run when the first
-// failed and released the key).
+// A key that appears twice in the batch runs once: a later copy of a
+// message that ran with success is acked (even when its result could not
+// be recorded), one of a message that failed is decided again (a run when
+// the first released the key).
 // decided is called with each verdict as soon as it is known, so the
 // caller can acknowledge early messages while later ones run.
 func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i int, v Verdict)) {
@@ -180,21 +181,44 @@ func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i in
 			}
 		}
 	}()
-	admitted := make(map[string]bool)
+	seen := copies{admitted: make(map[string]bool), succeeded: make(map[string]string)}
 	for n, o := range outs {
 		i := index[n]
-		switch {
-		case o.Claim != nil:
-			admitted[reqs[i].Key] = true
-			decided(i, p.run(ctx, o.Claim, reqs[i].Run))
-		case admitted[reqs[i].Key] && errors.Is(o.Err, idemkit.ErrInProgress):
-			// A copy of a message this batch has just run: its record is
-			// there now, so ask again instead of a needless redelivery.
-			decided(i, p.One(ctx, reqs[i]))
-		default:
-			decided(i, p.notAdmitted(ctx, o.Result, o.Err, reqs[i].Run))
-		}
+		decided(i, p.batchOne(ctx, reqs[i], o, seen))
 	}
+}
+
+// copies is what a batch knows of the keys it has decided: those it was
+// admitted to run, and those it ran with success (with the fingerprint).
+type copies struct {
+	admitted  map[string]bool
+	succeeded map[string]string
+}
+
+// batchOne decides the delivery r of a batch, whose batch claim gave o.
+func (p *Processor) batchOne(ctx context.Context, r Request, o idemkit.BatchOutcome, seen copies) Verdict {
+	var v Verdict
+	switch fp, ok := seen.succeeded[r.Key]; {
+	case ok && fp == r.Fingerprint && (o.Claim != nil || o.Result.Unguarded || errors.Is(o.Err, idemkit.ErrInProgress)):
+		// A copy of a message this batch has just run with success: the
+		// work is done, even when its record could not be written (the
+		// key released, or in progress until its lease ends) or the store
+		// is down under FailOpen. A claim is released by Batch.
+		v = Verdict{Action: Ack, Replayed: true}
+	case o.Claim != nil:
+		seen.admitted[r.Key] = true
+		v = p.run(ctx, o.Claim, r.Run)
+	case seen.admitted[r.Key] && errors.Is(o.Err, idemkit.ErrInProgress):
+		// A copy of a message this batch has just run and that failed:
+		// ask again, so it runs now if the first released the key.
+		v = p.One(ctx, r)
+	default:
+		v = p.notAdmitted(ctx, o.Result, o.Err, r.Run)
+	}
+	if v.Ran && v.Action == Ack {
+		seen.succeeded[r.Key] = r.Fingerprint
+	}
+	return v
 }
 
 // batchRequests returns the engine requests of the deliveries that have a

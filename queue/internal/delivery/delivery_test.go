@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -358,5 +359,115 @@ func TestOneOversizedResultIsAckedOnRedelivery(t *testing.T) {
 	}
 	if n.Load() != 1 {
 		t.Fatalf("effect ran %d times, want 1", n.Load())
+	}
+}
+
+// flakyStore fails the calls it is told to, once each.
+type flakyStore struct {
+	store.Store
+	failCAS   atomic.Pointer[error] // the next CompareAndSwap (a Complete)
+	failSetNX atomic.Bool           // every SetNX (a claim)
+}
+
+func (s *flakyStore) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
+	if err := s.failCAS.Swap(nil); err != nil {
+		return false, *err
+	}
+	return s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
+}
+
+func (s *flakyStore) SetNX(ctx context.Context, k string, v []byte, ttl time.Duration) (bool, store.Entry, error) {
+	if s.failSetNX.Load() {
+		return false, store.Entry{}, store.Unavailable("setnx", errors.New("connection refused"))
+	}
+	return s.Store.SetNX(ctx, k, v, ttl)
+}
+
+// TestBatchCopyOfASucceededMessageNeverRunsAgain: the first copy of a key
+// in a batch runs and succeeds, but its result cannot be recorded (the
+// store fails the write: the key is released, or stays in progress until
+// its lease ends). The work is done: the copy in the same batch is acked,
+// neither run again nor sent back to run after the lease.
+func TestBatchCopyOfASucceededMessageNeverRunsAgain(t *testing.T) {
+	for name, storeErr := range map[string]error{
+		"record refused":    errors.New("disk I/O error"),
+		"store unavailable": store.Unavailable("cas", errors.New("connection reset")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &flakyStore{Store: memStore(t)}
+			p := newProcessor(t, s, Config{})
+			var n atomic.Int64
+			run := func(context.Context) ([]byte, error) {
+				if n.Add(1) == 1 {
+					s.failCAS.Store(&storeErr) // fails the first run's Complete
+				}
+				return []byte("ok"), nil
+			}
+			got := make([]Verdict, 3)
+			p.Batch(context.Background(), []Request{{Key: "k", Run: run}, {Key: "k", Run: run}, {Key: "k", Run: run}},
+				func(i int, v Verdict) { got[i] = v })
+			if n.Load() != 1 {
+				t.Fatalf("effect ran %d times, want 1; verdicts %+v", n.Load(), got)
+			}
+			for i, v := range got {
+				if v.Action != Ack {
+					t.Errorf("copy %d: %+v, want ack", i, v)
+				}
+			}
+		})
+	}
+}
+
+// TestBatchCopiesRunOnceUnderFailOpen: with the store down under FailOpen
+// every delivery runs unguarded, but copies of one key in one batch are
+// known duplicates: the work runs once and the copies are acked.
+func TestBatchCopiesRunOnceUnderFailOpen(t *testing.T) {
+	s := &flakyStore{Store: memStore(t)}
+	s.failSetNX.Store(true)
+	e, err := idemkit.New(s, idemkit.WithObserver(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(e, "test", "billing", Config{}, idemkit.WithFailureMode(idemkit.FailOpen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	got := make([]Verdict, 3)
+	p.Batch(context.Background(), []Request{
+		{Key: "k", Run: effect(&n, nil)}, {Key: "other", Run: effect(&n, nil)}, {Key: "k", Run: effect(&n, nil)},
+	}, func(i int, v Verdict) { got[i] = v })
+	if n.Load() != 2 {
+		t.Fatalf("effects ran %d times, want 2 (k once, other once); verdicts %+v", n.Load(), got)
+	}
+	for i, v := range got {
+		if v.Action != Ack {
+			t.Errorf("delivery %d: %+v, want ack", i, v)
+		}
+	}
+}
+
+// TestLongAndBinaryKeysStayDistinct: message keys that differ only past a
+// long common prefix, only in one binary byte, or only around the
+// characters the store key escapes, are different messages: each runs
+// once, and its own copy replays.
+func TestLongAndBinaryKeysStayDistinct(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{})
+	long := strings.Repeat("k", 300)
+	keys := []string{long + "a", long + "b", "\x00\xff", "\x00\xfe", "\xff", "a:b", "a%3Ab", "a b", "a%20b", "#x", "%"}
+	var n atomic.Int64
+	ctx := context.Background()
+	for _, k := range keys {
+		if v := p.One(ctx, Request{Key: k, Run: effect(&n, nil)}); !v.Ran || v.Action != Ack {
+			t.Fatalf("key %q: %+v, want a run", k, v)
+		}
+	}
+	for _, k := range keys {
+		if v := p.One(ctx, Request{Key: k, Run: effect(&n, nil)}); !v.Replayed || v.Action != Ack {
+			t.Fatalf("copy of key %q: %+v, want a replay", k, v)
+		}
+	}
+	if n.Load() != int64(len(keys)) {
+		t.Fatalf("effects %d, want %d", n.Load(), len(keys))
 	}
 }

@@ -78,3 +78,55 @@ func TestCloseWhileOperationsRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepAfterClose calls Sweep on closed Stores, from store.Open
+// (whose Close closed the pool) and from New: it fails with an error
+// wrapping sqlstore.ErrClosed, as every other operation does, not with
+// database/sql's "sql: database is closed", and deletes nothing.
+func TestSweepAfterClose(t *testing.T) {
+	pgURL, err := url.Parse(pg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range backends() {
+		for _, owned := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/owned=%v", b.name, owned), func(t *testing.T) {
+				table := freshTable(t, b)
+				var s interface {
+					store.Store
+					Sweep(context.Context) (int64, error)
+					Close() error
+				}
+				if owned {
+					u := *pgURL
+					if b == my {
+						u = *mysqlURL(t)
+					}
+					q := u.Query()
+					q.Set("table", table)
+					u.RawQuery = q.Encode()
+					st, err := store.Open(t.Context(), u.String())
+					if err != nil {
+						t.Fatal(err)
+					}
+					s = st.(*sqlstore.Store)
+				} else {
+					if s, err = sqlstore.New(b.db, b.dialect, sqlstore.WithTable(table), sqlstore.WithoutSweeper()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				mustSet(t, s, "old", []byte("v"), time.Millisecond)
+				waitExpired(t, s, "old")
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := s.Sweep(t.Context()); n != 0 || !errors.Is(err, sqlstore.ErrClosed) {
+					t.Errorf("Sweep after Close = %d, %v; want 0 and an error wrapping sqlstore.ErrClosed", n, err)
+				}
+				if got := rowCount(t, b, table); got != 1 {
+					t.Errorf("%d rows left, want the expired row", got)
+				}
+			})
+		}
+	}
+}

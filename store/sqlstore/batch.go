@@ -87,7 +87,7 @@ func (v *View) claimBatch(ctx context.Context, items []store.BatchItem, pending 
 			return corrupt("setnx-batch", "", err)
 		case v.own && retryable(err) && ctx.Err() == nil:
 		default:
-			return wrap(ctx, "setnx-batch", "", err)
+			return v.wrap(ctx, "setnx-batch", "", err)
 		}
 	}
 	return wrap(ctx, "setnx-batch", "", errContended)

@@ -100,7 +100,8 @@ func unavailable(err error) bool {
 // dials; its *pgconn.ParseConfigError is recognised by type name, since
 // this package imports no driver), or the server refused a session
 // setting the DSN asked for: an unknown one (PostgreSQL 42704, MySQL 1193)
-// or a bad value (PostgreSQL 22023, MySQL 1231 and 1232).
+// or a bad value (PostgreSQL 22023, MySQL 1231 and 1232, and 1064, the
+// syntax error of a SET statement go-sql-driver made of a parameter).
 func badDSN(err error) bool {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if fmt.Sprintf("%T", e) == "*pgconn.ParseConfigError" {
@@ -111,7 +112,7 @@ func badDSN(err error) bool {
 		return state == "42704" || state == "22023"
 	}
 	n, ok := mysqlNumber(err)
-	return ok && (n == 1193 || n == 1231 || n == 1232)
+	return ok && (n == 1193 || n == 1231 || n == 1232 || n == 1064)
 }
 
 // retryable reports whether a statement that failed with err, outside a

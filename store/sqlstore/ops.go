@@ -43,6 +43,22 @@ func (v *View) check(op, key string) error {
 	return nil
 }
 
+// wrap is the package's wrap for the View's operations. On the Store's
+// own pool, once Close has begun, a failure is reported as ErrClosed:
+// Close closes the prepared statements (and the pool store.Open opened)
+// under an operation already running, which then fails with database/sql's
+// "statement is closed" or "database is closed".
+func (v *View) wrap(ctx context.Context, op, key string, err error) error {
+	if v.own && v.s.closed() && ctx.Err() == nil {
+		where := op
+		if key != "" {
+			where += " " + keyRef(key)
+		}
+		return fmt.Errorf("sqlstore: %s: %w (%w)", where, ErrClosed, err)
+	}
+	return wrap(ctx, op, key, err)
+}
+
 // retry runs attempt until it reports done, an error that a new attempt
 // cannot cure, or maxAttempts. Deadlock victims are retried only on the
 // Store's own pool: in a caller's transaction the server rolled back the
@@ -58,7 +74,7 @@ func (v *View) retry(ctx context.Context, op, key string, attempt func() (done b
 			return corrupt(op, key, err)
 		case v.own && retryable(err) && ctx.Err() == nil:
 		default:
-			return wrap(ctx, op, key, err)
+			return v.wrap(ctx, op, key, err)
 		}
 	}
 	return wrap(ctx, op, key, errContended)

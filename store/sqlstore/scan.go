@@ -28,7 +28,7 @@ func (v *View) Scan(ctx context.Context, prefix string, fn func(key string, ent 
 	for {
 		keys, ents, err := v.scanPage(ctx, from, end)
 		if err != nil {
-			return wrap(ctx, "scan", "", err)
+			return v.wrap(ctx, "scan", "", err)
 		}
 		for i, k := range keys {
 			if !fn(k, ents[i]) {

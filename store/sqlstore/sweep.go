@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 )
 
@@ -47,14 +48,18 @@ func (s *Store) reportSweep(n int64, err error) {
 // LOCKED), so it never waits on live traffic nor makes it wait beyond the
 // batch. On MySQL servers without SKIP LOCKED (before MySQL 8.0.1 or
 // MariaDB 10.6) a batch is a READ COMMITTED DELETE ... LIMIT instead. The
-// sweeper calls Sweep; call it yourself with WithoutSweeper.
+// sweeper calls Sweep; call it yourself with WithoutSweeper. After Close
+// it fails with ErrClosed.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
+	if s.closed() {
+		return 0, fmt.Errorf("sqlstore: sweep: %w", ErrClosed)
+	}
 	var total int64
 	for ctx.Err() == nil {
 		n, err := s.sweepBatch(ctx)
 		total += n
 		if err != nil {
-			return total, wrap(ctx, "sweep", "", err)
+			return total, s.view.wrap(ctx, "sweep", "", err)
 		}
 		if n < int64(s.cfg.sweepBatch) {
 			break

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -104,7 +105,7 @@ func openURL(ctx context.Context, u *url.URL, d Dialect, driver, importLine, dsn
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", where, store.ErrInvalid, err)
+		return nil, fmt.Errorf("%s: %w: %w", where, store.ErrInvalid, scrub(err, secrets(u)))
 	}
 	s, err := New(db, d, o.opts...)
 	if err != nil {
@@ -114,6 +115,7 @@ func openURL(ctx context.Context, u *url.URL, d Dialect, driver, importLine, dsn
 	s.ownsDB = true
 	if err := db.PingContext(ctx); err != nil {
 		s.Close()
+		err = scrub(err, secrets(u))
 		if badDSN(err) {
 			// A value the driver cannot parse, or an unknown parameter
 			// the server refused as a session setting: final, not an
@@ -125,8 +127,58 @@ func openURL(ctx context.Context, u *url.URL, d Dialect, driver, importLine, dsn
 	if o.create {
 		if err := s.CreateTable(ctx); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("%s: %w", where, err)
+			return nil, fmt.Errorf("%s: %w", where, scrub(err, secrets(u)))
 		}
 	}
 	return s, nil
 }
+
+// secrets returns the values of u that store.Redact hides: its password
+// and the values of parameters named like a secret. A server may quote
+// them back in an error: go-sql-driver sends a parameter it does not know,
+// password=VALUE say, as SET password=VALUE, whose syntax error quotes
+// VALUE.
+func secrets(u *url.URL) []string {
+	var out []string
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		out = append(out, pw)
+	}
+	r, err := url.Parse(store.Redact(u.String()))
+	if err != nil {
+		return out
+	}
+	redacted := r.Query()
+	for name, values := range u.Query() {
+		if redacted.Get(name) != "xxxxx" {
+			continue
+		}
+		for _, v := range values {
+			if v != "" && v != "xxxxx" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// scrub returns err with every one of secrets in its text replaced by
+// xxxxx; it still wraps err, for errors.Is and errors.As.
+func scrub(err error, secrets []string) error {
+	msg := err.Error()
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return scrubbed{msg: msg, err: err}
+}
+
+// scrubbed is an error whose text had secrets taken out.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e scrubbed) Error() string { return e.msg }
+func (e scrubbed) Unwrap() error { return e.err }

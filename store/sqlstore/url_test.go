@@ -135,3 +135,27 @@ func TestOpenURLUnknownParameter(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenURLSecretParameterNotEchoed opens the MySQL test database with
+// a password given as a query parameter, which go-sql-driver does not
+// know and sends to the server as a session setting, SET password=VALUE:
+// the server refuses it with a syntax error that quotes the value. The
+// error must not show the value (store.Redact hides such parameters in
+// the URL itself), and must wrap store.ErrInvalid, not
+// store.ErrUnavailable: a retry cannot fix the URL.
+func TestOpenURLSecretParameterNotEchoed(t *testing.T) {
+	const secret = "s3cr3tpw"
+	u := mysqlURL(t)
+	u.RawQuery = url.Values{"password": {secret}}.Encode()
+	s, err := store.Open(t.Context(), u.String())
+	if err == nil {
+		s.(store.Closer).Close()
+		t.Fatalf("Open(%s) succeeded", store.Redact(u.String()))
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Errorf("Open(%s) error shows the password parameter: %v", store.Redact(u.String()), err)
+	}
+	if !errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Open(%s) = %v; want ErrInvalid, not ErrUnavailable", store.Redact(u.String()), err)
+	}
+}

@@ -76,6 +76,12 @@ func unavailable(err error) bool {
 		errors.As(err, &ne):
 		return true
 	}
+	if anyText(err, "invalid connection") {
+		// go-sql-driver/mysql's ErrInvalidConn: the connection died under
+		// a statement (killed, reset, the server gone). Recognised by its
+		// text, since this package imports no driver.
+		return true
+	}
 	if state, ok := sqlState(err); ok {
 		switch state[:2] {
 		case "08", "53", "57": // connection exception, insufficient resources, operator intervention
@@ -163,4 +169,26 @@ func mysqlNumber(err error) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// anyText reports whether err or an error it wraps (through Unwrap or
+// Unwrap []error) has exactly the text msg.
+func anyText(err error, msg string) bool {
+	if err == nil {
+		return false
+	}
+	if err.Error() == msg {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return anyText(u.Unwrap(), msg)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if anyText(e, msg) {
+				return true
+			}
+		}
+	}
+	return false
 }

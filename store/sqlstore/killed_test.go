@@ -32,8 +32,10 @@ func TestKilledConnectionIsUnavailable(t *testing.T) {
 			defer tx.Rollback()
 			var id int64
 			idQuery, kill := "SELECT pg_backend_pid()", "SELECT pg_terminate_backend($1)"
+			alive := "SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
 			if b == my {
 				idQuery, kill = "SELECT CONNECTION_ID()", "KILL ?"
+				alive = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?"
 			}
 			if err := tx.QueryRowContext(ctx, idQuery).Scan(&id); err != nil {
 				t.Fatal(err)
@@ -41,7 +43,19 @@ func TestKilledConnectionIsUnavailable(t *testing.T) {
 			if _, err := b.db.ExecContext(ctx, kill, id); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(100 * time.Millisecond) // let the server close the socket
+			// Wait (at most 10 s) until the server has let the session go.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				var n int
+				if err := b.db.QueryRowContext(ctx, alive, id).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("session %d still alive 10 s after it was killed", id)
+				}
+			}
 			_, _, err = s.Tx(tx).SetNX(ctx, "k", []byte("v"), time.Minute)
 			if err == nil {
 				t.Fatal("SetNX on a killed connection succeeded")

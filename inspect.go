@@ -111,7 +111,7 @@ func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Opti
 }
 
 func (e *Engine) modeKey(call string, mode Mode, key string, opts []Option) (string, *config, error) {
-	cfg, err := e.callConfigFor(call, 0, opts)
+	cfg, err := e.callConfigFor(call, inspectOpts, opts)
 	if err != nil {
 		return "", nil, err
 	}

@@ -134,7 +134,9 @@ func defaultConfig() config {
 // WithErrorCodec and WithCodec (Begin not WithCodec, BeginBatch neither
 // WithCodec nor WithWait); IssueToken takes WithTokenTTL; UseToken takes
 // both of the last two lists; Inspect, StoredResult and Forget take none.
-// The other options apply to every call.
+// WithScope applies to every call but IssueToken and UseToken, whose
+// principal argument is the token's scope. The other options apply to
+// every call.
 type Option func(*config)
 
 // optSet names mode-specific options, so a call can refuse one that does
@@ -153,19 +155,22 @@ const (
 	optWait
 	optErrorCodec
 	optCodec
+	optScope
 )
 
 var optNames = [...]string{"WithWindow", "WithRelease", "WithLease", "WithHeartbeat or WithoutHeartbeat", "WithRetention",
-	"WithTokenTTL", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec"}
+	"WithTokenTTL", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec", "WithScope"}
 
-// The mode-specific options each call takes.
+// The mode-specific options each call takes. The token calls take no
+// WithScope: their principal argument is the token's scope.
 const (
-	guardOpts      = optWindow | optRelease
-	doOpts         = optLease | optHeartbeat | optRetention | optMaxResult | optOversized | optWait | optErrorCodec | optCodec
+	guardOpts      = optWindow | optRelease | optScope
+	doOpts         = optLease | optHeartbeat | optRetention | optMaxResult | optOversized | optWait | optErrorCodec | optCodec | optScope
 	beginOpts      = doOpts &^ optCodec   // a Begin claim reaches no typed helper
 	batchOpts      = beginOpts &^ optWait // a batch never waits
 	issueTokenOpts = optTokenTTL
-	useTokenOpts   = doOpts | optTokenTTL
+	useTokenOpts   = (doOpts | optTokenTTL) &^ optScope
+	inspectOpts    = optScope // Inspect, StoredResult and Forget
 )
 
 // mark makes an Option that records, per call, that a mode-specific
@@ -384,13 +389,13 @@ func WithCodec(cd Codec) Option {
 // not be empty. IssueToken and UseToken refuse it: their principal
 // argument is the token's scope.
 func WithScope(scope string) Option {
-	return func(c *config) {
+	return mark(optScope, func(c *config) {
 		if scope == "" {
 			c.invalid("empty scope")
 			return
 		}
 		c.scope = scope
-	}
+	})
 }
 
 // WithReadableKeys makes store key names keep the caller's keys and scopes

@@ -28,7 +28,7 @@ var ErrTokenUsed = fmt.Errorf("%w: already used", ErrTokenInvalid)
 // principal, with UseToken. Issuing needs the store whatever the failure
 // mode: a store failure returns an error wrapping ErrUnavailable.
 func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Option) (_ Token, err error) {
-	cfg, err := e.tokenConfig("IssueToken", issueTokenOpts, opts)
+	cfg, err := e.callConfigFor("IssueToken", issueTokenOpts, opts)
 	if err != nil {
 		return Token{}, err
 	}
@@ -50,16 +50,6 @@ func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Optio
 		}
 	}
 	return Token{}, errors.New("idemkit: token collision three times in a row; the random source is broken")
-}
-
-// tokenConfig is callConfigFor for a token call, which also refuses
-// WithScope: a token's scope is the principal argument.
-func (e *Engine) tokenConfig(call string, allowed optSet, opts []Option) (*config, error) {
-	cfg, err := e.callConfigFor(call, allowed, opts)
-	if err == nil && cfg.scope != "" {
-		return nil, fmt.Errorf("idemkit: %w: WithScope does not apply to %s: the principal is the token's scope", ErrInvalid, call)
-	}
-	return cfg, err
 }
 
 // tokenKey is where a token issued to principal lives: the principal is
@@ -94,7 +84,7 @@ func validTokenText(s string) bool {
 // Unknown, expired, forged or other principals' tokens get ErrTokenInvalid
 // and change nothing.
 func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
-	cfg, err := e.tokenConfig("UseToken", useTokenOpts, opts)
+	cfg, err := e.callConfigFor("UseToken", useTokenOpts, opts)
 	if err != nil {
 		return Result{}, err
 	}

@@ -84,12 +84,19 @@ func deriveScope(scope string) *scopeEntry {
 // blocks, so that the hash state after it can be kept and resumed. The
 // length keeps (scope, key) pairs apart.
 func keyDigestPrefix(scope string) []byte {
-	b := append([]byte(keyDigestDomain), binary.BigEndian.AppendUint64(nil, uint64(len(scope)))...)
-	b = append(b, scope...)
+	b := appendKeyDigestHead(nil, scope)
 	if r := len(b) % sha256.BlockSize; r != 0 {
 		b = append(b, make([]byte, sha256.BlockSize-r)...)
 	}
 	return b
+}
+
+// appendKeyDigestHead appends what every key digest input starts with:
+// the domain, the scope's length and the scope.
+func appendKeyDigestHead(b []byte, scope string) []byte {
+	b = append(b, keyDigestDomain...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(scope)))
+	return append(b, scope...)
 }
 
 // shortKeyInput is the longest unpadded key digest input that SHA-256
@@ -106,10 +113,7 @@ const shortKeyInput = sha256.BlockSize - 9
 func keyDigest(sc *scopeEntry, key string) [sha256.Size]byte {
 	if len(keyDigestDomain)+8+len(sc.scope)+len(key) <= shortKeyInput {
 		var buf [shortKeyInput]byte
-		in := append(buf[:0], keyDigestDomain...)
-		in = binary.BigEndian.AppendUint64(in, uint64(len(sc.scope)))
-		in = append(append(in, sc.scope...), key...)
-		return sha256.Sum256(in)
+		return sha256.Sum256(append(appendKeyDigestHead(buf[:0], sc.scope), key...))
 	}
 	d := digests.Get().(*resumable)
 	defer d.put()

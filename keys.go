@@ -23,11 +23,12 @@ const (
 //
 // The lengths keep a name with the default namespace at 42 bytes, under
 // the 44 up to which Redis keeps a string in one allocation with its
-// object header: a 67-byte name cost Redis about 1,000 more instructions
-// per replay and 3,400 per first execution (CALLGRIND=1
-// ./bench/redis-work.sh with longer keys). 128 bits keep accidental
-// collisions out of reach (about 2^64 keys for even odds), and a key
-// digest covers its scope, so a caller can only collide with its own keys.
+// object header: a 67-byte name cost Redis 0.7k more instructions per
+// replay and 2.9k per first execution than a 42-byte one (KEYLEN=67 and
+// KEYLEN=42 CALLGRIND=1 OPS=2000 ./bench/redis-work.sh). 128 bits keep
+// accidental collisions out of reach (about 2^64 keys for even odds), and
+// a key digest covers its scope, so a caller can only collide with its
+// own keys.
 const (
 	noScope         = "-"
 	scopeDigestLen  = 9  // bytes: 12 base64url characters

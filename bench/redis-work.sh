@@ -10,6 +10,7 @@
 #   ./bench/redis-work.sh                 # CPU time and INFO commandstats
 #   CALLGRIND=1 ./bench/redis-work.sh     # also instructions per op (valgrind)
 #   OPS=5000 ./bench/redis-work.sh
+#   KEYLEN=67 CALLGRIND=1 ./bench/redis-work.sh   # claim key names of 67 bytes
 #
 # Columns: cpu-us/op is the server's used_cpu_user+used_cpu_sys per operation
 # (network I/O included; shared machines make it noisy); cmd-us/op sums the
@@ -33,7 +34,7 @@ run_test() {
 }
 
 if [[ -z "${CALLGRIND:-}" ]]; then
-	REDISSTORE_WORK=1 REDISSTORE_WORK_OPS="${OPS:-20000}" run_test
+	REDISSTORE_WORK=1 REDISSTORE_WORK_OPS="${OPS:-20000}" REDISSTORE_WORK_KEYLEN="${KEYLEN:-}" run_test
 	exit
 fi
 
@@ -74,7 +75,7 @@ for _ in $(seq 1 120); do
 	sleep 0.5
 done
 
-REDISSTORE_WORK=1 REDISSTORE_WORK_OPS="${OPS:-3000}" \
+REDISSTORE_WORK=1 REDISSTORE_WORK_OPS="${OPS:-3000}" REDISSTORE_WORK_KEYLEN="${KEYLEN:-}" \
 	REDISSTORE_WORK_ADDR="127.0.0.1:$port" \
 	REDISSTORE_WORK_CALLGRIND="$pid" \
 	REDISSTORE_WORK_CALLGRIND_OUT="$work/callgrind.out" \

@@ -24,6 +24,7 @@ const (
 	workEnv         = "REDISSTORE_WORK"           // "1" runs the test
 	workAddrEnv     = "REDISSTORE_WORK_ADDR"      // a server to measure (default: one of its own)
 	workOpsEnv      = "REDISSTORE_WORK_OPS"       // operations per scenario (default 20000)
+	workKeyLenEnv   = "REDISSTORE_WORK_KEYLEN"    // the claim scenarios' key names padded to this many bytes (default: unpadded, about 8)
 	workCallgrind   = "REDISSTORE_WORK_CALLGRIND" // pid of a redis-server run under valgrind --tool=callgrind
 	workCallgrindTo = "REDISSTORE_WORK_CALLGRIND_OUT"
 )
@@ -96,12 +97,25 @@ func workScenarios(t *testing.T, c *redis.Client) []workScenario {
 		}
 		return s
 	}
-	key := func(i int) string { return "k" + strconv.Itoa(i) }
+	keyLen := 0
+	if v := os.Getenv(workKeyLenEnv); v != "" {
+		var err error
+		keyLen, err = strconv.Atoi(v)
+		require.NoError(t, err, workKeyLenEnv)
+	}
+	// name pads base so that a scenario's key name (a 3-byte prefix and
+	// the key) is keyLen bytes long, as the engine's names are (42 bytes
+	// with the default namespace; 67 before they were shortened).
+	name := func(base string) string {
+		return strings.Repeat("x", max(0, keyLen-3-len(base))) + base
+	}
+	key := func(i int) string { return name("k" + strconv.Itoa(i)) }
+	done := name("done")
 	replay := func(s *redisstore.Store) workScenario {
 		return workScenario{
-			setup: func(int) { _, _, _ = s.SetNX(ctxb, "done", value, time.Hour) },
+			setup: func(int) { _, _, _ = s.SetNX(ctxb, done, value, time.Hour) },
 			op: func(int) error {
-				set, _, err := s.SetNX(ctxb, "done", claim, time.Hour)
+				set, _, err := s.SetNX(ctxb, done, claim, time.Hour)
 				if err == nil && set {
 					err = fmt.Errorf("replay stored")
 				}
@@ -112,9 +126,9 @@ func workScenarios(t *testing.T, c *redis.Client) []workScenario {
 	// The engine's Do claims with SetNXValue, which reads no TTL.
 	replayValue := func(s *redisstore.Store) workScenario {
 		return workScenario{
-			setup: func(int) { _, _, _ = s.SetNX(ctxb, "done", value, time.Hour) },
+			setup: func(int) { _, _, _ = s.SetNX(ctxb, done, value, time.Hour) },
 			op: func(int) error {
-				set, _, err := s.SetNXValue(ctxb, "done", claim, time.Hour)
+				set, _, err := s.SetNXValue(ctxb, done, claim, time.Hour)
 				if err == nil && set {
 					err = fmt.Errorf("replay stored")
 				}

@@ -95,8 +95,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)
 	}
 	sk := e.tokenKey(cfg, principal, token)
-	c := e.newClaim(cfg, ModeToken, token, sk, "")
-	enc := c.enc
+	rec, enc := e.claimRecord(cfg, "") // the Claim is made only when the token is won
 	delay := cfg.pollInterval
 	for {
 		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, cfg.lease)
@@ -111,8 +110,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
 		}
 		if ok {
-			c.admit(ctx)
-			return c.run(ctx, fn)
+			return e.runToken(ctx, cfg, token, sk, rec, enc, fn)
 		}
 		ent, err := e.store.Get(ctx, sk)
 		if errors.Is(err, store.ErrNotFound) {
@@ -125,8 +123,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		if bytes.Equal(ent.Value, enc) {
 			// Our own claim: the swap landed but was reported as not
 			// applied (a client library retried it after losing the reply).
-			c.admit(ctx)
-			return c.run(ctx, fn)
+			return e.runToken(ctx, cfg, token, sk, rec, enc, fn)
 		}
 		res, err, again := e.existing(ctx, cfg, ModeToken, token, "", ent)
 		if !again {
@@ -136,4 +133,11 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 			return Result{}, err
 		}
 	}
+}
+
+// runToken runs fn under the token claim that wrote rec, encoded as enc.
+func (e *Engine) runToken(ctx context.Context, cfg *config, token, sk string, rec record, enc []byte, fn func(context.Context) ([]byte, error)) (Result, error) {
+	c := e.claimOf(cfg, ModeToken, token, sk, rec, enc)
+	c.admit(ctx)
+	return c.run(ctx, fn)
 }

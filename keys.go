@@ -31,9 +31,9 @@ const (
 // own keys.
 const (
 	noScope         = "-"
-	scopeDigestLen  = 9  // bytes: 12 base64url characters
-	keyDigestLen    = 16 // bytes: 22 base64url characters
-	keyDigestDomain = "idemkit/store-key\x00"
+	scopeDigestLen  = 9       // bytes: 12 base64url characters
+	keyDigestLen    = 16      // bytes: 22 base64url characters
+	keyDigestDomain = "K\x02" // a store key digest, version 2
 )
 
 // storeKey maps a caller's key in a scope into one of the engine's key

@@ -35,6 +35,7 @@ type scopes struct {
 // is published.
 type scopeEntry struct {
 	scope string
+	head  int    // len(appendKeyDigestHead(nil, scope))
 	text  string // the scope segment of store keys: scopeDigestLen bytes of SHA-256(scope), base64url
 	state []byte // the key digest's hash state after keyDigestPrefix(scope), marshaled
 }
@@ -64,7 +65,7 @@ func (c *scopes) get(scope string) *scopeEntry {
 // would turn a kept alias into another principal's scope.
 func deriveScope(scope string) *scopeEntry {
 	scope = strings.Clone(scope)
-	e := &scopeEntry{scope: scope, text: noScope}
+	e := &scopeEntry{scope: scope, head: len(appendKeyDigestHead(nil, scope)), text: noScope}
 	if scope != "" {
 		s := sha256.Sum256([]byte(scope))
 		e.text = base64.RawURLEncoding.EncodeToString(s[:scopeDigestLen])
@@ -92,10 +93,11 @@ func keyDigestPrefix(scope string) []byte {
 }
 
 // appendKeyDigestHead appends what every key digest input starts with:
-// the domain, the scope's length and the scope.
+// the domain, the scope's length (uvarint) and the scope. It is short so
+// that a scope and key of up to 52 bytes together hash in one block.
 func appendKeyDigestHead(b []byte, scope string) []byte {
 	b = append(b, keyDigestDomain...)
-	b = binary.BigEndian.AppendUint64(b, uint64(len(scope)))
+	b = binary.AppendUvarint(b, uint64(len(scope)))
 	return append(b, scope...)
 }
 
@@ -111,7 +113,7 @@ const shortKeyInput = sha256.BlockSize - 9
 // long and the second at least 65, so no input of one is an input of the
 // other.
 func keyDigest(sc *scopeEntry, key string) [sha256.Size]byte {
-	if len(keyDigestDomain)+8+len(sc.scope)+len(key) <= shortKeyInput {
+	if sc.head+len(key) <= shortKeyInput {
 		var buf [shortKeyInput]byte
 		return sha256.Sum256(append(appendKeyDigestHead(buf[:0], sc.scope), key...))
 	}

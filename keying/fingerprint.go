@@ -9,9 +9,10 @@ import (
 )
 
 // fingerprintDomain starts every fingerprint's hash input, naming the
-// scheme and its version. It is short so that a small request hashes in
-// two SHA-256 blocks.
-const fingerprintDomain = "idemkit/fp/v2\x00"
+// scheme and its version. It is two bytes: every byte of the framing is
+// hashed on every request, and a request of up to 55 bytes in all hashes in
+// one SHA-256 block.
+const fingerprintDomain = "F\x03"
 
 // Body kinds, hashed before the body so that a canonical JSON body and the
 // same bytes hashed raw never collide.

@@ -27,7 +27,7 @@ func headerKey(values []string) (key string, present bool, err error) {
 // ASCII without delimiters (abc, a UUID, base64url). The key is the
 // unquoted text; it must be 1 to MaxKeyLen printable ASCII characters.
 func parseKey(v string) (string, error) {
-	v = strings.Trim(v, " \t")
+	v = trimSpaceTab(v)
 	var key string
 	var err error
 	if strings.HasPrefix(v, `"`) {
@@ -83,8 +83,18 @@ func parseSFString(v string) (string, error) {
 // parseBare accepts a run of RFC 9110 tchar, ':' and '/': every visible
 // ASCII character except delimiters such as quotes, commas and spaces.
 func parseBare(v string) (string, error) {
-	for i := 0; i < len(v); i++ {
-		if !bareKeyByte[v[i]] {
+	// Eight bytes a step: the table's entries are 0 or 1, so the AND of
+	// eight of them is 1 only when all eight may appear in a bare key.
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := v[i : i+8]
+		if bareKeyByte[w[0]]&bareKeyByte[w[1]]&bareKeyByte[w[2]]&bareKeyByte[w[3]]&
+			bareKeyByte[w[4]]&bareKeyByte[w[5]]&bareKeyByte[w[6]]&bareKeyByte[w[7]] == 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if bareKeyByte[v[i]] == 0 {
 			if err := checkPrintable(v); err != nil {
 				return "", err
 			}
@@ -94,13 +104,28 @@ func parseBare(v string) (string, error) {
 	return v, nil
 }
 
-// bareKeyByte tells the bytes a bare key may hold: tchar, ':' and '/'.
-var bareKeyByte = func() (t [256]bool) {
+// bareKeyByte is 1 for the bytes a bare key may hold (tchar, ':' and
+// '/'), 0 for the others.
+var bareKeyByte = func() (t [256]uint8) {
 	for c := range 256 {
-		t[c] = isTchar(byte(c)) || c == ':' || c == '/'
+		if isTchar(byte(c)) || c == ':' || c == '/' {
+			t[c] = 1
+		}
 	}
 	return t
 }()
+
+// trimSpaceTab returns v without leading and trailing spaces and tabs
+// (strings.Trim(v, " \t"), without building a cutset).
+func trimSpaceTab(v string) string {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
+}
 
 func checkPrintable(s string) error {
 	for i := 0; i < len(s); i++ {

@@ -3,9 +3,7 @@ package idemhttp
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -111,30 +109,36 @@ func decodeResponse(b []byte) (storedResponse, error) {
 	if sr.status < 100 || sr.status > 999 {
 		return sr, errCorruptResponse
 	}
-	d := decoder{b: b, off: 3}
-	sr.n = d.count()
-	start := d.off
-	for i := 0; i < sr.n && d.err == nil; i++ {
-		d.skip()
-		k := d.count()
+	n, off, ok := readCount(b, 3)
+	start := off
+	for i := 0; i < n && ok; i++ {
+		var k, m int
+		if m, off, ok = readCount(b, off); !ok { // the name
+			break
+		}
+		k, off, ok = readCount(b, off+m)
 		sr.values += k
-		for j := 0; j < k && d.err == nil; j++ {
-			d.skip()
+		for j := 0; j < k && ok; j++ {
+			m, off, ok = readCount(b, off)
+			off += m
 		}
 	}
-	if d.err != nil {
-		return storedResponse{}, d.err
+	if !ok {
+		return storedResponse{}, errCorruptResponse
 	}
-	sr.headers, sr.body = b[start:d.off], b[d.off:]
+	sr.n = n
+	sr.headers, sr.body = b[start:off], b[off:]
 	return sr, nil
 }
 
 // send writes sr to w: its headers, which replace any of the same name in
 // w's header map, the replay header ("true") when replayed is set (it is
-// removed otherwise), Content-Length, the status and the body. allow
-// supplies canonical header names to reuse. All header values share one
-// string and one slice: two allocations, whatever the headers.
-func (sr *storedResponse) send(w http.ResponseWriter, allow []string, replayHeader string, replayed bool) {
+// removed otherwise), Content-Length, the status and the body. Header
+// names and values are substrings of one string, the values in one
+// slice: two allocations, whatever the headers. The second argument, the
+// route's replay allow-list, is not used: the stored names are the
+// allow-list's own, and a replay no longer looks each one up there.
+func (sr *storedResponse) send(w http.ResponseWriter, _ []string, replayHeader string, replayed bool) {
 	var digits [20]byte
 	length := strconv.AppendInt(digits[:0], int64(len(sr.body)), 10)
 	var sb strings.Builder
@@ -146,12 +150,16 @@ func (sr *storedResponse) send(w http.ResponseWriter, allow []string, replayHead
 	// values.
 	vals := make([]string, sr.values+2)
 	h := w.Header()
-	d := decoder{b: sr.headers}
+	// decodeResponse validated the encoding: the fields are read here
+	// without checks.
+	b, off := sr.headers, 0
 	for range sr.n {
-		name := canonicalName(d.text(text), allow)
-		k := d.count()
+		var name string
+		name, off = validText(text, b, off)
+		var k int
+		k, off = validCount(b, off)
 		for j := range k {
-			vals[j] = d.text(text)
+			vals[j], off = validText(text, b, off)
 		}
 		h[name], vals = vals[:k:k], vals[k:]
 	}
@@ -171,55 +179,47 @@ func (sr *storedResponse) send(w http.ResponseWriter, allow []string, replayHead
 	}
 }
 
-func canonicalName(name string, allow []string) string {
-	if i := slices.Index(allow, name); i >= 0 {
-		return allow[i]
+// readCount reads the uvarint at b[off:], a count or a field length,
+// which cannot exceed the bytes after it. It returns the value and the
+// offset after it; ok is false when the uvarint is malformed (as
+// binary.Uvarint sees it) or too large.
+func readCount(b []byte, off int) (v, next int, ok bool) {
+	var u uint64
+	for s := uint(0); off < len(b); s += 7 {
+		c := b[off]
+		off++
+		if c < 0x80 {
+			if s == 63 && c > 1 {
+				return 0, off, false // overflows 64 bits
+			}
+			u |= uint64(c) << s
+			return int(u), off, u <= uint64(len(b)-off)
+		}
+		if s == 63 {
+			return 0, off, false
+		}
+		u |= uint64(c&0x7f) << s
 	}
-	return name
+	return 0, off, false
 }
 
-// decoder reads uvarint-framed fields; the first error sticks.
-type decoder struct {
-	b   []byte
-	off int
-	err error
+// validCount reads a uvarint of an encoding decodeResponse validated.
+func validCount(b []byte, off int) (v, next int) {
+	var u uint64
+	for s := uint(0); ; s += 7 {
+		c := b[off]
+		off++
+		u |= uint64(c&0x7f) << s
+		if c < 0x80 {
+			return int(u), off
+		}
+	}
 }
 
-// count reads a uvarint count that cannot exceed the bytes left.
-func (d *decoder) count() int {
-	if d.err == nil && d.off < len(d.b) && d.b[d.off] < 0x80 && int(d.b[d.off]) <= len(d.b)-d.off-1 {
-		d.off++ // one byte (a value under 128), within bounds: the common case
-		return int(d.b[d.off-1])
-	}
-	return d.slowCount()
-}
-
-func (d *decoder) slowCount() int {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
-		d.err = errCorruptResponse
-		return 0
-	}
-	d.off += n
-	if v > uint64(len(d.b)-d.off) {
-		d.err = fmt.Errorf("%w: count %d", errCorruptResponse, v)
-		return 0
-	}
-	return int(v)
-}
-
-// skip passes over the next length-prefixed field.
-func (d *decoder) skip() {
-	d.off += d.count()
-}
-
-// text returns the next field of an already validated encoding as a
-// substring of text, which starts with the same bytes as d.b.
-func (d *decoder) text(text string) string {
-	n := d.count()
-	d.off += n
-	return text[d.off-n : d.off]
+// validText returns the length-prefixed field at b[off:], of an encoding
+// decodeResponse validated, as a substring of text, which starts with the
+// same bytes as b, and the offset after it.
+func validText(text string, b []byte, off int) (s string, next int) {
+	n, off := validCount(b, off)
+	return text[off : off+n], off + n
 }

@@ -54,7 +54,8 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The fingerprint and the engine key share one string.
 	var text [128]byte
-	b := h.fp.AppendSum(text[:0], principal, operation(r), h.params(r, true), body.b)
+	var op [128]byte
+	b := h.fp.AppendSum(text[:0], principal, string(appendOperation(op[:0], r)), h.params(r, true), body.b)
 	both := string(keying.AppendKey(b, transport, key))
 	fp, engineKey := both[:len(b)], both[len(b):]
 	if h.payload != nil && !h.firstKeyFor(w, r, principal, key, fp) {

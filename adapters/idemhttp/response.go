@@ -205,15 +205,14 @@ func readCount(b []byte, off int) (v, next int, ok bool) {
 
 // validCount reads a uvarint of an encoding decodeResponse validated.
 func validCount(b []byte, off int) (v, next int) {
-	var u uint64
-	for s := uint(0); ; s += 7 {
-		c := b[off]
+	c := b[off]
+	u := uint64(c & 0x7f)
+	for s := uint(7); c >= 0x80; s += 7 {
 		off++
+		c = b[off]
 		u |= uint64(c&0x7f) << s
-		if c < 0x80 {
-			return int(u), off
-		}
 	}
+	return int(u), off + 1
 }
 
 // validText returns the length-prefixed field at b[off:], of an encoding

@@ -135,10 +135,9 @@ func decodeResponse(b []byte) (storedResponse, error) {
 // w's header map, the replay header ("true") when replayed is set (it is
 // removed otherwise), Content-Length, the status and the body. Header
 // names and values are substrings of one string, the values in one
-// slice: two allocations, whatever the headers. The second argument, the
-// route's replay allow-list, is not used: the stored names are the
-// allow-list's own, and a replay no longer looks each one up there.
-func (sr *storedResponse) send(w http.ResponseWriter, _ []string, replayHeader string, replayed bool) {
+// slice: two allocations, whatever the headers. The stored names are
+// already canonical: the route stored only names of its allow-list.
+func (sr *storedResponse) send(w http.ResponseWriter, replayHeader string, replayed bool) {
 	var digits [20]byte
 	length := strconv.AppendInt(digits[:0], int64(len(sr.body)), 10)
 	var sb strings.Builder

@@ -23,7 +23,7 @@ func TestDecodeResponseNeverPanics(t *testing.T) {
 			}
 		}
 		if sr, err := decodeResponse(b); err == nil {
-			sr.send(httptest.NewRecorder(), allow, ReplayedHeader, true)
+			sr.send(httptest.NewRecorder(), ReplayedHeader, true)
 		}
 	}
 	sr, err := decodeResponse(good)
@@ -46,7 +46,7 @@ func TestSendStoredResponse(t *testing.T) {
 	w.Header().Set("Location", "/outer")
 	w.Header().Set(ReplayedHeader, "false")
 	w.Header().Set("X-Outer", "kept")
-	sr.send(w, allow, ReplayedHeader, true)
+	sr.send(w, ReplayedHeader, true)
 	want := http.Header{"Content-Type": {"a/b"}, "Location": {"/x", "/y"}, "X-Empty": {""}, "X-Outer": {"kept"},
 		ReplayedHeader: {"true"}, "Content-Length": {"4"}}
 	if got := w.Result().Header; !reflect.DeepEqual(got, want) || w.Code != 201 || w.Body.String() != "body" {
@@ -62,7 +62,7 @@ func TestSendStoredResponse(t *testing.T) {
 	w = httptest.NewRecorder()
 	w.Header().Set(ReplayedHeader, "true")
 	sr, _ = decodeResponse(encodeResponse(204, nil, allow, nil))
-	sr.send(w, allow, ReplayedHeader, false)
+	sr.send(w, ReplayedHeader, false)
 	if got := w.Result().Header; len(got) != 0 || w.Code != 204 {
 		t.Fatalf("got %d %v, want 204 and no headers", w.Code, got)
 	}
@@ -86,7 +86,7 @@ func FuzzStoredResponseRoundTrip(f *testing.F) {
 			t.Fatalf("decode: %v", err)
 		}
 		w := httptest.NewRecorder()
-		sr.send(w, allow, ReplayedHeader, false)
+		sr.send(w, ReplayedHeader, false)
 		if w.Code != status {
 			t.Errorf("status %d, want %d", w.Code, status)
 		}
@@ -128,7 +128,7 @@ func TestStoredResponseManyHeaders(t *testing.T) {
 			t.Fatalf("%d headers: %v", len(allow), err)
 		}
 		w := httptest.NewRecorder()
-		sr.send(w, allow, ReplayedHeader, true)
+		sr.send(w, ReplayedHeader, true)
 		got := w.Header()
 		if got.Get("Content-Length") != strconv.Itoa(len(body)) || got.Get(ReplayedHeader) != "true" || w.Code != 201 {
 			t.Fatalf("%d, Content-Length %q, %s %q", w.Code, got.Get("Content-Length"), ReplayedHeader, got.Get(ReplayedHeader))

@@ -300,7 +300,7 @@ func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, ke
 		rt.internal(w, r, err, key)
 		return
 	}
-	sr.send(w, rt.c.replayHeaders, rt.c.replayHeader, true)
+	sr.send(w, rt.c.replayHeader, true)
 }
 
 // afterRun logs what went wrong around a handler that ran.

@@ -95,5 +95,5 @@ func (rt *route) afterTx(w http.ResponseWriter, r *http.Request, rec *recorder, 
 		rt.internal(w, r, derr, key)
 		return
 	}
-	sr.send(w, rt.c.replayHeaders, rt.c.replayHeader, false)
+	sr.send(w, rt.c.replayHeader, false)
 }

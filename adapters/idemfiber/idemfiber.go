@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/idemkit/idemkit"
@@ -94,10 +95,13 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	// The fingerprint, the engine key and the scope share one string. The
 	// scope is a copy: the principal function may return a string over
 	// fasthttp's request memory (c.Get), which the engine must not keep
-	// (its scope cache outlives the request).
+	// (its scope cache outlives the request). The operation and the key
+	// are read in place: AppendSum and AppendKey copy what they use.
 	var text [128]byte
-	b := m.fp.AppendSum(text[:0], principal, operation(c), query(c), c.BodyRaw())
-	k := keying.AppendKey(b, "fiber", key)
+	var opText [96]byte
+	op := appendOperation(opText[:0], c)
+	b := m.fp.AppendSum(text[:0], principal, transient(op), query(c), c.BodyRaw())
+	k := keying.AppendKey(b, "fiber", transient(key))
 	all := string(append(k, principal...))
 	fp, engineKey, scope := all[:len(b)], all[len(b):len(k)], all[len(k):]
 	claim, res, err := m.e.Begin(ctx, engineKey, fp, idemkit.WithScope(scope))
@@ -116,17 +120,18 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	return nil
 }
 
-// key returns the parsed key header; present reports whether it was sent.
-func (m *middleware) key(c fiber.Ctx) (key string, present bool, err error) {
+// key returns the parsed key header, over the request's memory unless it
+// had escapes; present reports whether it was sent.
+func (m *middleware) key(c fiber.Ctx) (key []byte, present bool, err error) {
 	vs := c.Request().Header.PeekAll(m.c.keyHeader)
 	switch len(vs) {
 	case 0:
-		return "", false, nil
+		return nil, false, nil
 	case 1:
-		key, err = parseKey(vs[0])
+		key, err = parseKeyBytes(vs[0])
 		return key, true, err
 	}
-	return "", true, fmt.Errorf("%w: the header is repeated", errBadKey)
+	return nil, true, fmt.Errorf("%w: the header is repeated", errBadKey)
 }
 
 // run runs the rest of the chain under claim and records its response
@@ -183,10 +188,21 @@ func (m *middleware) warn(ctx context.Context, c fiber.Ctx, msg string, attrs ..
 	m.c.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 }
 
-// operation names what the request does: method, route path and path, so
-// one body sent to /orders/1 and /orders/2 are different operations.
-func operation(c fiber.Ctx) string {
-	return c.Method() + " " + c.Route().Path + " " + string(c.Request().URI().PathOriginal())
+// appendOperation appends what the request does to dst: method, route
+// path and path, so one body sent to /orders/1 and /orders/2 are
+// different operations.
+func appendOperation(dst []byte, c fiber.Ctx) []byte {
+	dst = append(dst, c.Method()...)
+	dst = append(dst, ' ')
+	dst = append(dst, c.Route().Path...)
+	dst = append(dst, ' ')
+	return append(dst, c.Request().URI().PathOriginal()...)
+}
+
+// transient returns b as a string without a copy, for a callee that only
+// reads it during the call: b must not change while the string is in use.
+func transient(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // query returns the query parameters for the fingerprint, nil for none.

@@ -28,3 +28,22 @@ func TestParseKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBareKeyEveryPosition puts a byte that a bare key cannot hold at each
+// position of a long key: bare checks several bytes a step, and none may
+// be skipped.
+func TestBareKeyEveryPosition(t *testing.T) {
+	const n = 41
+	for i := range n {
+		for _, c := range []byte{',', ' ', '"', 0x01, 0x7f, 0xc3} {
+			k := []byte(strings.Repeat("k", n))
+			k[i] = c
+			if i == 0 && c == '"' || (i == 0 || i == n-1) && c == ' ' {
+				continue // a quoted string, or a space trimmed as OWS
+			}
+			if _, err := parseKey(k); !errors.Is(err, errBadKey) {
+				t.Errorf("byte %q at %d: err = %v, want errBadKey", c, i, err)
+			}
+		}
+	}
+}

@@ -65,16 +65,40 @@ func writeStored(resp *fasthttp.Response, b []byte) error {
 		return err
 	}
 	resp.SetStatusCode(int(binary.BigEndian.Uint16(b[1:3])))
-	r := reader{b: b[:bodyAt], off: 3}
-	for range r.uvarint() {
-		name := r.field()
-		for i := range r.uvarint() {
+	// h is checked: every uvarint in it is in bounds, and most are one byte.
+	h := b[:bodyAt]
+	names, off := int(h[3]), 4
+	if names >= 0x80 {
+		names, off = uvarintAt(h, 3)
+	}
+	for range names {
+		n, values := 0, 0
+		if n = int(h[off]); n < 0x80 {
+			off++
+		} else {
+			n, off = uvarintAt(h, off)
+		}
+		name := h[off : off+n]
+		if off += n; h[off] < 0x80 {
+			values = int(h[off])
+			off++
+		} else {
+			values, off = uvarintAt(h, off)
+		}
+		for i := range values {
+			if n = int(h[off]); n < 0x80 {
+				off++
+			} else {
+				n, off = uvarintAt(h, off)
+			}
+			value := h[off : off+n]
+			off += n
 			if i == 0 {
 				// Stored names are as fasthttp held them when recording:
 				// normalizing them again would change nothing.
-				resp.Header.SetCanonical(name, r.field())
+				resp.Header.SetCanonical(name, value)
 			} else {
-				resp.Header.AddBytesKV(name, r.field())
+				resp.Header.AddBytesKV(name, value)
 			}
 		}
 	}
@@ -91,51 +115,77 @@ func checkStored(b []byte) (int, error) {
 	if s := binary.BigEndian.Uint16(b[1:3]); s < 100 || s > 999 {
 		return 0, errCorruptResponse
 	}
-	r := reader{b: b, off: 3}
-	for range r.uvarint() {
-		r.field()
-		for range r.uvarint() {
-			r.field()
+	// Each uvarint is read inline when it is one byte, by uvarintAt
+	// otherwise. A malformed one reads as 0 and moves off past len(b),
+	// where every later read stays: the loops end and the check below
+	// fails.
+	off, names := 3, 0
+	if names = small(b, off); names >= 0 {
+		off++
+	} else {
+		names, off = uvarintAt(b, off)
+	}
+	for range names {
+		n, values := 0, 0
+		if n = small(b, off); n >= 0 { // the name's length
+			off++
+		} else {
+			n, off = uvarintAt(b, off)
+		}
+		off += n
+		if values = small(b, off); values >= 0 {
+			off++
+		} else {
+			values, off = uvarintAt(b, off)
+		}
+		for range values {
+			if n = small(b, off); n >= 0 {
+				off++
+			} else {
+				n, off = uvarintAt(b, off)
+			}
+			off += n
 		}
 	}
-	if r.bad {
+	if off > len(b) {
 		return 0, errCorruptResponse
 	}
-	return r.off, nil
+	return off, nil
 }
 
-// reader reads uvarint-framed fields; once bad, it returns zero values.
-type reader struct {
-	b   []byte
-	off int
-	bad bool
-}
-
-// uvarint reads a count or length, which cannot exceed the bytes left.
-// Most are under 128, one byte: that case is read inline.
-func (r *reader) uvarint() uint64 {
-	if !r.bad && r.off < len(r.b) && r.b[r.off] < 0x80 && int(r.b[r.off]) <= len(r.b)-r.off-1 {
-		r.off++ // one byte (a value under 128), within bounds
-		return uint64(r.b[r.off-1])
+// small returns the one-byte uvarint at b[off] when it is one and does
+// not exceed the bytes left after it, -1 otherwise. It is inlined: most
+// counts and lengths are under 128.
+func small(b []byte, off int) int {
+	if off < len(b) {
+		if c := int(b[off]); c < min(0x80, len(b)-off) {
+			return c
+		}
 	}
-	return r.slowUvarint()
+	return -1
 }
 
-func (r *reader) slowUvarint() uint64 {
-	if r.bad {
-		return 0
+// uvarintAt reads the uvarint at b[off:], a count or a length, which
+// cannot exceed the bytes left after it, and returns it and the offset
+// after it. A malformed or too large value, or off past len(b), gives 0
+// and len(b)+1. Most values are under 128, one byte: that case is
+// inlined at each call.
+func uvarintAt(b []byte, off int) (v, next int) {
+	if off < len(b) {
+		if c := int(b[off]); c < min(0x80, len(b)-off) {
+			return c, off + 1
+		}
 	}
-	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 || v > uint64(len(r.b)-r.off-n) {
-		r.bad = true
-		return 0
-	}
-	r.off += n
-	return v
+	return slowUvarintAt(b, off)
 }
 
-func (r *reader) field() []byte {
-	n := int(r.uvarint())
-	r.off += n
-	return r.b[r.off-n : r.off]
+func slowUvarintAt(b []byte, off int) (v, next int) {
+	if off >= len(b) {
+		return 0, len(b) + 1
+	}
+	u, n := binary.Uvarint(b[off:])
+	if n <= 0 || u > uint64(len(b)-off-n) {
+		return 0, len(b) + 1
+	}
+	return int(u), off + n
 }

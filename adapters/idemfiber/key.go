@@ -88,10 +88,11 @@ func unquote(v []byte) ([]byte, error) {
 
 // bare accepts token characters, ':' and '/' (all printable).
 func bare(v []byte) ([]byte, error) {
-	// Four bytes a step while all are allowed, then one at a time.
+	// Eight bytes a step while all are allowed, then one at a time.
 	w := v
-	for len(w) >= 4 && bareChar[w[0]]&bareChar[w[1]]&bareChar[w[2]]&bareChar[w[3]] != 0 {
-		w = w[4:]
+	for len(w) >= 8 && bareChar[w[0]]&bareChar[w[1]]&bareChar[w[2]]&bareChar[w[3]]&
+		bareChar[w[4]]&bareChar[w[5]]&bareChar[w[6]]&bareChar[w[7]] != 0 {
+		w = w[8:]
 	}
 	for _, c := range w {
 		if bareChar[c] == 0 {
@@ -114,7 +115,7 @@ func printable(b []byte) error {
 }
 
 // bareChar is 1 for the bytes of a bare key: the token characters, ':'
-// and '/'; 0 for the others. Numbers, so that bare can AND four lookups.
+// and '/'; 0 for the others. Numbers, so that bare can AND lookups.
 var bareChar = func() (t [256]byte) {
 	for c := range 256 {
 		if tchar[c] || c == ':' || c == '/' {

@@ -1,6 +1,7 @@
 package idemfiber
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -150,6 +151,54 @@ func TestStoredResponseUvarintBoundaries(t *testing.T) {
 		}
 		if string(out.Header.Peek("Location")) != strings.Repeat("/", 128) || string(out.Body()) != strings.Repeat("b", 130) {
 			t.Fatalf("%d values: Location %q, body %q", count, out.Header.Peek("Location"), out.Body())
+		}
+	}
+}
+
+// TestStoredResponseManyValues replays responses with no, one and many
+// values of a repeated header around the one-value names: each value must
+// come back, in order, and the headers around them intact.
+func TestStoredResponseManyValues(t *testing.T) {
+	for _, links := range []int{0, 1, 6, 7, 8, 9, 30} {
+		var resp fasthttp.Response
+		resp.SetStatusCode(201)
+		resp.Header.SetContentType("application/json")
+		for i := range links {
+			resp.Header.Add("Link", fmt.Sprintf("</%d>; rel=r%d", i, i))
+		}
+		resp.Header.Set("Location", "/orders/7")
+		resp.SetBodyString(`{"id":7}`)
+		b := encodeResponse(&resp, []string{"Content-Type", "Link", "Location"})
+
+		var out fasthttp.Response
+		out.Header.Set("Location", "/earlier")
+		out.Header.Add("Link", "</earlier>")
+		if err := writeStored(&out, b); err != nil {
+			t.Fatalf("%d links: %v", links, err)
+		}
+		got := out.Header.PeekAll("Link")
+		if links == 0 {
+			// Not stored: the earlier value is left as it was.
+			if len(got) != 1 || string(got[0]) != "</earlier>" {
+				t.Errorf("no links stored: Link values %q", got)
+			}
+			got = nil
+		} else if len(got) != links {
+			t.Fatalf("%d links: replayed %d: %q", links, len(got), got)
+		}
+		for i, v := range got {
+			if want := fmt.Sprintf("</%d>; rel=r%d", i, i); string(v) != want {
+				t.Errorf("%d links: value %d is %q, want %q", links, i, v, want)
+			}
+		}
+		if loc := string(out.Header.Peek("Location")); loc != "/orders/7" {
+			t.Errorf("%d links: Location %q", links, loc)
+		}
+		if ct := string(out.Header.ContentType()); ct != "application/json" {
+			t.Errorf("%d links: Content-Type %q", links, ct)
+		}
+		if out.StatusCode() != 201 || string(out.Body()) != `{"id":7}` || string(out.Header.Peek(ReplayedHeader)) != "true" {
+			t.Errorf("%d links: status %d body %q replayed %q", links, out.StatusCode(), out.Body(), out.Header.Peek(ReplayedHeader))
 		}
 	}
 }

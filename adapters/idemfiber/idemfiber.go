@@ -75,7 +75,8 @@ func (m *middleware) guarded(method string) bool {
 }
 
 func (m *middleware) handle(c fiber.Ctx) error {
-	if !m.guarded(c.Method()) {
+	method := c.Method()
+	if !m.guarded(method) {
 		return c.Next()
 	}
 	principal, err := m.c.principal(c)
@@ -99,7 +100,7 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	// are read in place: AppendSum and AppendKey copy what they use.
 	var text [128]byte
 	var opText [96]byte
-	op := appendOperation(opText[:0], c)
+	op := appendOperation(opText[:0], method, c)
 	b := m.fp.AppendSum(text[:0], principal, transient(op), query(c), c.BodyRaw())
 	k := keying.AppendKey(b, "fiber", transient(key))
 	all := string(append(k, principal...))
@@ -188,11 +189,11 @@ func (m *middleware) warn(ctx context.Context, c fiber.Ctx, msg string, attrs ..
 	m.c.logger.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
 }
 
-// appendOperation appends what the request does to dst: method, route
-// path and path, so one body sent to /orders/1 and /orders/2 are
+// appendOperation appends what the request does to dst: method (c's),
+// route path and path, so one body sent to /orders/1 and /orders/2 are
 // different operations.
-func appendOperation(dst []byte, c fiber.Ctx) []byte {
-	dst = append(dst, c.Method()...)
+func appendOperation(dst []byte, method string, c fiber.Ctx) []byte {
+	dst = append(dst, method...)
 	dst = append(dst, ' ')
 	dst = append(dst, c.Route().Path...)
 	dst = append(dst, ' ')

@@ -202,3 +202,36 @@ func TestStoredResponseManyValues(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayPathAllocations checks that the adapter's own steps of a
+// replay allocate nothing once the response's buffers exist: parsing a
+// bare or quoted key without escapes, and writing a stored response.
+func TestReplayPathAllocations(t *testing.T) {
+	var resp fasthttp.Response
+	resp.SetStatusCode(201)
+	resp.Header.SetContentType("application/json")
+	resp.Header.Set("Location", "/orders/1")
+	resp.SetBodyString(`{"id":1}`)
+	b := encodeResponse(&resp, []string{"Content-Type", "Location"})
+	var out fasthttp.Response
+	if err := writeStored(&out, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := writeStored(&out, b); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("writeStored: %v allocations", n)
+	}
+	for _, k := range []string{"0a1b2c3d-0000-4000-8000-000000000001", ` "0a1b2c3d" `} {
+		v := []byte(k)
+		if n := testing.AllocsPerRun(100, func() {
+			if _, err := parseKeyBytes(v); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("parseKeyBytes(%q): %v allocations", k, n)
+		}
+	}
+}

@@ -104,7 +104,9 @@ func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body
 
 // AppendSum appends Sum(principal, operation, params, body), SumLen bytes,
 // to dst and returns the extended buffer, so that a fingerprint can be
-// built next to other text without a string of its own.
+// built next to other text without a string of its own. It keeps no
+// reference to its arguments after it returns, so they may be views of
+// memory the caller reuses.
 func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, params url.Values, body []byte) []byte {
 	p := getParser()
 	defer putParser(p)

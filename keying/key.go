@@ -53,7 +53,8 @@ func Key(parts ...string) string {
 
 // AppendKey appends Key(parts...) to dst and returns the extended buffer,
 // so that a key can be built next to other text without a string of its
-// own.
+// own. It keeps no reference to parts after it returns, so they may be
+// views of memory the caller reuses.
 func AppendKey(dst []byte, parts ...string) []byte {
 	for i, p := range parts {
 		if i > 0 {

@@ -97,11 +97,14 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	// scope is a copy: the principal function may return a string over
 	// fasthttp's request memory (c.Get), which the engine must not keep
 	// (its scope cache outlives the request). The operation and the key
-	// are read in place: AppendSum and AppendKey copy what they use.
+	// are read in place: AppendSum and AppendKey copy what they use. The
+	// principal scopes the key, so a record is only ever compared with the
+	// same principal's requests: the fingerprint leaves it out, which keeps
+	// a small request's hash input within one block.
 	var text [128]byte
 	var opText [96]byte
 	op := appendOperation(opText[:0], method, c)
-	b := m.fp.AppendSum(text[:0], principal, transient(op), query(c), c.BodyRaw())
+	b := m.fp.AppendSum(text[:0], "", transient(op), query(c), c.BodyRaw())
 	k := keying.AppendKey(b, "fiber", transient(key))
 	all := string(append(k, principal...))
 	fp, engineKey, scope := all[:len(b)], all[len(b):len(k)], all[len(k):]

@@ -112,8 +112,18 @@ func literalLen(p string) int {
 	if len(p) > maxLiteralLen {
 		return -1
 	}
-	n := 0
-	for i := 0; i < len(p); i++ {
+	// Eight bytes a step while all are written as they are (the common
+	// case: UUIDs, base64url), then one at a time.
+	n, i := 0, 0
+	for ; i+8 <= len(p); i += 8 {
+		s := p[i : i+8]
+		if plainByte[s[0]]&plainByte[s[1]]&plainByte[s[2]]&plainByte[s[3]]&
+			plainByte[s[4]]&plainByte[s[5]]&plainByte[s[6]]&plainByte[s[7]] == 0 {
+			break
+		}
+		n += 8
+	}
+	for ; i < len(p); i++ {
 		w := literalWidth[p[i]]
 		if w == 0 {
 			return -1
@@ -125,6 +135,17 @@ func literalLen(p string) int {
 	}
 	return n
 }
+
+// plainByte is 1 for the bytes a literal part holds as they are (width
+// 1), 0 for the others: numbers, so that literalLen can AND eight lookups.
+var plainByte = func() (t [256]byte) {
+	for c, w := range literalWidth {
+		if w == 1 {
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // literalWidth maps each byte to the length of its form inside a literal
 // part: 1 for printable ASCII written as is, 3 for bytes written as %XX,

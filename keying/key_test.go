@@ -326,3 +326,39 @@ func TestKeyEveryByte(t *testing.T) {
 	add("%", "")
 	add("", "%")
 }
+
+// TestLiteralLenEveryPosition puts a byte that is escaped, or that forces
+// the digest form, at every position of plain parts of every length up to
+// the literal limit (and one past it), and checks literalLen against a
+// byte-at-a-time count: its eight-byte steps must see the byte wherever
+// it falls.
+func TestLiteralLenEveryPosition(t *testing.T) {
+	reference := func(p string) int {
+		n := 0
+		for i := 0; i < len(p); i++ {
+			w := literalWidth[p[i]]
+			if w == 0 {
+				return -1
+			}
+			n += int(w)
+		}
+		if len(p) > maxLiteralLen || n > maxLiteralLen {
+			return -1
+		}
+		return n
+	}
+	for size := 1; size <= maxLiteralLen+1; size++ {
+		plain := strings.Repeat("a", size)
+		if got, want := literalLen(plain), reference(plain); got != want {
+			t.Fatalf("%d plain bytes: literalLen %d, want %d", size, got, want)
+		}
+		for pos := range size {
+			for _, c := range []byte{escapeByte, separator, ' ', 0x7f, 0x00, 0xc3} {
+				p := plain[:pos] + string(c) + plain[pos+1:]
+				if got, want := literalLen(p), reference(p); got != want {
+					t.Fatalf("%d bytes, %#x at %d: literalLen %d, want %d", size, c, pos, got, want)
+				}
+			}
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"unicode/utf8"
 )
 
 // Errors returned by Canonicalize.
@@ -50,9 +49,6 @@ func Canonicalize(body []byte, volatile []string) ([]byte, error) {
 // canonicalize appends the canonical form of body, without the members
 // root drops, to dst.
 func (p *parser) canonicalize(dst, body []byte, root *pathNode) ([]byte, error) {
-	if !utf8.Valid(body) {
-		return nil, fmt.Errorf("%w: invalid UTF-8", ErrNotJSON)
-	}
 	p.in, p.pos = body, 0
 	defer func() { p.in = nil }()
 	p.skipSpace()

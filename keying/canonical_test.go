@@ -214,3 +214,26 @@ func FuzzCanonicalize(f *testing.F) {
 		checkCanonical(t, in)
 	})
 }
+
+// TestCanonicalizeChecksUTF8InStrings: the parser checks UTF-8 in each
+// run of string text (names, values, around escapes) instead of the
+// whole body first; every invalid sequence is still refused, and valid
+// text outside ASCII is kept as it is.
+func TestCanonicalizeChecksUTF8InStrings(t *testing.T) {
+	for _, in := range []string{
+		"\"\xff\"", "{\"\xc3\":1}", "{\"a\":\"x\xc3\"}", "[\"\\n\xe2\x82\"]", "\"\xed\xa0\x80\"", // lone surrogate
+		"\"\xc0\xaf\"", "\"a\\u0041\xf4\x90\x80\x80\"", "[1,\xc3\xa9]", "\xef\xbb\xbf{}",
+	} {
+		_, err := Canonicalize([]byte(in), nil)
+		assert.ErrorIs(t, err, ErrNotJSON, "input %q", in)
+	}
+	for in, want := range map[string]string{
+		`{"é":"日本","a":"\n€"}`: `{"a":"\n€","é":"日本"}`,
+		"[\"\xf0\x9f\x98\x80\"]": "[\"\xf0\x9f\x98\x80\"]",
+	} {
+		out, err := Canonicalize([]byte(in), nil)
+		if assert.NoError(t, err, "input %q", in) {
+			assert.Equal(t, want, string(out))
+		}
+	}
+}

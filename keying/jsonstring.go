@@ -11,8 +11,13 @@ func (p *parser) appendDecoded(buf []byte) ([]byte, error) {
 	p.pos++ // opening quote
 	for {
 		run := p.pos
+		var seen byte // every byte of the run ORed: 0x80 is set when one is not ASCII
 		for p.pos < len(p.in) && plainStringByte(p.in[p.pos]) {
+			seen |= p.in[p.pos]
 			p.pos++
+		}
+		if seen >= utf8.RuneSelf && !utf8.Valid(p.in[run:p.pos]) {
+			return nil, p.failUTF8(run)
 		}
 		buf = append(buf, p.in[run:p.pos]...)
 		if p.pos >= len(p.in) {
@@ -39,8 +44,13 @@ func (p *parser) appendDecoded(buf []byte) ([]byte, error) {
 func (p *parser) stringValue(out []byte) ([]byte, error) {
 	start := p.pos
 	end := start + 1
+	var seen byte // every byte ORed: 0x80 is set when one is not ASCII
 	for end < len(p.in) && plainStringByte(p.in[end]) {
+		seen |= p.in[end]
 		end++
+	}
+	if seen >= utf8.RuneSelf && !utf8.Valid(p.in[start+1:end]) {
+		return nil, p.failUTF8(start + 1)
 	}
 	if end < len(p.in) && p.in[end] == '"' {
 		p.pos = end + 1
@@ -52,6 +62,16 @@ func (p *parser) stringValue(out []byte) ([]byte, error) {
 	}
 	p.str = s
 	return appendString(out, s), nil
+}
+
+// failUTF8 returns an error wrapping ErrNotJSON for invalid UTF-8 in the
+// run of string text that starts at offset run. Text outside strings is
+// ASCII or a syntax error, and a UTF-8 sequence never spans a quote,
+// backslash or control character, so checking each run of plain string
+// bytes checks the whole document.
+func (p *parser) failUTF8(run int) error {
+	p.pos = run
+	return p.fail("invalid UTF-8 in a string")
 }
 
 // plainStringByte reports whether c stands for itself inside a string.

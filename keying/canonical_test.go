@@ -228,7 +228,7 @@ func TestCanonicalizeChecksUTF8InStrings(t *testing.T) {
 		assert.ErrorIs(t, err, ErrNotJSON, "input %q", in)
 	}
 	for in, want := range map[string]string{
-		`{"é":"日本","a":"\n€"}`: `{"a":"\n€","é":"日本"}`,
+		`{"é":"日本","a":"\n€"}`:   `{"a":"\n€","é":"日本"}`,
 		"[\"\xf0\x9f\x98\x80\"]": "[\"\xf0\x9f\x98\x80\"]",
 	} {
 		out, err := Canonicalize([]byte(in), nil)

@@ -168,18 +168,10 @@ func small(b []byte, off int) int {
 // uvarintAt reads the uvarint at b[off:], a count or a length, which
 // cannot exceed the bytes left after it, and returns it and the offset
 // after it. A malformed or too large value, or off past len(b), gives 0
-// and len(b)+1. Most values are under 128, one byte: that case is
-// inlined at each call.
+// and len(b)+1. Its callers read a one-byte value (most are under 128)
+// inline first: with the call to binary.Uvarint, uvarintAt is too large to
+// be inlined itself.
 func uvarintAt(b []byte, off int) (v, next int) {
-	if off < len(b) {
-		if c := int(b[off]); c < min(0x80, len(b)-off) {
-			return c, off + 1
-		}
-	}
-	return slowUvarintAt(b, off)
-}
-
-func slowUvarintAt(b []byte, off int) (v, next int) {
 	if off >= len(b) {
 		return 0, len(b) + 1
 	}

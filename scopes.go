@@ -35,7 +35,6 @@ type scopes struct {
 // is published.
 type scopeEntry struct {
 	scope string
-	head  int    // len(appendKeyDigestHead(nil, scope))
 	text  string // the scope segment of store keys: scopeDigestLen bytes of SHA-256(scope), base64url
 	state []byte // the key digest's hash state after keyDigestPrefix(scope), marshaled
 }
@@ -65,7 +64,7 @@ func (c *scopes) get(scope string) *scopeEntry {
 // would turn a kept alias into another principal's scope.
 func deriveScope(scope string) *scopeEntry {
 	scope = strings.Clone(scope)
-	e := &scopeEntry{scope: scope, head: len(appendKeyDigestHead(nil, scope)), text: noScope}
+	e := &scopeEntry{scope: scope, text: noScope}
 	if scope != "" {
 		s := sha256.Sum256([]byte(scope))
 		e.text = base64.RawURLEncoding.EncodeToString(s[:scopeDigestLen])
@@ -101,6 +100,11 @@ func appendKeyDigestHead(b []byte, scope string) []byte {
 	return append(b, scope...)
 }
 
+// keyDigestHeadLen is len(appendKeyDigestHead(nil, scope)).
+func keyDigestHeadLen(scope string) int {
+	return len(keyDigestDomain) + uvarintLen(uint64(len(scope))) + len(scope)
+}
+
 // shortKeyInput is the longest unpadded key digest input that SHA-256
 // hashes in one block (64 bytes less its 9 bytes of length padding).
 const shortKeyInput = sha256.BlockSize - 9
@@ -113,7 +117,7 @@ const shortKeyInput = sha256.BlockSize - 9
 // long and the second at least 65, so no input of one is an input of the
 // other.
 func keyDigest(sc *scopeEntry, key string) [sha256.Size]byte {
-	if sc.head+len(key) <= shortKeyInput {
+	if keyDigestHeadLen(sc.scope)+len(key) <= shortKeyInput {
 		var buf [shortKeyInput]byte
 		return sha256.Sum256(append(appendKeyDigestHead(buf[:0], sc.scope), key...))
 	}

@@ -222,11 +222,8 @@ func scope(principal string) idemkit.Option { return idemkit.WithScope(principal
 // appendOperation appends to b what the request does: its method, the
 // ServeMux pattern that matched it (r.Pattern) and its path, so the same
 // body sent to /orders/1 and /orders/2 are different operations. Callers
-// pass string(appendOperation(buf[:0], r)), buf a [128]byte, straight to
-// the fingerprinter: built with three copies and two byte stores, it costs
-// about half what the concatenation of its five parts did, and like that
-// concatenation it stays on the stack up to 32 bytes (one allocation
-// beyond, two beyond 128).
+// pass string(appendOperation(buf[:0], r)), buf a stack array, straight
+// to the fingerprinter, which keeps no reference to it.
 //
 // A pattern that names the request's method ("POST /orders") is not
 // preceded by the method again: it says the same, and the fingerprint's

@@ -181,25 +181,20 @@ func (sr *storedResponse) send(w http.ResponseWriter, replayHeader string, repla
 // readCount reads the uvarint at b[off:], a count or a field length,
 // which cannot exceed the bytes after it. It returns the value and the
 // offset after it; ok is false when the uvarint is malformed (as
-// binary.Uvarint sees it) or too large.
+// binary.Uvarint sees it) or too large. A one-byte value, as most are,
+// is read without binary.Uvarint.
 func readCount(b []byte, off int) (v, next int, ok bool) {
-	var u uint64
-	for s := uint(0); off < len(b); s += 7 {
-		c := b[off]
-		off++
-		if c < 0x80 {
-			if s == 63 && c > 1 {
-				return 0, off, false // overflows 64 bits
-			}
-			u |= uint64(c) << s
-			return int(u), off, u <= uint64(len(b)-off)
-		}
-		if s == 63 {
-			return 0, off, false
-		}
-		u |= uint64(c&0x7f) << s
+	if off >= len(b) {
+		return 0, off, false
 	}
-	return 0, off, false
+	if c := int(b[off]); c < 0x80 {
+		return c, off + 1, c <= len(b)-off-1
+	}
+	u, n := binary.Uvarint(b[off:])
+	if n <= 0 || u > uint64(len(b)-off-n) {
+		return 0, off, false
+	}
+	return int(u), off + n, true
 }
 
 // validCount reads a uvarint of an encoding decodeResponse validated.

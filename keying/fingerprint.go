@@ -10,8 +10,8 @@ import (
 
 // fingerprintDomain starts every fingerprint's hash input, naming the
 // scheme and its version. It is two bytes: every byte of the framing is
-// hashed on every request, and a request of up to 55 bytes in all hashes in
-// one SHA-256 block.
+// hashed on every request, and a hash input of up to 55 bytes (domain,
+// fields and body) takes one SHA-256 block.
 const fingerprintDomain = "F\x03"
 
 // Body kinds, hashed before the body so that a canonical JSON body and the

@@ -88,6 +88,18 @@
 // (Content-Type, Content-Encoding, Location and WithReplayHeaders), byte
 // for byte, with the replay header (WithReplayHeader).
 //
+// A first response and its replays declare their length alike. A body
+// of up to 2048 bytes is written whole before the middleware returns, so
+// net/http's server (HTTP/1 and HTTP/2) adds its Content-Length itself:
+// the middleware leaves the header out of the map, and removes one a
+// handler set. A larger body, an empty answer to HEAD, or a response
+// whose header map declares a Transfer-Encoding or trailers gets
+// Content-Length in the header map. A ResponseWriter that is not
+// net/http's server (httptest.ResponseRecorder, say) therefore sees no
+// Content-Length for a small body; a middleware outside this one that
+// flushes the response before its handler returns makes HTTP/1 send a
+// small body chunked.
+//
 // A response that cannot be stored, because it is over
 // WithMaxStoredResponse or streamed (the handler calls Flush or Hijack,
 // directly or through http.ResponseController), is passed through to the

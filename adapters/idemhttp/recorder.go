@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"strconv"
 )
 
 // recorder captures a handler's response (status, headers, body) so that
@@ -254,21 +253,16 @@ func settleBody(status int, h http.Header, body []byte) []byte {
 	return body
 }
 
-// writeFresh sends the captured response to the client.
-func (rec *recorder) writeFresh() {
+// writeFresh sends the captured response to the client, in answer to a
+// request of method, with the Content-Length a replay of it has
+// (setContentLength).
+func (rec *recorder) writeFresh(method string) {
 	h := rec.w.Header()
 	delete(h, rec.c.replayHeader)
-	writeResponse(rec.w, h, rec.status, rec.body)
-}
-
-// writeResponse sets Content-Length and sends status and body.
-func writeResponse(w http.ResponseWriter, h http.Header, status int, body []byte) {
-	if bodyAllowed(status) {
-		h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	}
-	w.WriteHeader(status)
-	if len(body) > 0 {
-		_, _ = w.Write(body)
+	setContentLength(h, method, rec.status, len(rec.body))
+	rec.w.WriteHeader(rec.status)
+	if len(rec.body) > 0 {
+		_, _ = rec.w.Write(rec.body)
 	}
 }
 

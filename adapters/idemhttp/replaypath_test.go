@@ -163,12 +163,13 @@ func TestMaxBodyAroundThePooledSize(t *testing.T) {
 // values, in place or by appending, changes neither the next replay nor
 // the stored response.
 func TestReplayHeaderValuesAreTheReplaysOwn(t *testing.T) {
+	body := strings.Repeat("h", 3000) // over 2048 bytes: Content-Length is in the header map
 	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithReplayHeaders("X-Tag")))(
 		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Location", "/orders/1")
 			w.Header()["X-Tag"] = []string{"a", "b"}
 			w.WriteHeader(http.StatusCreated)
-			_, _ = io.WriteString(w, "hello")
+			_, _ = io.WriteString(w, body)
 		}))
 	q := req{user: "alice", key: "k", body: "x"}
 	serve(h, q)
@@ -182,8 +183,8 @@ func TestReplayHeaderValuesAreTheReplaysOwn(t *testing.T) {
 	assert.Equal(t, []string{"a", "b"}, second.Header()["X-Tag"])
 	assert.Equal(t, []string{"/orders/1"}, second.Header()["Location"])
 	assert.Equal(t, []string{"true"}, second.Header()[idemhttp.ReplayedHeader])
-	assert.Equal(t, []string{"5"}, second.Header()["Content-Length"])
-	assert.Equal(t, "hello", second.Body.String())
+	assert.Equal(t, []string{"3000"}, second.Header()["Content-Length"])
+	assert.Equal(t, body, second.Body.String())
 }
 
 // TestReplayContentLengthByStatusAndMethod compares, over a real

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
-	"strconv"
-	"strings"
 )
 
 // A stored response, version 1:
@@ -131,23 +129,18 @@ func decodeResponse(b []byte) (storedResponse, error) {
 	return sr, nil
 }
 
-// send writes sr to w: its headers, which replace any of the same name in
-// w's header map, the replay header ("true") when replayed is set (it is
-// removed otherwise), Content-Length, the status and the body. Header
-// names and values are substrings of one string, the values in one
-// slice: two allocations, whatever the headers. The stored names are
-// already canonical: the route stored only names of its allow-list.
-func (sr *storedResponse) send(w http.ResponseWriter, replayHeader string, replayed bool) {
-	var digits [20]byte
-	length := strconv.AppendInt(digits[:0], int64(len(sr.body)), 10)
-	var sb strings.Builder
-	sb.Grow(len(sr.headers) + len(length))
-	sb.Write(sr.headers)
-	sb.Write(length)
-	text := sb.String()
-	// Two more slots hold the replay header's and Content-Length's
-	// values.
-	vals := make([]string, sr.values+2)
+// send writes sr to w, in answer to a request of method: its headers,
+// which replace any of the same name in w's header map, the replay header
+// ("true") when replayed is set (it is removed otherwise), Content-Length
+// where net/http does not add it itself (setContentLength), the status and
+// the body. Header names and values are substrings of one string, the
+// values in one slice: two allocations, whatever the headers. The stored
+// names are already canonical: the route stored only names of its
+// allow-list.
+func (sr *storedResponse) send(w http.ResponseWriter, method, replayHeader string, replayed bool) {
+	text := string(sr.headers)
+	// One more slot holds the replay header's value.
+	vals := make([]string, sr.values+1)
 	h := w.Header()
 	// decodeResponse validated the encoding: the fields are read here
 	// without checks.
@@ -168,10 +161,7 @@ func (sr *storedResponse) send(w http.ResponseWriter, replayHeader string, repla
 	} else {
 		delete(h, replayHeader)
 	}
-	if bodyAllowed(sr.status) {
-		vals[1] = text[len(sr.headers):]
-		h["Content-Length"] = vals[1:2:2]
-	}
+	setContentLength(h, method, sr.status, len(sr.body))
 	w.WriteHeader(sr.status)
 	if len(sr.body) > 0 {
 		_, _ = w.Write(sr.body)

@@ -281,7 +281,7 @@ func (rt *route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, r
 	if rec != nil {
 		rt.afterRun(r, rec, err)
 		if rec.state == capturing {
-			rec.writeFresh()
+			rec.writeFresh(r.Method)
 		}
 		return
 	}
@@ -308,7 +308,7 @@ func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, ke
 		rt.internal(w, r, err, key)
 		return
 	}
-	sr.send(w, rt.c.replayHeader, true)
+	sr.send(w, r.Method, rt.c.replayHeader, true)
 }
 
 // afterRun logs what went wrong around a handler that ran.

@@ -82,7 +82,7 @@ func (rt *route) afterTx(w http.ResponseWriter, r *http.Request, rec *recorder, 
 	if sent == nil {
 		rt.afterRun(r, rec, nil)
 		if rec.state == capturing {
-			rec.writeFresh()
+			rec.writeFresh(r.Method)
 		}
 		return
 	}
@@ -95,5 +95,5 @@ func (rt *route) afterTx(w http.ResponseWriter, r *http.Request, rec *recorder, 
 		rt.internal(w, r, derr, key)
 		return
 	}
-	sr.send(w, rt.c.replayHeader, false)
+	sr.send(w, r.Method, rt.c.replayHeader, false)
 }

@@ -1,0 +1,51 @@
+package idemhttp
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// serverLengthMax is the largest body to which net/http's servers add a
+// Content-Length themselves when the handler wrote it whole before
+// returning: HTTP/1 buffers that much before it starts a chunked body
+// (bufferBeforeChunkingSize in net/http), HTTP/2 twice as much.
+const serverLengthMax = 2048
+
+// setContentLength declares in h the length n of the body sent with
+// status in answer to a request of method, the one Content-Length
+// net/http's servers send on their own for a small body (see
+// serverLengthMax): for those it leaves the header out of h, and removes
+// any there, so that the server writes it itself, without parsing it back
+// from the map, and the fresh response and its replay are alike on the
+// wire. A status without a body leaves h as it is.
+func setContentLength(h http.Header, method string, status, n int) {
+	if !bodyAllowed(status) {
+		return
+	}
+	if serverSetsLength(h, method, n) {
+		delete(h, "Content-Length")
+		return
+	}
+	h["Content-Length"] = []string{strconv.Itoa(n)}
+}
+
+// serverSetsLength reports whether net/http's HTTP/1 and HTTP/2 servers
+// both send Content-Length: n for a body of n bytes written whole before
+// the handler returns, and h: the body fits their buffers, is not an empty
+// answer to HEAD (which they cannot tell from one left out), and h
+// declares neither a Transfer-Encoding nor trailers (with which HTTP/1
+// sends no length). One pass over h looks for both; any name that starts
+// with "Trailer" counts as a trailer, which keeps the length in h, as
+// before, for a few names that declare none.
+func serverSetsLength(h http.Header, method string, n int) bool {
+	if n > serverLengthMax || (n == 0 && method == http.MethodHead) {
+		return false
+	}
+	for name := range h {
+		if name == "Transfer-Encoding" || strings.HasPrefix(name, "Trailer") {
+			return false
+		}
+	}
+	return true
+}

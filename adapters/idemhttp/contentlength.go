@@ -3,7 +3,6 @@ package idemhttp
 import (
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // serverLengthMax is the largest body to which net/http's servers add a
@@ -35,17 +34,15 @@ func setContentLength(h http.Header, method string, status, n int) {
 // the handler returns, and h: the body fits their buffers, is not an empty
 // answer to HEAD (which they cannot tell from one left out), and h
 // declares neither a Transfer-Encoding nor trailers (with which HTTP/1
-// sends no length). One pass over h looks for both; any name that starts
-// with "Trailer" counts as a trailer, which keeps the length in h, as
-// before, for a few names that declare none.
+// sends no length). Trailers are looked for as declared in the Trailer
+// header; names with http.TrailerPrefix are not looked for (a pass over
+// the map would cost more than the header saves): net/http's doc gives
+// them to trailers not known when the headers are written.
 func serverSetsLength(h http.Header, method string, n int) bool {
 	if n > serverLengthMax || (n == 0 && method == http.MethodHead) {
 		return false
 	}
-	for name := range h {
-		if name == "Transfer-Encoding" || strings.HasPrefix(name, "Trailer") {
-			return false
-		}
-	}
-	return true
+	_, te := h["Transfer-Encoding"]
+	_, trailer := h["Trailer"]
+	return !te && !trailer
 }

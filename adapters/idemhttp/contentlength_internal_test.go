@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 )
@@ -33,9 +34,43 @@ func TestSetContentLength(t *testing.T) {
 			h = http.Header{}
 		}
 		h = h.Clone()
-		setContentLength(h, c.method, c.status, c.n)
+		setContentLength(h, c.method, c.status, c.n, false)
 		if got := h["Content-Length"]; !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%v %s %d, %d bytes: Content-Length %q, want %q", c.h, c.method, c.status, c.n, got, c.want)
+		}
+	}
+}
+
+// send leaves a small body's length to the server unless the writer's map
+// or the stored headers hold a framing header, whether the map was empty
+// (and is not looked up) or not.
+func TestSendContentLength(t *testing.T) {
+	allow := []string{"Content-Type", "Content-Length", "Trailer"}
+	for _, c := range []struct {
+		outer, stored http.Header
+		n             int
+		want          []string
+	}{
+		{nil, http.Header{"Content-Type": {"a/b"}}, 5, nil},
+		{nil, http.Header{"Content-Type": {"a/b"}}, 3000, []string{"3000"}},
+		{nil, http.Header{"Trailer": {"X-Sum"}}, 5, []string{"5"}},
+		{nil, http.Header{"Content-Length": {"9"}}, 5, nil},
+		{http.Header{"Transfer-Encoding": {"identity"}}, http.Header{"Content-Type": {"a/b"}}, 5, []string{"5"}},
+		{http.Header{"Trailer": {"X-Sum"}}, nil, 5, []string{"5"}},
+		{http.Header{"Content-Length": {"9"}}, nil, 5, nil},
+		{http.Header{"X-Outer": {"o"}}, nil, 5, nil},
+	} {
+		sr, err := decodeResponse(encodeResponse(200, c.stored, allow, make([]byte, c.n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		for k, vs := range c.outer {
+			w.Header()[k] = vs
+		}
+		sr.send(w, http.MethodPost, ReplayedHeader, true)
+		if got := w.Header()["Content-Length"]; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("outer %v, stored %v, %d bytes: Content-Length %q, want %q", c.outer, c.stored, c.n, got, c.want)
 		}
 	}
 }

@@ -259,7 +259,7 @@ func settleBody(status int, h http.Header, body []byte) []byte {
 func (rec *recorder) writeFresh(method string) {
 	h := rec.w.Header()
 	delete(h, rec.c.replayHeader)
-	setContentLength(h, method, rec.status, len(rec.body))
+	setContentLength(h, method, rec.status, len(rec.body), false)
 	rec.w.WriteHeader(rec.status)
 	if len(rec.body) > 0 {
 		_, _ = rec.w.Write(rec.body)

@@ -142,12 +142,17 @@ func (sr *storedResponse) send(w http.ResponseWriter, method, replayHeader strin
 	// One more slot holds the replay header's value.
 	vals := make([]string, sr.values+1)
 	h := w.Header()
+	// A map empty before send holds only the names set here: whether
+	// one is a framing header is then known without looking h up.
+	plain := len(h) == 0
 	// decodeResponse validated the encoding: the fields are read here
 	// without checks.
 	b, off := sr.headers, 0
+	framing := false
 	for range sr.n {
 		var name string
 		name, off = validText(text, b, off)
+		framing = framing || framingHeader(name)
 		var k int
 		k, off = validCount(b, off)
 		for j := range k {
@@ -161,7 +166,7 @@ func (sr *storedResponse) send(w http.ResponseWriter, method, replayHeader strin
 	} else {
 		delete(h, replayHeader)
 	}
-	setContentLength(h, method, sr.status, len(sr.body))
+	setContentLength(h, method, sr.status, len(sr.body), plain && !framing)
 	w.WriteHeader(sr.status)
 	if len(sr.body) > 0 {
 		_, _ = w.Write(sr.body)

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,4 +89,48 @@ func TestBodiesConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestBodyClosedOnceRead: a body read to its end is closed, whether the
+// handler then runs (it reads the restored copy) or the response is
+// replayed; a body over the cap is left to the server.
+func TestBodyClosedOnceRead(t *testing.T) {
+	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMaxBody(10)))(echoBody)
+	send := func(body string) (*httptest.ResponseRecorder, *atomic.Int32) {
+		cc := closeCounter{Reader: strings.NewReader(body), closed: new(atomic.Int32)}
+		r := httptest.NewRequest(http.MethodPost, "/orders", nil)
+		r.Body, r.ContentLength = cc, int64(len(body))
+		r.Header.Set(userHeader, "alice")
+		r.Header.Set(idemhttp.DefaultKeyHeader, "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w, cc.closed
+	}
+	first, closed := send("order")
+	assert.Equal(t, "order", first.Body.String())
+	assert.EqualValues(t, 1, closed.Load(), "fresh")
+	again, closed := send("order")
+	assert.True(t, isReplay(again))
+	assert.EqualValues(t, 1, closed.Load(), "replay")
+	tooLarge, closed := send("more than ten bytes")
+	requireProblem(t, tooLarge, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
+	assert.Zero(t, closed.Load(), "over the cap")
+}
+
+// TestReplayKeepsTheConnection: over a real connection, a replay, whose
+// request body the middleware closed, leaves the connection open for the
+// next request.
+func TestReplayKeepsTheConnection(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))(echoBody))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var reused []bool
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) }}
+	for range 3 {
+		resp, body := livePost(t, srv, srv.Client(), "k", trace)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		require.Equal(t, `{"n":1}`, string(body))
+	}
+	assert.Equal(t, []bool{false, true, true}, reused)
 }

@@ -62,11 +62,14 @@
 // # Fingerprints
 //
 // Request bodies are read for the fingerprint up to WithMaxBody (1 MiB by
-// default; larger ones get 413) and restored for the handler. JSON bodies
-// are fingerprinted in canonical form (package keying), so member order,
-// whitespace and number spelling do not matter. Idempotency mode compares
-// the whole payload: a retry that differs in any member is another
-// request (422). Window mode drops the top-level keying.WindowVolatile
+// default; larger ones get 413) and restored for the handler; the body
+// the server gave, read to its end, is closed (so the server does not look
+// for more of it after the response: a middleware outside this one that
+// reads it afterwards gets http's error for a closed body, not io.EOF).
+// JSON bodies are fingerprinted in canonical form (package keying), so
+// member order, whitespace and number spelling do not matter.
+// Idempotency mode compares the whole payload: a retry that differs in any
+// member is another request (422). Window mode drops the top-level keying.WindowVolatile
 // members (traceId, timestamp and the like), which change between two
 // clicks of one form. WithVolatile names more members to drop, by JSON
 // path; WithFingerprinter replaces the fingerprinter; WithQueryParams

@@ -176,6 +176,9 @@ func (*bodyReader) Close() error { return nil }
 // firstRead is the most readBody allocates before any byte has arrived.
 const firstRead = 64 << 10
 
+// readBody reads r's body, at most limit bytes, and closes a body it read
+// to the end: net/http's server would otherwise read a body left open
+// once more, after the response, for what the handler left unread.
 func readBody(r *http.Request, limit int64) (reqBody, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return reqBody{}, nil
@@ -206,6 +209,7 @@ func readBody(r *http.Request, limit int64) (reqBody, error) {
 			err = errBodyTooLarge
 		case err == io.EOF:
 			rb.b = buf
+			_ = r.Body.Close()
 			return rb, nil
 		}
 		if err != nil {

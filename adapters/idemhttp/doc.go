@@ -96,8 +96,8 @@
 // net/http's server (HTTP/1 and HTTP/2) adds its Content-Length itself:
 // the middleware leaves the header out of the map, and removes one a
 // handler set. A larger body, an empty answer to HEAD, or a response
-// whose header map declares a Transfer-Encoding or trailers gets
-// Content-Length in the header map. A ResponseWriter that is not
+// whose header map holds Transfer-Encoding or Trailer gets Content-Length
+// in the header map. A ResponseWriter that is not
 // net/http's server (httptest.ResponseRecorder, say) therefore sees no
 // Content-Length for a small body; a middleware outside this one that
 // flushes the response before its handler returns makes HTTP/1 send a

@@ -51,11 +51,21 @@ func terminalReason(b []byte) (string, bool) {
 
 var errCorruptResponse = errors.New("idemhttp: corrupt stored response")
 
+// encodeResponse encodes status, the headers of h named in allow, and
+// body as a stored response. Each name is looked up in h once: the values
+// found are kept, on the stack for an allow-list of up to eight names,
+// between sizing the encoding and writing it.
 func encodeResponse(status int, h http.Header, allow []string, body []byte) []byte {
-	n, size := 0, 3+binary.MaxVarintLen64+len(body)
+	type found struct {
+		name string
+		vs   []string
+	}
+	var stack [8]found
+	kept := stack[:0]
+	size := 3 + binary.MaxVarintLen64 + len(body)
 	for _, name := range allow {
 		if vs, ok := h[name]; ok {
-			n++
+			kept = append(kept, found{name, vs})
 			size += 2*binary.MaxVarintLen64 + len(name)
 			for _, v := range vs {
 				size += binary.MaxVarintLen64 + len(v)
@@ -65,15 +75,11 @@ func encodeResponse(status int, h http.Header, allow []string, body []byte) []by
 	b := make([]byte, 3, size)
 	b[0] = responseVersion
 	binary.BigEndian.PutUint16(b[1:3], uint16(status))
-	b = binary.AppendUvarint(b, uint64(n))
-	for _, name := range allow {
-		vs, ok := h[name]
-		if !ok {
-			continue
-		}
-		b = appendString(b, name)
-		b = binary.AppendUvarint(b, uint64(len(vs)))
-		for _, v := range vs {
+	b = binary.AppendUvarint(b, uint64(len(kept)))
+	for _, f := range kept {
+		b = appendString(b, f.name)
+		b = binary.AppendUvarint(b, uint64(len(f.vs)))
+		for _, v := range f.vs {
 			b = appendString(b, v)
 		}
 	}

@@ -2,10 +2,11 @@ package keying
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"net/url"
 	"slices"
+
+	"github.com/idemkit/idemkit/internal/b64url"
 )
 
 // fingerprintDomain starts every fingerprint's hash input, naming the
@@ -148,9 +149,10 @@ func (p *parser) sumRaw(head, body []byte) [sha256.Size]byte {
 	return sha256.Sum256(p.sum)
 }
 
-// appendSumText appends the text form of a fingerprint digest to dst.
+// appendSumText appends the text form of a fingerprint digest to dst: the
+// unpadded base64url text of its first sumBytes bytes.
 func appendSumText(dst []byte, sum [sha256.Size]byte) []byte {
-	return base64.RawURLEncoding.AppendEncode(dst, sum[:sumBytes])
+	return b64url.Append16(dst, [sumBytes]byte(sum[:sumBytes]))
 }
 
 // appendHead appends the framed fields that precede the body to b: the

@@ -1,0 +1,248 @@
+package keying
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireSameAsReference fails t unless Canonicalize and refCanonicalize
+// agree on in, with and without the testVolatile members: the same bytes,
+// or errors with the same text.
+func requireSameAsReference(t testing.TB, in []byte) {
+	t.Helper()
+	for _, volatile := range [][]string{nil, testVolatile} {
+		want, wantErr := refCanonicalize(in, volatile)
+		got, gotErr := Canonicalize(in, volatile)
+		if wantErr != nil {
+			require.Error(t, gotErr, "input %q volatile %q: reference fails with %v", in, volatile, wantErr)
+			require.Equal(t, wantErr.Error(), gotErr.Error(), "input %q volatile %q", in, volatile)
+			continue
+		}
+		require.NoError(t, gotErr, "input %q volatile %q", in, volatile)
+		require.Equal(t, string(want), string(got), "input %q volatile %q", in, volatile)
+	}
+}
+
+// TestCanonicalizeMemberOrder covers the boundaries of the object fast
+// paths: members already in order are written as read, others reordered,
+// and names compare by their decoded bytes, which for a name with escapes
+// can order differently from its raw text.
+func TestCanonicalizeMemberOrder(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"a":1,"b":2}`, `{"a":1,"b":2}`},
+		{`{"b":1,"a":2}`, `{"a":2,"b":1}`},
+		{`{"a":1,"c":2,"b":3}`, `{"a":1,"b":3,"c":2}`},
+		{`{"c":1,"b":2,"a":3}`, `{"a":3,"b":2,"c":1}`},
+		{`{"a":1,"ab":2}`, `{"a":1,"ab":2}`},
+		{`{"ab":1,"a":2}`, `{"a":2,"ab":1}`},
+		{`{"":1,"a":2}`, `{"":1,"a":2}`},
+		{`{"a":1,"":2}`, `{"":2,"a":1}`},
+		{`{"prefix-longer-than-16-b":1,"prefix-longer-than-16-a":2}`, `{"prefix-longer-than-16-a":2,"prefix-longer-than-16-b":1}`},
+		{`{"prefix-longer-than-16-a":1,"prefix-longer-than-16-ab":2}`, `{"prefix-longer-than-16-a":1,"prefix-longer-than-16-ab":2}`},
+		{`{"prefix-longer-than-16-ab":1,"prefix-longer-than-16-a":2}`, `{"prefix-longer-than-16-a":2,"prefix-longer-than-16-ab":1}`},
+		// Raw, '\' (0x5c) sorts before 'b'; decoded, "z" sorts after it.
+		{`{"\u007a":1,"b":2}`, `{"b":2,"z":1}`},
+		{`{"b":1,"\u007a":2}`, `{"b":1,"z":2}`},
+		{`{"a\u007a":1,"ab":2}`, `{"ab":2,"az":1}`},
+		// Raw, "\u0061" sorts after "A"; decoded, "a" does too, but before "b".
+		{`{"b":1,"\u0061":2,"A":3}`, `{"A":3,"a":2,"b":1}`},
+		{`{"\n":1,"\t":2}`, `{"\t":2,"\n":1}`},
+		{`{"é":1,"z":2}`, `{"z":2,"é":1}`},
+		{`{"z":1,"\u00e9":2}`, `{"z":1,"é":2}`},
+		{`{ "b" : 1 , "a" : { "d" : [ ] , "c" : { } } }`, `{"a":{"c":{},"d":[]},"b":1}`},
+		{`{"b":{"d":1,"c":2},"a":{"f":3,"e":4}}`, `{"a":{"e":4,"f":3},"b":{"c":2,"d":1}}`},
+	}
+	for _, tc := range cases {
+		out, err := Canonicalize([]byte(tc.in), nil)
+		require.NoError(t, err, "input %s", tc.in)
+		assert.Equal(t, tc.want, string(out), "input %s", tc.in)
+		requireSameAsReference(t, []byte(tc.in))
+	}
+}
+
+// TestCanonicalizeDroppedMembers: dropped members leave no comma behind
+// wherever they stand, and still count for duplicates.
+func TestCanonicalizeDroppedMembers(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"traceId":1}`, `{}`},
+		{`{"a":1,"traceId":2,"b":3}`, `{"a":1,"b":3}`},
+		{`{"traceId":1,"b":2,"a":3}`, `{"a":3,"b":2}`},
+		{`{"b":1,"a":2,"traceId":3}`, `{"a":2,"b":1}`},
+		{`{"z":1,"traceId":{"b":1,"a":2},"a":3}`, `{"a":3,"z":1}`},
+		{`{"order":{"nonce":1,"b":2,"a":3},"\u0074raceId":[1]}`, `{"order":{"a":3,"b":2}}`},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, canon(t, tc.in), "input %s", tc.in)
+		requireSameAsReference(t, []byte(tc.in))
+	}
+}
+
+// TestCanonicalizeDuplicateNamesFastPaths: equal names never count as
+// ordered, the error names the least duplicated name, and a syntax error
+// later in the object wins over a duplicate.
+func TestCanonicalizeDuplicateNamesFastPaths(t *testing.T) {
+	for in, name := range map[string]string{
+		`{"a":1,"a":2}`:                 `"a"`,
+		`{"a":1,"b":2,"b":3}`:           `"b"`,
+		`{"b":1,"b":2,"a":1,"a":2}`:     `"a"`,
+		`{"a":1,"\u0061":2}`:            `"a"`,
+		`{"\u0061":1,"a":2}`:            `"a"`,
+		`{"traceId":1,"traceId":2}`:     `"traceId"`,
+		`{"x":{"a":1,"a":2},"x":3}`:     `"a"`,
+		`{"\n":1,"\u000a":2}`:           `"\n"`,
+		`{"c":1,"a":2,"b":3,"c":4}`:     `"c"`,
+		`{"é":1,"\u00e9":2,"\u00E9":3}`: `"é"`,
+	} {
+		_, err := Canonicalize([]byte(in), testVolatile)
+		require.ErrorIs(t, err, ErrDuplicateName, "input %s", in)
+		assert.Contains(t, err.Error(), name, "input %s", in)
+		requireSameAsReference(t, []byte(in))
+	}
+	for _, in := range []string{`{"a":1,"a":2`, `{"a":1,"a":2,}`, `{"a":1,"a":x}`, `{"b":1,"a":2,"a":3`} {
+		_, err := Canonicalize([]byte(in), nil)
+		assert.ErrorIs(t, err, ErrNotJSON, "input %s", in)
+		assert.NotErrorIs(t, err, ErrDuplicateName, "input %s", in)
+		requireSameAsReference(t, []byte(in))
+	}
+}
+
+// TestCanonicalizeIntegerFastPath: integers written plainly are copied
+// unless they are -0 or too long for plain form; anything else about a
+// number takes the general path.
+func TestCanonicalizeIntegerFastPath(t *testing.T) {
+	forty := "1" + strings.Repeat("0", 39)
+	for in, want := range map[string]string{
+		`0`: `0`, `-0`: `0`, `7`: `7`, `-7`: `-7`, `100`: `100`, `-100`: `-100`,
+		forty: forty, "-" + forty: "-" + forty, forty + "0": `1e40`, "9" + forty[1:]: "9" + forty[1:],
+		"9" + forty[1:] + "1": "9." + strings.Repeat("0", 39) + "1e40",
+		`1e2`:                 `100`, `1E2`: `100`, `1.0`: `1`, `10.5`: `10.5`, `-0.0`: `0`,
+		`[1,-0,20]`: `[1,0,20]`, `{"b":-0,"a":10}`: `{"a":10,"b":0}`,
+	} {
+		assert.Equal(t, want, canon(t, in), "number %s", in)
+		requireSameAsReference(t, []byte(in))
+	}
+	for _, in := range []string{`01`, `-01`, `-`, `--1`, `1.`, `1e`, `1x`, `[1-]`, `-a`, `00`, `1 2`, `[0x1]`} {
+		_, err := Canonicalize([]byte(in), nil)
+		assert.ErrorIs(t, err, ErrNotJSON, "number %s", in)
+		requireSameAsReference(t, []byte(in))
+	}
+}
+
+// TestCanonicalizeStringScan puts each kind of byte that ends a run of
+// plain string text at each offset of strings long enough for the
+// eight-byte scan, in names and in values, with text on either side.
+func TestCanonicalizeStringScan(t *testing.T) {
+	stops := []string{`"`, `\"`, `\\`, `\n`, `\u0041`, "\x00", "\x1f", "\t", "\x7f", "é", "\xff", "\xc3", "€", "\xe2\x82"}
+	for _, stop := range stops {
+		for at := range 20 {
+			s := strings.Repeat("a", at) + stop + strings.Repeat("b", 19-at)
+			for _, doc := range []string{
+				`"` + s + `"`,
+				`["` + s + `"]`,
+				`{"` + s + `":1}`,
+				`{"k":"` + s + `","a":1}`,
+				`{"` + s + `":"` + s + `","a":"` + s + `"}`,
+				`"` + s, // unterminated
+			} {
+				requireSameAsReference(t, []byte(doc))
+			}
+		}
+	}
+	assert.Equal(t, `{"a":"x","abcdefghij\"kl":"abcdefghijklm\n"}`,
+		canon(t, `{"abcdefghij\"kl":"abcdefghijklm\u000a","a":"x"}`))
+	assert.Equal(t, `["abcdefghéijklmnop"]`, canon(t, `["abcdefghéijklmnop"]`))
+	for _, in := range []string{"[\"abcdefgh\x01\"]", "[\"abcdefgh\xff\"]", "{\"abcdefgh\xc3\":1}", `["abcdefgh`} {
+		_, err := Canonicalize([]byte(in), nil)
+		assert.ErrorIs(t, err, ErrNotJSON, "input %q", in)
+	}
+}
+
+// randomDocument writes a JSON document, mostly valid, built from the
+// pieces the fast paths tell apart.
+func randomDocument(r *rand.Rand, b *strings.Builder, depth int) {
+	names := []string{
+		`""`, `"a"`, `"b"`, `"ab"`, `"aa"`, `"a\u0062"`, `"\u0061"`, `"\u007a"`, `"z"`, `"é"`, `"\u00e9"`,
+		`"\n"`, `"\t"`, `"traceId"`, `"\u0074raceId"`, `"nonce"`, `"order"`, `"items"`, `"timestamp"`,
+		`"prefix-longer-than-16-a"`, `"prefix-longer-than-16-ab"`, `"prefix-longer-than-16-\u0062"`, "\"\xff\"",
+	}
+	values := []string{
+		`0`, `-0`, `1`, `-15`, `100`, `1.5`, `1e3`, `1E-3`, `10.0`, `0.0000001`, `01`, `-`, `1.`,
+		`12345678901234567890123456789012345678901`, `1234567890123456789012345678901234567890`,
+		`""`, `"x"`, `"book-42"`, `"a longer string value"`, `"esc\"aped\u0041"`, `"\ud83d\ude00"`, `"日本語テキスト"`,
+		`true`, `false`, `null`, `tru`, "\"bad\xc3\"",
+	}
+	space := func() {
+		if r.IntN(4) == 0 {
+			b.WriteString([]string{" ", "\n", "\t ", "\r\n  "}[r.IntN(4)])
+		}
+	}
+	switch k := r.IntN(10); {
+	case depth < 4 && k < 5:
+		b.WriteByte('{')
+		space()
+		for i := range r.IntN(6) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			space()
+			b.WriteString(names[r.IntN(len(names))])
+			space()
+			b.WriteByte(':')
+			space()
+			randomDocument(r, b, depth+1)
+			space()
+		}
+		b.WriteByte('}')
+	case depth < 4 && k < 7:
+		b.WriteByte('[')
+		for i := range r.IntN(4) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			space()
+			randomDocument(r, b, depth+1)
+		}
+		b.WriteByte(']')
+	default:
+		b.WriteString(values[r.IntN(len(values))])
+	}
+}
+
+// TestCanonicalizeMatchesReference compares Canonicalize with the
+// canonicalizer before its fast paths on random documents, and on
+// documents cut short or with one byte changed.
+func TestCanonicalizeMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 42))
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	for range n {
+		var b strings.Builder
+		randomDocument(r, &b, 0)
+		doc := []byte(b.String())
+		requireSameAsReference(t, doc)
+		if len(doc) > 1 {
+			requireSameAsReference(t, doc[:r.IntN(len(doc))])
+			const bytes = `{}[]",:\ 0-9ae.`
+			doc[r.IntN(len(doc))] = bytes[r.IntN(len(bytes))]
+			requireSameAsReference(t, doc)
+		}
+	}
+}
+
+func FuzzCanonicalizeMatchesReference(f *testing.F) {
+	for _, s := range []string{
+		`{"sku":"book-42","qty":1}`, `{"a":1,"b":2}`, `{"\u007a":1,"b":2}`, `{"traceId":1,"b":2,"a":3}`,
+		`{"a":1,"a":2}`, `[-0,01,1e2,"abcdefghij\"kl"]`, `{"order":{"nonce":1,"b":{"y":1,"x":2}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		requireSameAsReference(t, in)
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unicode/utf8"
 )
 
 // Errors returned by Canonicalize.
@@ -42,15 +43,15 @@ func Canonicalize(body []byte, volatile []string) ([]byte, error) {
 		return nil, err
 	}
 	p := getParser()
-	defer putParser(p)
-	return p.canonicalize(nil, body, root)
+	out, err := p.canonicalize(nil, body, root)
+	putParser(p)
+	return out, err
 }
 
 // canonicalize appends the canonical form of body, without the members
-// root drops, to dst.
+// root drops, to dst. The parser refers to body until it is recycled.
 func (p *parser) canonicalize(dst, body []byte, root *pathNode) ([]byte, error) {
 	p.in, p.pos = body, 0
-	defer func() { p.in = nil }()
 	p.skipSpace()
 	out, err := p.value(dst, 0, root)
 	if err != nil {
@@ -72,19 +73,18 @@ type parser struct {
 	str     []byte   // decoded text of the last escaped string value read
 	scratch []byte   // copy of an object's members while they are reordered
 	digits  []byte   // significant digits of the last number read
-	names   []byte   // decoded member names of the objects being parsed
+	names   []byte   // decoded names, written with escapes, of the objects being parsed
 	members []member // members of the objects being parsed, innermost last
 }
 
-// member is an object member: its decoded name is names[nameStart:nameEnd]
-// and its canonical value out[start:end]. A name written without escapes
-// is already canonical: quoted, it is in[quoted:quoted+nameEnd-nameStart+2];
-// quoted is -1 for a name with escapes.
+// member is an object member. Its decoded name is in[name:nameEnd], or
+// names[name:nameEnd] when it is written with escapes; its canonical
+// text, "name":value, is out[start:end], empty when the member is
+// dropped.
 type member struct {
-	nameStart, nameEnd int
-	start, end         int
-	quoted             int
-	dropped            bool
+	name, nameEnd int
+	start, end    int
+	escaped       bool
 }
 
 // parserPool recycles parsers and their buffers.
@@ -100,10 +100,8 @@ func getParser() *parser {
 
 // putParser recycles p unless its buffers grew too large to keep.
 func putParser(p *parser) {
-	for _, b := range [...][]byte{p.sum, p.scratch, p.str, p.names} {
-		if cap(b) > maxPooledBuffer {
-			return
-		}
+	if max(cap(p.sum), cap(p.scratch), cap(p.str), cap(p.names)) > maxPooledBuffer {
+		return
 	}
 	p.in = nil
 	p.names, p.members = p.names[:0], p.members[:0]
@@ -115,8 +113,16 @@ func (p *parser) fail(what string) error {
 	return fmt.Errorf("%w: %s at offset %d", ErrNotJSON, what, p.pos)
 }
 
-// skipSpace skips JSON insignificant whitespace.
+// skipSpace skips JSON insignificant whitespace. Most tokens follow the
+// previous one directly, so that case is decided inline.
 func (p *parser) skipSpace() {
+	if p.pos < len(p.in) && p.in[p.pos] <= ' ' {
+		p.skipSpaceRun()
+	}
+}
+
+// skipSpaceRun skips the whitespace that starts at the current offset.
+func (p *parser) skipSpaceRun() {
 	for p.pos < len(p.in) {
 		switch p.in[p.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -140,14 +146,14 @@ func (p *parser) value(out []byte, depth int, node *pathNode) ([]byte, error) {
 		return nil, p.fail("unexpected end of input")
 	}
 	switch c := p.in[p.pos]; {
-	case c == '{':
-		return p.object(out, depth+1, node)
-	case c == '[':
-		return p.array(out, depth+1, node)
 	case c == '"':
 		return p.stringValue(out)
 	case c == '-' || isDigit(c):
 		return p.number(out)
+	case c == '{':
+		return p.object(out, depth+1, node)
+	case c == '[':
+		return p.array(out, depth+1, node)
 	case c == 't':
 		return p.literal(out, "true")
 	case c == 'f':
@@ -200,127 +206,186 @@ func (p *parser) array(out []byte, depth int, node *pathNode) ([]byte, error) {
 	}
 }
 
-// object parses an object and appends its canonical form to out.
+// object parses an object and appends its canonical form to out. It writes
+// the members in input order as it reads them, and reorders them at the
+// end only when their names were not already in strictly increasing order
+// (which also rules out duplicates).
 func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, p.fail("nesting too deep")
 	}
 	p.pos++ // '{'
 	p.skipSpace()
+	start := len(out)
+	out = append(out, '{')
 	if p.next('}') {
 		p.pos++
-		return append(out, '{', '}'), nil
+		return append(out, '}'), nil
 	}
-	start, first, names := len(out), len(p.members), len(p.names)
-	defer func() { p.members, p.names = p.members[:first], p.names[:names] }()
+	first, names := len(p.members), len(p.names)
+	sorted := true
 	for {
-		m, next, err := p.member(out, depth, node)
+		m, err := p.memberName()
 		if err != nil {
 			return nil, err
 		}
-		out, p.members = next, append(p.members, m)
+		name := p.name(&m)
+		if sorted && len(p.members) > first {
+			sorted = compareNames(p.name(&p.members[len(p.members)-1]), name) < 0
+		}
+		p.skipSpace()
+		if !p.next(':') {
+			return nil, p.fail("expected ':' after member name")
+		}
+		p.pos++
+		p.skipSpace()
+		if out, err = p.memberValue(out, start, &m, name, depth, node); err != nil {
+			return nil, err
+		}
+		p.members = append(p.members, m)
 		p.skipSpace()
 		switch {
 		case p.next(','):
 			p.pos++
 			p.skipSpace()
-		case p.next('}'):
-			p.pos++
-			return p.emitObject(out, start, p.members[first:])
-		default:
+			continue
+		case !p.next('}'):
 			return nil, p.fail("expected ',' or '}' in object")
 		}
+		p.pos++
+		if !sorted {
+			if out, err = p.reorder(out, start, p.members[first:]); err != nil {
+				return nil, err
+			}
+		}
+		p.members, p.names = p.members[:first], p.names[:names]
+		return append(out, '}'), nil
 	}
 }
 
-// member parses one "name": value pair of an object at node, appending the
-// canonical value to out unless node drops the member.
-func (p *parser) member(out []byte, depth int, node *pathNode) (member, []byte, error) {
+// memberName parses the name of a member at the current offset. A name
+// without escapes is not copied: the member refers to it in the input.
+func (p *parser) memberName() (member, error) {
 	if !p.next('"') {
-		return member{}, nil, p.fail("expected member name")
+		return member{}, p.fail("expected member name")
 	}
-	m := member{nameStart: len(p.names), start: len(out), quoted: p.pos}
+	start := p.pos + 1
+	end, seen := scanPlain(p.in, start)
+	if end < len(p.in) && p.in[end] == '"' {
+		if seen >= utf8.RuneSelf && !utf8.Valid(p.in[start:end]) {
+			return member{}, p.failUTF8(start)
+		}
+		p.pos = end + 1
+		return member{name: start, nameEnd: end}, nil
+	}
+	m := member{name: len(p.names), escaped: true}
 	names, err := p.appendDecoded(p.names)
 	if err != nil {
-		return member{}, nil, err
+		return member{}, err
 	}
 	p.names = names
-	m.nameEnd = len(p.names)
-	if p.pos-m.quoted != m.nameEnd-m.nameStart+2 { // every escape is longer than its text
-		m.quoted = -1
-	}
-	p.skipSpace()
-	if !p.next(':') {
-		return member{}, nil, p.fail("expected ':' after member name")
-	}
-	p.pos++
-	p.skipSpace()
-	child := node.member(p.name(m))
+	m.nameEnd = len(names)
+	return m, nil
+}
+
+// memberValue parses the value of member m, whose decoded name is name,
+// in the object at node that starts at out[start]. Unless node drops the
+// member, it appends the member's canonical text to out, after a comma
+// when another member precedes it, and records where that text lies in m.
+func (p *parser) memberValue(out []byte, start int, m *member, name []byte, depth int, node *pathNode) ([]byte, error) {
+	child := node.member(name)
 	if child != nil && child.drop {
-		child, m.dropped = nil, true
+		mark := len(out)
+		out, err := p.value(out, depth, nil)
+		if err != nil {
+			return nil, err
+		}
+		m.start, m.end = mark, mark
+		return out[:mark], nil
 	}
-	if out, err = p.value(out, depth, child); err != nil {
-		return member{}, nil, err
+	if len(out) > start+1 {
+		out = append(out, ',')
 	}
+	m.start = len(out)
+	if m.escaped {
+		out = appendString(out, name)
+	} else {
+		out = append(out, p.in[m.name-1:m.nameEnd+1]...) // quoted
+	}
+	out = append(out, ':')
+	out, err := p.value(out, depth, child)
 	m.end = len(out)
-	if m.dropped {
-		out = out[:m.start]
-	}
-	return m, out, nil
+	return out, err
 }
 
 // name returns the decoded name of m.
-func (p *parser) name(m member) []byte {
-	return p.names[m.nameStart:m.nameEnd]
+func (p *parser) name(m *member) []byte {
+	if m.escaped {
+		return p.names[m.name:m.nameEnd]
+	}
+	return p.in[m.name:m.nameEnd]
 }
 
-// emitObject rewrites out[start:], which holds the canonical values of
-// members in input order, as the canonical object.
-func (p *parser) emitObject(out []byte, start int, members []member) ([]byte, error) {
+// reorder rewrites out[start:], the object written so far with members
+// in input order, with members sorted by name. It fails with
+// ErrDuplicateName when two members share a name.
+func (p *parser) reorder(out []byte, start int, members []member) ([]byte, error) {
 	p.sortMembers(members)
 	for i := 1; i < len(members); i++ {
-		if bytes.Equal(p.name(members[i]), p.name(members[i-1])) {
-			return nil, fmt.Errorf("%w: %q", ErrDuplicateName, p.name(members[i]))
+		if bytes.Equal(p.name(&members[i]), p.name(&members[i-1])) {
+			return nil, fmt.Errorf("%w: %q", ErrDuplicateName, p.name(&members[i]))
 		}
 	}
-	p.scratch = append(p.scratch[:0], out[start:]...)
-	out = append(out[:start], '{')
-	first := true
-	for _, m := range members {
-		if m.dropped {
+	body := start + 1 // after '{'
+	p.scratch = append(p.scratch[:0], out[body:]...)
+	out = out[:body]
+	for i := range members {
+		m := &members[i]
+		if m.start == m.end { // dropped
 			continue
 		}
-		if !first {
+		if len(out) > body {
 			out = append(out, ',')
 		}
-		first = false
-		if m.quoted >= 0 {
-			out = append(out, p.in[m.quoted:m.quoted+m.nameEnd-m.nameStart+2]...)
-		} else {
-			out = appendString(out, p.name(m))
-		}
-		out = append(out, ':')
-		out = append(out, p.scratch[m.start-start:m.end-start]...)
+		out = append(out, p.scratch[m.start-body:m.end-body]...)
 	}
-	return append(out, '}'), nil
+	return out, nil
 }
 
 // sortMembers sorts members by name. Most objects are small, and an
 // insertion sort with the comparison inlined beats a generic sort there.
 func (p *parser) sortMembers(members []member) {
 	if len(members) > 12 {
-		slices.SortFunc(members, func(a, b member) int { return bytes.Compare(p.name(a), p.name(b)) })
+		slices.SortFunc(members, func(a, b member) int { return compareNames(p.name(&a), p.name(&b)) })
 		return
 	}
 	for i := 1; i < len(members); i++ {
 		m := members[i]
-		name := p.name(m)
+		name := p.name(&m)
 		j := i
-		for ; j > 0 && bytes.Compare(p.name(members[j-1]), name) > 0; j-- {
+		for ; j > 0 && compareNames(p.name(&members[j-1]), name) > 0; j-- {
 			members[j] = members[j-1]
 		}
 		members[j] = m
 	}
+}
+
+// compareNames has the sign of bytes.Compare(a, b); short names, the
+// usual ones, are compared in place rather than through a call.
+func compareNames(a, b []byte) int {
+	n := min(len(a), len(b))
+	if n > 16 {
+		return bytes.Compare(a, b)
+	}
+	for i := range n {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return len(a) - len(b)
 }
 
 // isDigit reports whether c is an ASCII digit.

@@ -13,8 +13,33 @@ const (
 )
 
 // number parses a JSON number at the current offset and appends its
-// canonical form to out.
+// canonical form to out. An integer written plainly, with at most
+// maxPlainIntDigits digits, is already canonical unless it is -0, and is
+// copied as is; any other number goes through decimal.
 func (p *parser) number(out []byte) ([]byte, error) {
+	start, i := p.pos, p.pos
+	if p.in[i] == '-' {
+		i++
+	}
+	digits := i
+	for i < len(p.in) && isDigit(p.in[i]) {
+		i++
+	}
+	n := i - digits
+	if n == 0 || n > maxPlainIntDigits || (p.in[digits] == '0' && n > 1) ||
+		(i < len(p.in) && (p.in[i] == '.' || p.in[i]|0x20 == 'e')) {
+		return p.decimal(out)
+	}
+	p.pos = i
+	if n == 1 && p.in[digits] == '0' {
+		return append(out, '0'), nil // 0 or -0
+	}
+	return append(out, p.in[start:i]...), nil
+}
+
+// decimal parses any JSON number at the current offset and appends its
+// canonical form to out.
+func (p *parser) decimal(out []byte) ([]byte, error) {
 	neg := p.next('-')
 	if neg {
 		p.pos++

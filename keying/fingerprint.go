@@ -110,15 +110,17 @@ func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body
 // memory the caller reuses.
 func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, params url.Values, body []byte) []byte {
 	p := getParser()
-	defer putParser(p)
 	head := appendHead(p.sum[:0], principal, operation, params)
 	p.sum = head
-	in, err := p.canonicalize(append(head, bodyJSON), body, f.root)
-	if err != nil {
-		return appendSumText(dst, p.sumRaw(head, body))
+	var sum [sha256.Size]byte
+	if in, err := p.canonicalize(append(head, bodyJSON), body, f.root); err != nil {
+		sum = p.sumRaw(head, body)
+	} else {
+		p.sum = in
+		sum = sha256.Sum256(in)
 	}
-	p.sum = in
-	return appendSumText(dst, sha256.Sum256(in))
+	putParser(p)
+	return appendSumText(dst, sum)
 }
 
 // SumRaw is Sum without JSON detection: the body is always hashed as raw
@@ -127,9 +129,10 @@ func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, param
 // Sum agree.
 func (f *Fingerprinter) SumRaw(principal, operation string, params url.Values, body []byte) string {
 	p := getParser()
-	defer putParser(p)
+	sum := p.sumRaw(appendHead(p.sum[:0], principal, operation, params), body)
+	putParser(p)
 	var text [SumLen]byte
-	return string(appendSumText(text[:0], p.sumRaw(appendHead(p.sum[:0], principal, operation, params), body)))
+	return string(appendSumText(text[:0], sum))
 }
 
 // sumRaw returns the digest of head followed by the raw body. A body
@@ -174,6 +177,9 @@ func appendField(b []byte, s string) []byte {
 // such name in sorted order followed by its count of values and the values
 // in order.
 func appendParams(b []byte, params url.Values) []byte {
+	if len(params) == 0 {
+		return append(b, 0) // no names
+	}
 	var stack [8]string // most requests carry a few parameters at most
 	names := stack[:0]
 	for name, values := range params {

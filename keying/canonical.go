@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"unicode/utf8"
 )
 
 // Errors returned by Canonicalize.
@@ -78,9 +77,10 @@ type parser struct {
 }
 
 // member is an object member. Its decoded name is in[name:nameEnd], or
-// names[name:nameEnd] when it is written with escapes; its canonical
-// text, "name":value, is out[start:end], empty when the member is
-// dropped.
+// names[name:nameEnd] when it is written with escapes. Its canonical text,
+// "name":value, is out[start:end], or in[start:end] while the object's
+// members are all canonical as written (see object); it is empty when the
+// member is dropped.
 type member struct {
 	name, nameEnd int
 	start, end    int
@@ -206,10 +206,16 @@ func (p *parser) array(out []byte, depth int, node *pathNode) ([]byte, error) {
 	}
 }
 
-// object parses an object and appends its canonical form to out. It writes
-// the members in input order as it reads them, and reorders them at the
-// end only when their names were not already in strictly increasing order
-// (which also rules out duplicates).
+// object parses an object and appends its canonical form to out.
+//
+// While every member read is canonical as written ("name":value with no
+// spaces, a name without escapes and a value that verbatimValue accepts)
+// or dropped, the members stay in the input: at the end they are copied
+// from there in name order, or in one piece when they were in order and
+// adjacent. Once a member is not, the members so far are written to out
+// in input order, and so are the next ones as they are read; at the end
+// they are reordered only if their names were not already in strictly
+// increasing order (which also rules out duplicates).
 func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, p.fail("nesting too deep")
@@ -223,24 +229,46 @@ func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 		return append(out, '}'), nil
 	}
 	first, names := len(p.members), len(p.names)
-	sorted := true
+	sorted, inInput, adjacent := true, true, true
 	for {
-		m, err := p.memberName()
-		if err != nil {
+		quote := p.pos
+		var m member
+		if err := p.memberName(&m); err != nil {
 			return nil, err
 		}
 		name := p.name(&m)
 		if sorted && len(p.members) > first {
 			sorted = compareNames(p.name(&p.members[len(p.members)-1]), name) < 0
 		}
-		p.skipSpace()
-		if !p.next(':') {
-			return nil, p.fail("expected ':' after member name")
+		child := node.member(name)
+		dropped := child != nil && child.drop
+		verbatim := -1
+		if !dropped && !m.escaped && p.next(':') {
+			verbatim = verbatimValue(p.in, p.pos+1)
 		}
-		p.pos++
-		p.skipSpace()
-		if out, err = p.memberValue(out, start, &m, name, depth, node); err != nil {
-			return nil, err
+		var err error
+		switch {
+		case verbatim >= 0 && inInput:
+			if len(p.members) > first && quote != p.members[len(p.members)-1].end+1 {
+				adjacent = false // spaces around the comma
+			}
+			m.start, m.end, p.pos = quote, verbatim, verbatim
+		case verbatim >= 0:
+			if len(out) > start+1 {
+				out = append(out, ',')
+			}
+			m.start = len(out)
+			out = append(out, p.in[quote:verbatim]...)
+			m.end, p.pos = len(out), verbatim
+		default:
+			if inInput && !dropped {
+				out = p.writeInputMembers(out, start, p.members[first:])
+				inInput = false
+			}
+			adjacent = false
+			if out, err = p.memberValue(out, start, &m, name, child, depth); err != nil {
+				return nil, err
+			}
 		}
 		p.members = append(p.members, m)
 		p.skipSpace()
@@ -253,55 +281,104 @@ func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 			return nil, p.fail("expected ',' or '}' in object")
 		}
 		p.pos++
-		if !sorted {
-			if out, err = p.reorder(out, start, p.members[first:]); err != nil {
+		members := p.members[first:]
+		switch {
+		case inInput && sorted && adjacent:
+			out = append(out, p.in[members[0].start:members[len(members)-1].end]...)
+		case inInput:
+			if !sorted {
+				if err = p.sortMembers(members); err != nil {
+					return nil, err
+				}
+			}
+			out = appendMembers(out, p.in, 0, members)
+		case !sorted:
+			if err = p.sortMembers(members); err != nil {
 				return nil, err
 			}
+			body := start + 1 // after '{'
+			p.scratch = append(p.scratch[:0], out[body:]...)
+			out = appendMembers(out[:body], p.scratch, body, members)
 		}
 		p.members, p.names = p.members[:first], p.names[:names]
 		return append(out, '}'), nil
 	}
 }
 
-// memberName parses the name of a member at the current offset. A name
-// without escapes is not copied: the member refers to it in the input.
-func (p *parser) memberName() (member, error) {
-	if !p.next('"') {
-		return member{}, p.fail("expected member name")
-	}
-	start := p.pos + 1
-	end, seen := scanPlain(p.in, start)
-	if end < len(p.in) && p.in[end] == '"' {
-		if seen >= utf8.RuneSelf && !utf8.Valid(p.in[start:end]) {
-			return member{}, p.failUTF8(start)
+// writeInputMembers appends members, whose texts are still in the input,
+// to out, where the object starts at out[start], and records where their
+// texts now lie.
+func (p *parser) writeInputMembers(out []byte, start int, members []member) []byte {
+	for i := range members {
+		m := &members[i]
+		if m.start == m.end { // dropped
+			m.start, m.end = len(out), len(out)
+			continue
 		}
-		p.pos = end + 1
-		return member{name: start, nameEnd: end}, nil
+		if len(out) > start+1 {
+			out = append(out, ',')
+		}
+		text := p.in[m.start:m.end]
+		m.start = len(out)
+		out = append(out, text...)
+		m.end = len(out)
 	}
-	m := member{name: len(p.names), escaped: true}
-	names, err := p.appendDecoded(p.names)
-	if err != nil {
-		return member{}, err
-	}
-	p.names = names
-	m.nameEnd = len(names)
-	return m, nil
+	return out
 }
 
-// memberValue parses the value of member m, whose decoded name is name,
-// in the object at node that starts at out[start]. Unless node drops the
+// appendMembers appends the texts of members, src[m.start-base:m.end-base]
+// for each member m, separated by commas, to out.
+func appendMembers(out, src []byte, base int, members []member) []byte {
+	comma := false
+	for i := range members {
+		m := &members[i]
+		if m.start == m.end { // dropped
+			continue
+		}
+		if comma {
+			out = append(out, ',')
+		}
+		comma = true
+		out = append(out, src[m.start-base:m.end-base]...)
+	}
+	return out
+}
+
+// memberName parses the name of a member at the current offset into m. A
+// name without escapes is not copied: m refers to it in the input.
+func (p *parser) memberName(m *member) error {
+	if !p.next('"') {
+		return p.fail("expected member name")
+	}
+	if end := plainString(p.in, p.pos); end >= 0 {
+		m.name, m.nameEnd = p.pos+1, end-1
+		p.pos = end
+		return nil
+	}
+	names, err := p.appendDecoded(p.names)
+	if err != nil {
+		return err
+	}
+	m.name, m.nameEnd, m.escaped = len(p.names), len(names), true
+	p.names = names
+	return nil
+}
+
+// memberValue parses the ':' and value of member m, whose decoded name is
+// name, in the object that starts at out[start]. Unless child drops the
 // member, it appends the member's canonical text to out, after a comma
 // when another member precedes it, and records where that text lies in m.
-func (p *parser) memberValue(out []byte, start int, m *member, name []byte, depth int, node *pathNode) ([]byte, error) {
-	child := node.member(name)
+func (p *parser) memberValue(out []byte, start int, m *member, name []byte, child *pathNode, depth int) ([]byte, error) {
+	p.skipSpace()
+	if !p.next(':') {
+		return nil, p.fail("expected ':' after member name")
+	}
+	p.pos++
+	p.skipSpace()
 	if child != nil && child.drop {
-		mark := len(out)
-		out, err := p.value(out, depth, nil)
-		if err != nil {
-			return nil, err
-		}
-		m.start, m.end = mark, mark
-		return out[:mark], nil
+		m.start, m.end = len(out), len(out)
+		_, err := p.value(out, depth, nil)
+		return out, err
 	}
 	if len(out) > start+1 {
 		out = append(out, ',')
@@ -326,48 +403,29 @@ func (p *parser) name(m *member) []byte {
 	return p.in[m.name:m.nameEnd]
 }
 
-// reorder rewrites out[start:], the object written so far with members
-// in input order, with members sorted by name. It fails with
-// ErrDuplicateName when two members share a name.
-func (p *parser) reorder(out []byte, start int, members []member) ([]byte, error) {
-	p.sortMembers(members)
-	for i := 1; i < len(members); i++ {
-		if bytes.Equal(p.name(&members[i]), p.name(&members[i-1])) {
-			return nil, fmt.Errorf("%w: %q", ErrDuplicateName, p.name(&members[i]))
-		}
-	}
-	body := start + 1 // after '{'
-	p.scratch = append(p.scratch[:0], out[body:]...)
-	out = out[:body]
-	for i := range members {
-		m := &members[i]
-		if m.start == m.end { // dropped
-			continue
-		}
-		if len(out) > body {
-			out = append(out, ',')
-		}
-		out = append(out, p.scratch[m.start-body:m.end-body]...)
-	}
-	return out, nil
-}
-
-// sortMembers sorts members by name. Most objects are small, and an
-// insertion sort with the comparison inlined beats a generic sort there.
-func (p *parser) sortMembers(members []member) {
+// sortMembers sorts members by name, failing with ErrDuplicateName when
+// two share one. Most objects are small, and an insertion sort with the
+// comparison inlined beats a generic sort there.
+func (p *parser) sortMembers(members []member) error {
 	if len(members) > 12 {
 		slices.SortFunc(members, func(a, b member) int { return compareNames(p.name(&a), p.name(&b)) })
-		return
+	} else {
+		for i := 1; i < len(members); i++ {
+			m := members[i]
+			name := p.name(&m)
+			j := i
+			for ; j > 0 && compareNames(p.name(&members[j-1]), name) > 0; j-- {
+				members[j] = members[j-1]
+			}
+			members[j] = m
+		}
 	}
 	for i := 1; i < len(members); i++ {
-		m := members[i]
-		name := p.name(&m)
-		j := i
-		for ; j > 0 && compareNames(p.name(&members[j-1]), name) > 0; j-- {
-			members[j] = members[j-1]
+		if bytes.Equal(p.name(&members[i]), p.name(&members[i-1])) {
+			return fmt.Errorf("%w: %q", ErrDuplicateName, p.name(&members[i]))
 		}
-		members[j] = m
 	}
+	return nil
 }
 
 // compareNames has the sign of bytes.Compare(a, b); short names, the

@@ -64,6 +64,49 @@ func TestCanonicalizeMemberOrder(t *testing.T) {
 	}
 }
 
+// TestCanonicalizeMembersCopiedAsWritten covers members copied from the
+// input: all of them (in one piece when in order and adjacent, else one by
+// one), the first ones until a member needs rewriting, or only later ones;
+// a dropped member between two kept ones is never copied with them.
+func TestCanonicalizeMembersCopiedAsWritten(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"a":1,"b":"x","c":true,"d":false,"e":null,"f":-12}`, `{"a":1,"b":"x","c":true,"d":false,"e":null,"f":-12}`},
+		{`{"f":-12,"e":null,"d":false,"c":true,"b":"x","a":1}`, `{"a":1,"b":"x","c":true,"d":false,"e":null,"f":-12}`},
+		{`{"a":1, "b":2}`, `{"a":1,"b":2}`},
+		{`{"a":1 ,"b":2}`, `{"a":1,"b":2}`},
+		{`{"b":2 , "a":1}`, `{"a":1,"b":2}`},
+		{`{"a" :1}`, `{"a":1}`},
+		{`{"a": 1}`, `{"a":1}`},
+		{`{"a":1,"b":1.0}`, `{"a":1,"b":1}`},
+		{`{"b":1,"a":1.0}`, `{"a":1,"b":1}`},
+		{`{"b":1.0,"a":1}`, `{"a":1,"b":1}`},
+		{`{"c":1,"b":2,"a":{"y":1,"x":2},"d":4}`, `{"a":{"x":2,"y":1},"b":2,"c":1,"d":4}`},
+		{`{"a":-0,"b":2}`, `{"a":0,"b":2}`},
+		{`{"a":0,"b":-1}`, `{"a":0,"b":-1}`},
+		{`{"a":"x\u0041","b":1}`, `{"a":"xA","b":1}`},
+		{`{"\u0061":1,"b":2}`, `{"a":1,"b":2}`},
+		{`{"b":1,"\u0061":2}`, `{"a":2,"b":1}`},
+		{`{"a":1,"traceId":2,"b":3}`, `{"a":1,"b":3}`},
+		{`{"a":1,"traceId":{"x":1},"b":3}`, `{"a":1,"b":3}`},
+		{`{"b":1,"traceId":2,"a":3}`, `{"a":3,"b":1}`},
+		{`{"traceId":1,"a":1,"b":2}`, `{"a":1,"b":2}`},
+		{`{"a":1,"b":2,"traceId":3}`, `{"a":1,"b":2}`},
+		{`{"traceId":1,"b":{"y":1,"x":2},"a":3}`, `{"a":3,"b":{"x":2,"y":1}}`},
+		{`{"a":1,"traceId":2,"b":[1]}`, `{"a":1,"b":[1]}`},
+		{`{"o":{"b":1,"a":2},"n":1}`, `{"n":1,"o":{"a":2,"b":1}}`},
+		{`[{"b":1,"a":2},{"a":1,"b":2}]`, `[{"a":2,"b":1},{"a":1,"b":2}]`},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, canon(t, tc.in), "input %s", tc.in)
+		requireSameAsReference(t, []byte(tc.in))
+	}
+	for _, in := range []string{`{"a":trueX}`, `{"a":1x}`, `{"a":"abc`, `{"a":1,"b":tru}`, `{"b":1,"a":01}`, `{"a":1,"a":2.0}`, `{"a":1,"b":2,"a":3}`} {
+		_, err := Canonicalize([]byte(in), testVolatile)
+		assert.Error(t, err, "input %s", in)
+		requireSameAsReference(t, []byte(in))
+	}
+}
+
 // TestCanonicalizeDroppedMembers: dropped members leave no comma behind
 // wherever they stand, and still count for duplicates.
 func TestCanonicalizeDroppedMembers(t *testing.T) {

@@ -41,17 +41,12 @@ func (p *parser) appendDecoded(buf []byte) ([]byte, error) {
 }
 
 // stringValue parses a JSON string value at the current offset and appends
-// its canonical form to out. A string without escapes is already canonical
-// (the input is valid UTF-8), so it is copied as is.
+// its canonical form to out. A string without escapes is copied as is.
 func (p *parser) stringValue(out []byte) ([]byte, error) {
-	start := p.pos
-	end, seen := scanPlain(p.in, start+1)
-	if seen >= utf8.RuneSelf && !utf8.Valid(p.in[start+1:end]) {
-		return nil, p.failUTF8(start + 1)
-	}
-	if end < len(p.in) && p.in[end] == '"' {
-		p.pos = end + 1
-		return append(out, p.in[start:p.pos]...), nil
+	if end := plainString(p.in, p.pos); end >= 0 {
+		out = append(out, p.in[p.pos:end]...)
+		p.pos = end
+		return out, nil
 	}
 	s, err := p.appendDecoded(p.str[:0])
 	if err != nil {

@@ -13,28 +13,15 @@ const (
 )
 
 // number parses a JSON number at the current offset and appends its
-// canonical form to out. An integer written plainly, with at most
-// maxPlainIntDigits digits, is already canonical unless it is -0, and is
-// copied as is; any other number goes through decimal.
+// canonical form to out. An integer already in canonical form is copied
+// as is; any other number goes through decimal.
 func (p *parser) number(out []byte) ([]byte, error) {
-	start, i := p.pos, p.pos
-	if p.in[i] == '-' {
-		i++
+	if end := plainInteger(p.in, p.pos); end >= 0 {
+		out = append(out, p.in[p.pos:end]...)
+		p.pos = end
+		return out, nil
 	}
-	digits := i
-	for i < len(p.in) && isDigit(p.in[i]) {
-		i++
-	}
-	n := i - digits
-	if n == 0 || n > maxPlainIntDigits || (p.in[digits] == '0' && n > 1) ||
-		(i < len(p.in) && (p.in[i] == '.' || p.in[i]|0x20 == 'e')) {
-		return p.decimal(out)
-	}
-	p.pos = i
-	if n == 1 && p.in[digits] == '0' {
-		return append(out, '0'), nil // 0 or -0
-	}
-	return append(out, p.in[start:i]...), nil
+	return p.decimal(out)
 }
 
 // decimal parses any JSON number at the current offset and appends its

@@ -230,6 +230,7 @@ func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 	}
 	first, names := len(p.members), len(p.names)
 	sorted, inInput, adjacent := true, true, true
+	var prev []byte // the name of the member before
 	for {
 		quote := p.pos
 		var m member
@@ -238,8 +239,9 @@ func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 		}
 		name := p.name(&m)
 		if sorted && len(p.members) > first {
-			sorted = compareNames(p.name(&p.members[len(p.members)-1]), name) < 0
+			sorted = compareNames(prev, name) < 0
 		}
+		prev = name
 		child := node.member(name)
 		dropped := child != nil && child.drop
 		verbatim := -1
@@ -405,24 +407,35 @@ func (p *parser) name(m *member) []byte {
 
 // sortMembers sorts members by name, failing with ErrDuplicateName when
 // two share one. Most objects are small, and an insertion sort with the
-// comparison inlined beats a generic sort there.
+// comparison inlined beats a generic sort there; it also tells whether
+// there is a duplicate, as each member it places stops at an equal name
+// if there is one before it.
 func (p *parser) sortMembers(members []member) error {
+	dup := true
 	if len(members) > 12 {
 		slices.SortFunc(members, func(a, b member) int { return compareNames(p.name(&a), p.name(&b)) })
 	} else {
+		dup = false
 		for i := 1; i < len(members); i++ {
 			m := members[i]
 			name := p.name(&m)
 			j := i
-			for ; j > 0 && compareNames(p.name(&members[j-1]), name) > 0; j-- {
+			for ; j > 0; j-- {
+				c := compareNames(p.name(&members[j-1]), name)
+				if c <= 0 {
+					dup = dup || c == 0
+					break
+				}
 				members[j] = members[j-1]
 			}
 			members[j] = m
 		}
 	}
-	for i := 1; i < len(members); i++ {
-		if bytes.Equal(p.name(&members[i]), p.name(&members[i-1])) {
-			return fmt.Errorf("%w: %q", ErrDuplicateName, p.name(&members[i]))
+	if dup {
+		for i := 1; i < len(members); i++ {
+			if bytes.Equal(p.name(&members[i]), p.name(&members[i-1])) {
+				return fmt.Errorf("%w: %q", ErrDuplicateName, p.name(&members[i]))
+			}
 		}
 	}
 	return nil

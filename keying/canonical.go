@@ -441,22 +441,13 @@ func (p *parser) sortMembers(members []member) error {
 	return nil
 }
 
-// compareNames has the sign of bytes.Compare(a, b); short names, the
-// usual ones, are compared in place rather than through a call.
+// compareNames has the sign of bytes.Compare(a, b). Names mostly differ
+// in their first byte, which is compared inline.
 func compareNames(a, b []byte) int {
-	n := min(len(a), len(b))
-	if n > 16 {
-		return bytes.Compare(a, b)
+	if len(a) > 0 && len(b) > 0 && a[0] != b[0] {
+		return int(a[0]) - int(b[0])
 	}
-	for i := range n {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return len(a) - len(b)
+	return bytes.Compare(a, b)
 }
 
 // isDigit reports whether c is an ASCII digit.

@@ -1,8 +1,6 @@
 package keying
 
 import (
-	"encoding/binary"
-	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -54,41 +52,6 @@ func (p *parser) stringValue(out []byte) ([]byte, error) {
 	}
 	p.str = s
 	return appendString(out, s), nil
-}
-
-// Masks for scanPlain's eight-byte steps: the low and the high bit of
-// each byte.
-const (
-	lowBits  = 0x0101010101010101
-	highBits = 0x8080808080808080
-)
-
-// scanPlain returns the end of the run of plain string bytes (see
-// plainStringByte) that starts at in[i], and every byte of the run ORed
-// together. It steps eight ASCII bytes at a time while it can.
-func scanPlain(in []byte, i int) (int, byte) {
-	for i+8 <= len(in) {
-		x := binary.LittleEndian.Uint64(in[i:])
-		// A byte's high bit is set when it is not ASCII, below 0x20 (x-0x20
-		// borrows), '"' or '\\' (x^c-1 borrows). A borrow only reaches
-		// bytes above one that stops the run, so the lowest flagged byte is
-		// the first that does.
-		stop := (x | (x - 0x20*lowBits) | ((x ^ '"'*lowBits) - lowBits) | ((x ^ '\\'*lowBits) - lowBits)) & highBits
-		if stop != 0 {
-			i += bits.TrailingZeros64(stop) / 8
-			if in[i] < utf8.RuneSelf {
-				return i, 0 // the eight-byte steps only passed ASCII
-			}
-			break
-		}
-		i += 8
-	}
-	var seen byte
-	for i < len(in) && plainStringByte(in[i]) {
-		seen |= in[i]
-		i++
-	}
-	return i, seen
 }
 
 // failUTF8 returns an error wrapping ErrNotJSON for invalid UTF-8 in the

@@ -1,6 +1,10 @@
 package keying
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
 
 // The functions in this file recognize scalar values whose canonical form
 // is their own text, so that the parser can copy them, and often the
@@ -29,14 +33,53 @@ func verbatimValue(in []byte, i int) int {
 	return -1
 }
 
+// Masks for plainString's eight-byte steps: the low and the high bit of
+// each byte.
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
 // plainString recognizes a string without escapes: the input is valid
-// UTF-8, so it is canonical as written.
+// UTF-8, so it is canonical as written. It steps eight ASCII bytes at a
+// time while it can.
 func plainString(in []byte, i int) int {
-	end, seen := scanPlain(in, i+1)
-	if end >= len(in) || in[end] != '"' || (seen >= utf8.RuneSelf && !utf8.Valid(in[i+1:end])) {
+	j := i + 1
+	for j+8 <= len(in) {
+		x := binary.LittleEndian.Uint64(in[j:])
+		// A byte's high bit is set when it is not ASCII, below 0x20 (x-0x20
+		// borrows), '"' or '\\' (x^c-1 borrows). A borrow only reaches
+		// bytes above one that stops the run, so the lowest flagged byte is
+		// the first that does.
+		stop := (x | (x - 0x20*lowBits) | ((x ^ '"'*lowBits) - lowBits) | ((x ^ '\\'*lowBits) - lowBits)) & highBits
+		if stop == 0 {
+			j += 8
+			continue
+		}
+		j += bits.TrailingZeros64(stop) / 8
+		switch {
+		case in[j] == '"':
+			return j + 1
+		case in[j] < utf8.RuneSelf: // an escape or a control character
+			return -1
+		}
+		break
+	}
+	return plainStringTail(in, i, j)
+}
+
+// plainStringTail is plainString byte by byte from in[j], for the string
+// that starts at in[i] and holds only plain ASCII text before in[j].
+func plainStringTail(in []byte, i, j int) int {
+	var seen byte // every byte ORed: 0x80 is set when one is not ASCII
+	for j < len(in) && plainStringByte(in[j]) {
+		seen |= in[j]
+		j++
+	}
+	if j >= len(in) || in[j] != '"' || (seen >= utf8.RuneSelf && !utf8.Valid(in[i+1:j])) {
 		return -1
 	}
-	return end + 1
+	return j + 1
 }
 
 // plainInteger recognizes an integer of at most maxPlainIntDigits digits

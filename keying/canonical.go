@@ -234,7 +234,9 @@ func (p *parser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
 	for {
 		quote := p.pos
 		var m member
-		if err := p.memberName(&m); err != nil {
+		if end := plainName(p.in, quote); end >= 0 { // not copied: m refers to it in the input
+			m.name, m.nameEnd, p.pos = quote+1, end-1, end
+		} else if err := p.memberName(&m); err != nil {
 			return nil, err
 		}
 		name := p.name(&m)
@@ -346,16 +348,12 @@ func appendMembers(out, src []byte, base int, members []member) []byte {
 	return out
 }
 
-// memberName parses the name of a member at the current offset into m. A
-// name without escapes is not copied: m refers to it in the input.
+// memberName parses the name of a member at the current offset into m,
+// for a name that plainName does not accept: one with escapes, or not a
+// valid name at all.
 func (p *parser) memberName(m *member) error {
 	if !p.next('"') {
 		return p.fail("expected member name")
-	}
-	if end := plainString(p.in, p.pos); end >= 0 {
-		m.name, m.nameEnd = p.pos+1, end-1
-		p.pos = end
-		return nil
 	}
 	names, err := p.appendDecoded(p.names)
 	if err != nil {

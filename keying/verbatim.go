@@ -82,6 +82,15 @@ func plainStringTail(in []byte, i, j int) int {
 	return j + 1
 }
 
+// plainName recognizes a member name without escapes, which is
+// canonical as written.
+func plainName(in []byte, i int) int {
+	if i >= len(in) || in[i] != '"' {
+		return -1
+	}
+	return plainString(in, i)
+}
+
 // plainInteger recognizes an integer of at most maxPlainIntDigits digits
 // without leading zeros, other than -0: the forms Canonicalize writes
 // integers in.

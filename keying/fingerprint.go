@@ -164,6 +164,9 @@ func appendHead(b []byte, principal, operation string, params url.Values) []byte
 	b = append(b, fingerprintDomain...)
 	b = appendField(b, principal)
 	b = appendField(b, operation)
+	if len(params) == 0 {
+		return append(b, 0) // no names: the common case, without a call
+	}
 	return appendParams(b, params)
 }
 
@@ -177,9 +180,6 @@ func appendField(b []byte, s string) []byte {
 // such name in sorted order followed by its count of values and the values
 // in order.
 func appendParams(b []byte, params url.Values) []byte {
-	if len(params) == 0 {
-		return append(b, 0) // no names
-	}
 	var stack [8]string // most requests carry a few parameters at most
 	names := stack[:0]
 	for name, values := range params {

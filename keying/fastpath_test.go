@@ -1,7 +1,10 @@
 package keying
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -274,6 +277,50 @@ func TestCanonicalizeMatchesReference(t *testing.T) {
 			const bytes = `{}[]",:\ 0-9ae.`
 			doc[r.IntN(len(doc))] = bytes[r.IntN(len(bytes))]
 			requireSameAsReference(t, doc)
+		}
+	}
+}
+
+// TestCanonicalizeManyMembers covers objects past the insertion sort's
+// limit, in each order and with each kind of member, against the
+// reference.
+func TestCanonicalizeManyMembers(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	for n := 11; n <= 40; n++ {
+		for variant := range 6 {
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprintf("m%03d", i)
+			}
+			switch variant {
+			case 1:
+				r.Shuffle(n, func(i, j int) { names[i], names[j] = names[j], names[i] })
+			case 2:
+				slices.Reverse(names)
+			case 3:
+				r.Shuffle(n, func(i, j int) { names[i], names[j] = names[j], names[i] })
+				names[r.IntN(n)] = names[r.IntN(n)] // maybe a duplicate
+			}
+			var b strings.Builder
+			b.WriteByte('{')
+			for i, name := range names {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				switch {
+				case variant == 4 && i == n/2:
+					name = `traceId` // dropped
+				case variant == 5 && i%7 == 3:
+					name = `\u006d` + name[1:] // escaped "m"
+				}
+				value := strconv.Itoa(i)
+				if variant >= 4 && i%4 == 1 {
+					value = `{"b":1.0,"a":[2]}`
+				}
+				fmt.Fprintf(&b, `"%s":%s`, name, value)
+			}
+			b.WriteByte('}')
+			requireSameAsReference(t, []byte(b.String()))
 		}
 	}
 }

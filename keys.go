@@ -1,10 +1,10 @@
 package idemkit
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strings"
 
+	"github.com/idemkit/idemkit/internal/b64url"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -58,7 +58,7 @@ func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {
 	var buf [128]byte // the name is built without a heap copy
 	out := append(append(append(buf[:0], p...), sc.text...), ':')
 	sum := keyDigest(sc, key)
-	return string(base64.RawURLEncoding.AppendEncode(out, sum[:keyDigestLen]))
+	return string(b64url.Append16(out, [keyDigestLen]byte(sum[:keyDigestLen])))
 }
 
 // ScopeOf returns the scope segment of a store key the engine wrote: the

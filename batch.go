@@ -33,7 +33,7 @@ type BatchOutcome struct {
 // not apply: a request whose key is in progress gets ErrInProgress. The
 // returned error is for invalid options only; outcomes carry the rest.
 func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Option) ([]BatchOutcome, error) {
-	cfg, err := e.callConfigFor("BeginBatch", batchOpts, opts)
+	cfg, scope, err := e.callConfigFor("BeginBatch", batchOpts, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 	items := make([]store.BatchItem, 0, len(reqs))
 	index := make([]int, 0, len(reqs)) // item -> request
 	for i, r := range reqs {
-		sk, err := e.storeKey(cfg, spaceDo, r.Key)
+		sk, err := e.storeKey(cfg, scope, spaceDo, r.Key)
 		if err != nil {
 			out[i].Err = err
 			continue

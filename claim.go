@@ -85,13 +85,13 @@ func (c *Claim) admit(ctx context.Context) {
 //   - err != nil: ErrInProgress, ErrMismatch, ErrUnavailable and the
 //     others Do returns before running fn.
 func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Option) (claim *Claim, res Result, err error) {
-	cfg, err := e.callConfigFor("Begin", beginOpts, opts)
+	cfg, scope, err := e.callConfigFor("Begin", beginOpts, opts)
 	if err != nil {
 		return nil, Result{}, err
 	}
 	ctx, end := trace(ctx, cfg, ModeDo, "Begin")
 	defer func() { endTrace(end, err) }()
-	sk, err := e.storeKey(cfg, spaceDo, key)
+	sk, err := e.storeKey(cfg, scope, spaceDo, key)
 	if err != nil {
 		return nil, Result{}, err
 	}

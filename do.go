@@ -23,13 +23,13 @@ import (
 // (the store failed). See the package documentation, section "Leases and
 // oversized results".
 func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
-	cfg, err := e.callConfigFor("Do", doOpts, opts)
+	cfg, scope, err := e.callConfigFor("Do", doOpts, opts)
 	if err != nil {
 		return Result{}, err
 	}
 	ctx, end := trace(ctx, cfg, ModeDo, "Do")
 	defer func() { endTrace(end, err) }()
-	sk, err := e.storeKey(cfg, spaceDo, key)
+	sk, err := e.storeKey(cfg, scope, spaceDo, key)
 	if err != nil {
 		return Result{}, err
 	}

@@ -56,7 +56,7 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o(&cfg)
+		o.applyTo(&cfg)
 	}
 	if cfg.err != nil {
 		return nil, fmt.Errorf("idemkit: %w", cfg.err)
@@ -83,11 +83,11 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 // ErrInvalid for an invalid option, or one that is set per engine
 // (WithNamespace, WithReadableKeys, WithClock) or per call (WithScope).
 func (e *Engine) With(opts ...Option) (*Engine, error) {
-	cfg, err := e.callConfig(opts)
+	cfg, scope, err := e.callConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.scope != "" {
+	if scope != "" {
 		return nil, fmt.Errorf("idemkit: %w: the scope is set per call, not per view", ErrInvalid)
 	}
 	v := *e
@@ -117,18 +117,20 @@ func (e *Engine) OnStore(s store.Store) (*Engine, error) {
 // Store returns the store the engine works on.
 func (e *Engine) Store() store.Store { return e.store }
 
-// callConfig returns the engine's config with per-call options applied.
-// Without options it is the engine's own config, which must not be changed.
-func (e *Engine) callConfig(opts []Option) (*config, error) {
-	if len(opts) == 0 {
-		return &e.cfg, nil
+// callConfig returns the config of one call, the engine's with opts
+// applied, and the call's scope (WithScope). When opts hold nothing but
+// scopes, as an adapter's calls do, the config is the engine's own, which
+// must not be changed: no copy is made.
+func (e *Engine) callConfig(opts []Option) (*config, string, error) {
+	if scope, ok := scopeOnly(opts); ok {
+		return &e.cfg, scope, nil
 	}
 	cfg := new(config)
 	*cfg = e.cfg
 	cfg.clockSet = false
 	cfg.set = 0
 	for _, o := range opts {
-		o(cfg)
+		o.applyTo(cfg)
 	}
 	switch {
 	case cfg.err != nil:
@@ -140,23 +142,40 @@ func (e *Engine) callConfig(opts []Option) (*config, error) {
 		cfg.invalid("the clock is set per engine, not per call")
 	}
 	if cfg.err != nil {
-		return nil, fmt.Errorf("idemkit: %w", cfg.err)
+		return nil, "", fmt.Errorf("idemkit: %w", cfg.err)
 	}
-	return cfg, nil
+	return cfg, cfg.scope, nil
+}
+
+// scopeOnly reports whether every option of opts is WithScope with a
+// scope, and returns the last scope ("" for no options).
+func scopeOnly(opts []Option) (string, bool) {
+	scope := ""
+	for _, o := range opts {
+		if o.apply != nil || o.set != optScope {
+			return "", false
+		}
+		scope = o.scope
+	}
+	return scope, true
 }
 
 // callConfigFor is callConfig for a call that takes, of the mode-specific
 // options, only those in allowed: another given per call is refused
 // rather than ignored.
-func (e *Engine) callConfigFor(call string, allowed optSet, opts []Option) (*config, error) {
-	cfg, err := e.callConfig(opts)
+func (e *Engine) callConfigFor(call string, allowed optSet, opts []Option) (*config, string, error) {
+	cfg, scope, err := e.callConfig(opts)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if err := cfg.only(call, allowed); err != nil {
-		return nil, err
+	set := cfg.set
+	if cfg == &e.cfg && scope != "" {
+		set = optScope // the engine's config records no per-call option
 	}
-	return cfg, nil
+	if err := only(call, set, allowed); err != nil {
+		return nil, "", err
+	}
+	return cfg, scope, nil
 }
 
 // detach returns a context for work that must finish even when the caller

@@ -13,13 +13,13 @@ import (
 // does not run. What happens to the claim after fn is set by WithRelease;
 // a release only ever deletes the claim this call made.
 func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) (err error) {
-	cfg, err := e.callConfigFor("Guard", guardOpts, opts)
+	cfg, scope, err := e.callConfigFor("Guard", guardOpts, opts)
 	if err != nil {
 		return err
 	}
 	ctx, end := trace(ctx, cfg, ModeGuard, "Guard")
 	defer func() { endTrace(end, err) }()
-	sk, err := e.storeKey(cfg, spaceGuard, key)
+	sk, err := e.storeKey(cfg, scope, spaceGuard, key)
 	if err != nil {
 		return err
 	}

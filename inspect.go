@@ -111,7 +111,7 @@ func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Opti
 }
 
 func (e *Engine) modeKey(call string, mode Mode, key string, opts []Option) (string, *config, error) {
-	cfg, err := e.callConfigFor(call, inspectOpts, opts)
+	cfg, scope, err := e.callConfigFor(call, inspectOpts, opts)
 	if err != nil {
 		return "", nil, err
 	}
@@ -119,7 +119,7 @@ func (e *Engine) modeKey(call string, mode Mode, key string, opts []Option) (str
 	if !ok {
 		return "", nil, fmt.Errorf("idemkit: %w: unknown mode %q", ErrInvalid, mode)
 	}
-	sk, err := e.storeKey(cfg, space, key)
+	sk, err := e.storeKey(cfg, scope, space, key)
 	return sk, cfg, err
 }
 

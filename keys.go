@@ -38,11 +38,11 @@ const (
 
 // storeKey maps a caller's key in a scope into one of the engine's key
 // spaces.
-func (e *Engine) storeKey(cfg *config, space int, key string) (string, error) {
+func (e *Engine) storeKey(cfg *config, scope string, space int, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("idemkit: %w: empty key", ErrInvalid)
 	}
-	return e.composeKey(cfg, space, cfg.scope, key), nil
+	return e.composeKey(cfg, space, scope, key), nil
 }
 
 func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {

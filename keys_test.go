@@ -234,3 +234,61 @@ func TestTokenCallsRefuseWithScope(t *testing.T) {
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 	require.False(t, ran)
 }
+
+// TestScopeWithOtherOptions: a scope given alone (which the engine applies
+// without copying its config) and given among other options names the
+// same key; the last scope given wins either way; a scoped call leaves the
+// engine's unscoped calls unscoped; the zero Option changes nothing.
+func TestScopeWithOtherOptions(t *testing.T) {
+	e := newEngine(t)
+	view, err := e.With(idemkit.WithLease(time.Minute))
+	require.NoError(t, err)
+	ctx := context.Background()
+	runs := 0
+	fn := func(context.Context) ([]byte, error) { runs++; return []byte("r"), nil }
+	do := func(en *idemkit.Engine, opts ...idemkit.Option) bool {
+		t.Helper()
+		res, err := en.Do(ctx, "order-1", "", fn, opts...)
+		require.NoError(t, err)
+		return res.Replayed
+	}
+	assert.False(t, do(e, idemkit.WithScope("alice")))
+	assert.True(t, do(e, idemkit.WithScope("alice"), idemkit.WithLease(time.Hour)))
+	assert.True(t, do(e, idemkit.WithLease(time.Hour), idemkit.WithScope("alice")))
+	assert.True(t, do(view, idemkit.WithScope("alice")))
+	assert.True(t, do(e, idemkit.WithScope("bob"), idemkit.WithScope("alice")))
+	assert.True(t, do(e, idemkit.WithScope("bob"), idemkit.WithLease(time.Hour), idemkit.WithScope("alice")))
+	assert.True(t, do(e, idemkit.Option{}, idemkit.WithScope("alice")))
+	assert.False(t, do(e, idemkit.WithScope("alice"), idemkit.WithScope("bob")))
+	assert.False(t, do(e), "a scoped call left the engine scoped")
+	assert.True(t, do(e, idemkit.Option{}))
+	assert.Equal(t, 3, runs)
+
+	_, err = e.Do(ctx, "k", "", fn, idemkit.WithScope("alice"), idemkit.WithNamespace("other"))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+	err = e.Guard(ctx, "k", func(context.Context) error { return nil }, idemkit.WithScope("alice"), idemkit.WithLease(time.Minute))
+	require.ErrorIs(t, err, idemkit.ErrInvalid, "a mode-specific option beside a scope is still refused")
+	_, err = e.With(idemkit.WithScope("alice"))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+	_, err = idemkit.New(newMem(t), idemkit.WithScope("alice"))
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+}
+
+// TestScopedReplayAllocatesNoConfig: a call whose only option is its scope
+// allocates what an unscoped call does.
+func TestScopedReplayAllocatesNoConfig(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocations")
+	}
+	e := newEngine(t)
+	ctx := context.Background()
+	fn := func(context.Context) ([]byte, error) { return []byte("r"), nil }
+	scoped := []idemkit.Option{idemkit.WithScope("alice")}
+	_, err := e.Do(ctx, "k", "", fn, scoped...)
+	require.NoError(t, err)
+	_, err = e.Do(ctx, "k", "", fn)
+	require.NoError(t, err)
+	plain := testing.AllocsPerRun(200, func() { _, _ = e.Do(ctx, "k", "", fn) })
+	withScope := testing.AllocsPerRun(200, func() { _, _ = e.Do(ctx, "k", "", fn, scoped...) })
+	assert.Equal(t, plain, withScope)
+}

@@ -137,7 +137,13 @@ func defaultConfig() config {
 // WithScope applies to every call but IssueToken and UseToken, whose
 // principal argument is the token's scope. The other options apply to
 // every call.
-type Option func(*config)
+//
+// The zero Option changes nothing.
+type Option struct {
+	apply func(*config) // nil for WithScope with a scope: see scopeOnly
+	scope string        // WithScope's scope
+	set   optSet        // the mode-specific option it is, if any
+}
 
 // optSet names mode-specific options, so a call can refuse one that does
 // not apply to it instead of ignoring it.
@@ -176,16 +182,30 @@ const (
 // mark makes an Option that records, per call, that a mode-specific
 // option was given.
 func mark(o optSet, f func(*config)) Option {
-	return func(c *config) {
-		c.set |= o
-		f(c)
+	return Option{apply: f, set: o}
+}
+
+// general makes an Option that applies to every call.
+func general(f func(*config)) Option {
+	return Option{apply: f}
+}
+
+// applyTo applies o to c.
+func (o Option) applyTo(c *config) {
+	c.set |= o.set
+	if o.apply != nil {
+		o.apply(c)
+		return
+	}
+	if o.set == optScope {
+		c.scope = o.scope
 	}
 }
 
 // only returns an error wrapping ErrInvalid naming the first per-call
-// option that call does not take.
-func (c *config) only(call string, allowed optSet) error {
-	extra := c.set &^ allowed
+// option of set that call does not take.
+func only(call string, set, allowed optSet) error {
+	extra := set &^ allowed
 	if extra == 0 {
 		return nil
 	}
@@ -223,7 +243,7 @@ func positive(c *config, name string, d time.Duration, set func()) {
 // "idem"), so several engines or applications can share one store. It must
 // be non-empty and must not contain ':'. Engine-level only.
 func WithNamespace(ns string) Option {
-	return func(c *config) {
+	return general(func(c *config) {
 		for i := 0; i < len(ns); i++ {
 			if ns[i] == ':' || ns[i] < 0x21 || ns[i] > 0x7e {
 				c.invalid("namespace %q must be printable ASCII without ':' or spaces", ns)
@@ -235,7 +255,7 @@ func WithNamespace(ns string) Option {
 			return
 		}
 		c.namespace = ns
-	}
+	})
 }
 
 // WithWindow sets how long a Guard claim holds (default 5s).
@@ -287,13 +307,13 @@ func WithRelease(r Release) Option {
 
 // WithFailureMode sets the policy for store failures (default FailClosed).
 func WithFailureMode(m FailureMode) Option {
-	return func(c *config) {
+	return general(func(c *config) {
 		if m != FailClosed && m != FailOpen {
 			c.invalid("unknown failure mode %d", m)
 			return
 		}
 		c.failure = m
-	}
+	})
 }
 
 // WithMaxResultSize caps the size in bytes of a stored result (default
@@ -330,7 +350,7 @@ func WithOversized(o Oversized) Option {
 // it: over a store.SetNXValuer, such as redisstore, Do's claim does not
 // read it, and the hint is the cap, or the lease if that is shorter).
 func WithRetryHint(d time.Duration) Option {
-	return func(c *config) { positive(c, "retry hint", d, func() { c.retryHint = d }) }
+	return general(func(c *config) { positive(c, "retry hint", d, func() { c.retryHint = d }) })
 }
 
 // WithWait makes a concurrent duplicate of Do or UseToken wait for the
@@ -355,12 +375,12 @@ func WithWait(poll time.Duration) Option {
 // WithObserver sets the observer of every outcome (default: SlogObserver
 // over slog.Default()). A nil observer discards events.
 func WithObserver(o Observer) Option {
-	return func(c *config) {
+	return general(func(c *config) {
 		if o == nil {
 			o = discard{}
 		}
 		c.observer = o
-	}
+	})
 }
 
 // WithErrorCodec sets which errors of fn are final, and how they are
@@ -389,13 +409,10 @@ func WithCodec(cd Codec) Option {
 // not be empty. IssueToken and UseToken refuse it: their principal
 // argument is the token's scope.
 func WithScope(scope string) Option {
-	return mark(optScope, func(c *config) {
-		if scope == "" {
-			c.invalid("empty scope")
-			return
-		}
-		c.scope = scope
-	})
+	if scope == "" {
+		return mark(optScope, func(c *config) { c.invalid("empty scope") })
+	}
+	return Option{scope: scope, set: optScope}
 }
 
 // WithReadableKeys makes store key names keep the caller's keys and scopes
@@ -404,7 +421,7 @@ func WithScope(scope string) Option {
 // idempotency keys, principals and tokens, and spend the tokens.
 // Engine-level only.
 func WithReadableKeys() Option {
-	return func(c *config) { c.readable = true }
+	return general(func(c *config) { c.readable = true })
 }
 
 // WithClock sets the clock that stamps the Created and Updated times of
@@ -414,12 +431,12 @@ func WithReadableKeys() Option {
 // every key. Tests use it to show exactly that. It must not be nil.
 // Engine-level only.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) {
+	return general(func(c *config) {
 		if now == nil {
 			c.invalid("nil clock")
 			return
 		}
 		c.clock = now
 		c.clockSet = true
-	}
+	})
 }

@@ -28,7 +28,7 @@ var ErrTokenUsed = fmt.Errorf("%w: already used", ErrTokenInvalid)
 // principal, with UseToken. Issuing needs the store whatever the failure
 // mode: a store failure returns an error wrapping ErrUnavailable.
 func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Option) (_ Token, err error) {
-	cfg, err := e.callConfigFor("IssueToken", issueTokenOpts, opts)
+	cfg, _, err := e.callConfigFor("IssueToken", issueTokenOpts, opts)
 	if err != nil {
 		return Token{}, err
 	}
@@ -84,7 +84,7 @@ func validTokenText(s string) bool {
 // Unknown, expired, forged or other principals' tokens get ErrTokenInvalid
 // and change nothing.
 func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {
-	cfg, err := e.callConfigFor("UseToken", useTokenOpts, opts)
+	cfg, _, err := e.callConfigFor("UseToken", useTokenOpts, opts)
 	if err != nil {
 		return Result{}, err
 	}

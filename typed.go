@@ -11,7 +11,7 @@ import (
 // decoded copy, so fields the codec does not carry are lost on replay.
 func Do[T any](ctx context.Context, e *Engine, key, fingerprint string, fn func(context.Context) (T, error), opts ...Option) (T, Result, error) {
 	var zero T
-	cfg, err := e.callConfig(opts)
+	cfg, _, err := e.callConfig(opts)
 	if err != nil {
 		return zero, Result{}, err
 	}

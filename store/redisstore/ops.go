@@ -115,16 +115,12 @@ func (s *Store) SetNXValue(ctx context.Context, key string, value []byte, ttl ti
 		return false, nil, s.fail(ctx, opSetNX, rk, err)
 	}
 	if d.setGetNX {
-		reply, w, err := s.runCmd(ctx, rk, "set", rk, value, "nx", "px", millis(ttl), "get")
+		old, w, err := s.runString(ctx, rk, "set", rk, value, "nx", "px", millis(ttl), "get")
 		switch {
 		case errors.Is(err, redis.Nil):
 			return true, nil, s.confirm(opSetNX, rk, w)
 		case err == nil:
-			v, ok := reply.(string)
-			if !ok {
-				return false, nil, unexpected(opSetNX, rk, reply)
-			}
-			return false, []byte(v), nil
+			return false, old, nil
 		case !s.refused(err):
 			return false, nil, s.fail(ctx, opSetNX, rk, err)
 		}

@@ -70,6 +70,7 @@ var (
 type Client interface {
 	redis.Scripter
 	Do(ctx context.Context, args ...any) *redis.Cmd
+	Process(ctx context.Context, cmd redis.Cmder) error
 	GetDel(ctx context.Context, key string) *redis.StringCmd
 	Ping(ctx context.Context) *redis.StatusCmd
 	Info(ctx context.Context, section ...string) *redis.StringCmd

@@ -53,6 +53,24 @@ func (s *Store) runCmd(ctx context.Context, rk string, args ...any) (any, waitRe
 	return v, w, err
 }
 
+// runString is runCmd for a command whose reply is a bulk string or nil
+// (redis.Nil). It returns the reply's bytes, which are go-redis's own
+// buffer for this reply (StringCmd.Bytes), not a copy.
+func (s *Store) runString(ctx context.Context, rk string, args ...any) ([]byte, waitReply, error) {
+	cmd := redis.NewStringCmd(ctx, args...)
+	if s.waitN == 0 {
+		_ = s.client.Process(ctx, cmd)
+		v, err := cmd.Bytes()
+		return v, waitReply{}, err
+	}
+	w, err := s.withWait(ctx, rk, func(p redis.Pipeliner) { _ = p.Process(ctx, cmd) })
+	if err != nil {
+		return nil, w, err
+	}
+	v, err := cmd.Bytes()
+	return v, w, err
+}
+
 // getDel runs GETDEL on key: alone or, with WithWaitReplicas, followed
 // by WAIT in one pipeline. It returns a copy of the value.
 func (s *Store) getDel(ctx context.Context, key string) ([]byte, waitReply, error) {

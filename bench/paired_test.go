@@ -8,11 +8,12 @@ import (
 )
 
 // BenchmarkPaired measures every stack of a scenario, and both one-GET
-// floors, in one loop: each op sends one request to each of them in turn
-// (starting at a rotating position), so load on a shared machine hits all
-// of them alike. It reports each one's median latency as p50us:<stack>
-// (floors as floor-nethttp and floor-fiber); benchtable turns them into
-// ratios paired within each pass.
+// floors, in one loop: each op sends one request to each of them in turn,
+// so load on a shared machine hits all of them alike. The order changes
+// from op to op (pairedOrder) so that each follows every other one equally
+// often: a request's latency depends on the one before it. It reports each
+// one's median latency as p50us:<stack> (floors as floor-nethttp and
+// floor-fiber); benchtable turns them into ratios paired within each pass.
 func BenchmarkPaired(b *testing.B) {
 	b.Run("FirstExecution", func(b *testing.B) { benchPaired(b, guardedStacks, false) })
 	b.Run("Replay", func(b *testing.B) { benchPaired(b, replayStacks, true) })
@@ -46,8 +47,8 @@ func benchPaired(b *testing.B, stacks []stack, replay bool) {
 	}
 	round := 0
 	for b.Loop() {
-		for j := range ts {
-			t := ts[(round+j)%len(ts)]
+		for _, j := range pairedOrder(round, len(ts)) {
+			t := ts[j]
 			start := time.Now()
 			mustPost(b, c, t.url, t.next(), http.StatusCreated)
 			t.lat = append(t.lat, time.Since(start))

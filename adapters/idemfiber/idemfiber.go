@@ -132,7 +132,7 @@ func (m *middleware) key(c fiber.Ctx) (key []byte, present bool, err error) {
 	case 0:
 		return nil, false, nil
 	case 1:
-		key, err = parseKeyBytes(vs[0])
+		key, err = keying.ParseKeyHeader(vs[0])
 		return key, true, err
 	}
 	return nil, true, fmt.Errorf("%w: the header is repeated", errBadKey)

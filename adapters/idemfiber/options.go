@@ -220,8 +220,7 @@ func validToken(s string) bool {
 
 func isTchar(c byte) bool { return tchar[c] }
 
-// tchar marks the RFC 9110 token characters; a table, since every key
-// byte is checked on every request.
+// tchar marks the RFC 9110 token characters.
 var tchar = func() (t [256]bool) {
 	for c := range 256 {
 		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||

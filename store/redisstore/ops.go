@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -115,7 +116,7 @@ func (s *Store) SetNXValue(ctx context.Context, key string, value []byte, ttl ti
 		return false, nil, s.fail(ctx, opSetNX, rk, err)
 	}
 	if d.setGetNX {
-		old, w, err := s.runString(ctx, rk, "set", rk, value, "nx", "px", millis(ttl), "get")
+		old, w, err := s.runString(ctx, rk, "set", rk, value, "nx", "px", s.px(ttl), "get")
 		switch {
 		case errors.Is(err, redis.Nil):
 			return true, nil, s.confirm(opSetNX, rk, w)
@@ -205,7 +206,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 		return false, err
 	}
 	rk := s.key(key)
-	native := []any{"set", rk, new, "ifeq", old, "px", millis(ttl)}
+	native := []any{"set", rk, new, "ifeq", old, "px", s.px(ttl)}
 	return s.compareAnd(ctx, opCAS, rk, native, casScript, old, new, millis(ttl))
 }
 
@@ -316,4 +317,23 @@ func unexpected(op, rkey string, reply any) error {
 // the unit of SET PX.
 func millis(ttl time.Duration) int64 {
 	return store.RoundTTL(ttl).Milliseconds()
+}
+
+// pxArg is a TTL's PX argument, millis(ttl) in decimal, boxed once.
+type pxArg struct {
+	ttl time.Duration
+	arg any
+}
+
+// px returns millis(ttl) as a command argument. An engine claims and
+// completes with the same lease TTL call after call, so the Store keeps the
+// last one boxed: go-redis then writes it as it is, without allocating or
+// formatting it again. Another TTL replaces it.
+func (s *Store) px(ttl time.Duration) any {
+	if a := s.lastPX.Load(); a != nil && a.ttl == ttl {
+		return a.arg
+	}
+	a := &pxArg{ttl: ttl, arg: strconv.FormatInt(millis(ttl), 10)}
+	s.lastPX.Store(a)
+	return a.arg
 }

@@ -55,6 +55,7 @@ type Store struct {
 	waitN       int
 	waitTimeout time.Duration
 	dial        atomic.Pointer[dialect] // nil until detected; see Store.dialect
+	lastPX      atomic.Pointer[pxArg]   // the last TTL's PX argument; see Store.px
 }
 
 var (

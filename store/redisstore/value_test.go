@@ -29,7 +29,7 @@ func TestSetNXValueIsOneCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, set)
 	require.Nil(t, existing)
-	require.Equal(t, [][]any{{"set", "p:k", []byte("v"), "nx", "px", int64(2), "get"}}, h.take(), "claim")
+	require.Equal(t, [][]any{{"set", "p:k", []byte("v"), "nx", "px", "2", "get"}}, h.take(), "claim")
 	require.NoError(t, client.PExpire(ctxb, "p:k", time.Minute).Err())
 	h.take()
 
@@ -37,7 +37,7 @@ func TestSetNXValueIsOneCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, set)
 	require.Equal(t, []byte("v"), existing)
-	require.Equal(t, [][]any{{"set", "p:k", []byte("w"), "nx", "px", int64(3600000), "get"}}, h.take(), "replay")
+	require.Equal(t, [][]any{{"set", "p:k", []byte("w"), "nx", "px", "3600000", "get"}}, h.take(), "replay")
 	require.LessOrEqual(t, client.PTTL(ctxb, "p:k").Val(), time.Minute, "a replay must not touch the TTL")
 	h.take()
 

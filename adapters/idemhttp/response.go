@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"unsafe"
 )
 
 // A stored response, version 1:
@@ -139,12 +140,15 @@ func decodeResponse(b []byte) (storedResponse, error) {
 // which replace any of the same name in w's header map, the replay header
 // ("true") when replayed is set (it is removed otherwise), Content-Length
 // where net/http does not add it itself (setContentLength), the status and
-// the body. Header names and values are substrings of one string, the
-// values in one slice: two allocations, whatever the headers. The stored
-// names are already canonical: the route stored only names of its
+// the body. Header names and values are substrings of the stored value,
+// not copies: the value is the caller's own (the engine's Result.Value, or
+// what CompleteIn recorded) and nothing writes to it once it is stored, so
+// the strings stay as they are for as long as the header map holds them.
+// The values are in one slice: one allocation, whatever the headers. The
+// stored names are already canonical: the route stored only names of its
 // allow-list.
 func (sr *storedResponse) send(w http.ResponseWriter, method, replayHeader string, replayed bool) {
-	text := string(sr.headers)
+	text := unsafe.String(unsafe.SliceData(sr.headers), len(sr.headers))
 	// One more slot holds the replay header's value.
 	vals := make([]string, sr.values+1)
 	h := w.Header()

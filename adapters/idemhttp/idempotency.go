@@ -58,7 +58,7 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it out, which keeps a small request's hash input within one block.
 	var text [128]byte
 	var op [128]byte
-	b := h.fp.AppendSum(text[:0], "", string(appendOperation(op[:0], r)), h.params(r, true), body.b)
+	b := h.fp.AppendSum(text[:0], "", transient(appendOperation(op[:0], r)), h.params(r, true), body.b)
 	both := string(keying.AppendKey(b, transport, key))
 	fp, engineKey := both[:len(b)], both[len(b):]
 	if h.payload != nil && !h.firstKeyFor(w, r, principal, key, fp) {

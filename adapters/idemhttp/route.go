@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"unsafe"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/keying"
@@ -226,7 +227,7 @@ func scope(principal string) idemkit.Option { return idemkit.WithScope(principal
 // appendOperation appends to b what the request does: its method, the
 // ServeMux pattern that matched it (r.Pattern) and its path, so the same
 // body sent to /orders/1 and /orders/2 are different operations. Callers
-// pass string(appendOperation(buf[:0], r)), buf a stack array, straight
+// pass transient(appendOperation(buf[:0], r)), buf a stack array, straight
 // to the fingerprinter, which keeps no reference to it.
 //
 // A pattern that names the request's method ("POST /orders") is not
@@ -240,6 +241,12 @@ func appendOperation(b []byte, r *http.Request) []byte {
 	b = append(b, r.Pattern...)
 	b = append(b, ' ')
 	return append(b, r.URL.EscapedPath()...)
+}
+
+// transient returns b as a string without a copy, for a callee that only
+// reads it during the call: b must not change while the string is in use.
+func transient(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // hasMethod reports whether pattern starts with method and a space.

@@ -42,7 +42,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// fingerprint is always a literal part.
 	var text [64]byte
 	var op [128]byte
-	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, string(appendOperation(op[:0], r)),
+	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, transient(appendOperation(op[:0], r)),
 		h.params(r, false), body.b))
 	ran := false
 	err := h.e.Guard(r.Context(), key, func(context.Context) error {

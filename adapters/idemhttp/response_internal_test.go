@@ -1,6 +1,8 @@
 package idemhttp
 
 import (
+	"bytes"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // decodeResponse must reject, never panic on, any corrupt stored value.
@@ -143,5 +148,63 @@ func TestStoredResponseManyHeaders(t *testing.T) {
 				t.Fatalf("%s: %d values, want %d", name, len(got[name]), len(h[name]))
 			}
 		}
+	}
+}
+
+// A stored response found corrupt anywhere, up to its last value, is
+// answered 500 with a problem that holds nothing of it (status, headers,
+// body), and the log names the cause: replay checks the whole record
+// before it writes to the client.
+func TestCorruptStoredResponseWritesNothingOfIt(t *testing.T) {
+	s, err := memstore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := idemkit.New(s, idemkit.WithObserver(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	rt, err := newRoute(e, []Option{WithPrincipal(TrustedHeaderPrincipal("X-User")), WithReplayHeaders("X-Tag"),
+		WithLogger(slog.New(slog.NewTextHandler(&log, nil)))}, modeKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := []string{"Location", "X-Tag"}
+	body := "stored body"
+	good := encodeResponse(201, http.Header{"Location": {"/x"}, "X-Tag": {"first", "last"}}, allow, []byte(body))
+	end := len(good) - len(body)  // the headers end here
+	last := end - len("last") - 1 // the last value's length
+	var bad [][]byte
+	for n := range end {
+		bad = append(bad, good[:n]) // cut in the headers
+	}
+	for _, c := range []byte{0x7f, 0x80, 0xff, byte(len("last") + len(body) + 1)} {
+		b := bytes.Clone(good)
+		b[last] = c // the last value overruns the record, or its length does
+		bad = append(bad, b)
+	}
+	b := bytes.Clone(good)
+	b[3]++ // one header more than stored
+	bad = append(bad, b)
+	for _, v := range bad {
+		log.Reset()
+		w := httptest.NewRecorder()
+		w.Header().Set(ReplayedHeader, "true")
+		rt.replay(w, httptest.NewRequest(http.MethodPost, "/orders", nil), v, "k")
+		h := w.Result().Header
+		if w.Code != http.StatusInternalServerError || h.Get("Content-Type") != ProblemContentType ||
+			h["Location"] != nil || h["X-Tag"] != nil || h[ReplayedHeader] != nil || strings.Contains(w.Body.String(), body) {
+			t.Fatalf("% x: %d %v %q", v, w.Code, h, w.Body)
+		}
+		if !strings.Contains(log.String(), "corrupt stored response") {
+			t.Fatalf("% x: log %q", v, log.String())
+		}
+	}
+	w := httptest.NewRecorder()
+	rt.replay(w, httptest.NewRequest(http.MethodPost, "/orders", nil), good, "k")
+	if w.Code != 201 || w.Header()["X-Tag"][1] != "last" || w.Body.String() != body {
+		t.Fatalf("good record: %d %v %q", w.Code, w.Header(), w.Body)
 	}
 }

@@ -92,74 +92,60 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// storedResponse is a validated stored response. Its headers stay encoded
-// until send decodes them straight into the writer's header map; body
-// aliases the encoded bytes.
-type storedResponse struct {
-	status  int
-	n       int    // header count
-	values  int    // value count, all headers together
-	headers []byte // the encoded headers, after their count
-	body    []byte
-}
-
-// decodeResponse checks that b is a well-formed stored response and
-// returns it, without allocating.
-func decodeResponse(b []byte) (storedResponse, error) {
-	var sr storedResponse
+// sendResponse checks that b is a well-formed stored response and sends
+// it to w, in answer to a request of method: its headers, which replace
+// any of the same name in w's header map, the replay header ("true") when
+// replayed is set (it is removed otherwise), Content-Length where net/http
+// does not add it itself (setContentLength), the status and the body. It
+// returns errCorruptResponse, having written nothing, when b is not well
+// formed: every field is checked before the first is sent.
+//
+// Header names and values are substrings of b, not copies: b is the
+// caller's own (the engine's Result.Value, or what CompleteIn recorded)
+// and nothing writes to it once it is stored, so the strings stay as they
+// are for as long as the header map holds them. The values are in one
+// slice: one allocation, whatever the headers. The stored names are
+// already canonical: the route stored only names of its allow-list.
+func sendResponse(w http.ResponseWriter, b []byte, method, replayHeader string, replayed bool) error {
 	if len(b) < 4 || b[0] != responseVersion {
-		return sr, errCorruptResponse
+		return errCorruptResponse
 	}
-	sr.status = int(binary.BigEndian.Uint16(b[1:3]))
-	if sr.status < 100 || sr.status > 999 {
-		return sr, errCorruptResponse
+	status := int(binary.BigEndian.Uint16(b[1:3]))
+	if status < 100 || status > 999 {
+		return errCorruptResponse
 	}
-	n, off, ok := readCount(b, 3)
-	start := off
+	// The first pass checks that every field lies within b, and counts
+	// the values.
+	n, start, ok := readCount(b, 3)
+	off, values := start, 0
 	for i := 0; i < n && ok; i++ {
 		var k, m int
 		if m, off, ok = readCount(b, off); !ok { // the name
 			break
 		}
 		k, off, ok = readCount(b, off+m)
-		sr.values += k
+		values += k
 		for j := 0; j < k && ok; j++ {
 			m, off, ok = readCount(b, off)
 			off += m
 		}
 	}
 	if !ok {
-		return storedResponse{}, errCorruptResponse
+		return errCorruptResponse
 	}
-	sr.n = n
-	sr.headers, sr.body = b[start:off], b[off:]
-	return sr, nil
-}
-
-// send writes sr to w, in answer to a request of method: its headers,
-// which replace any of the same name in w's header map, the replay header
-// ("true") when replayed is set (it is removed otherwise), Content-Length
-// where net/http does not add it itself (setContentLength), the status and
-// the body. Header names and values are substrings of the stored value,
-// not copies: the value is the caller's own (the engine's Result.Value, or
-// what CompleteIn recorded) and nothing writes to it once it is stored, so
-// the strings stay as they are for as long as the header map holds them.
-// The values are in one slice: one allocation, whatever the headers. The
-// stored names are already canonical: the route stored only names of its
-// allow-list.
-func (sr *storedResponse) send(w http.ResponseWriter, method, replayHeader string, replayed bool) {
-	text := unsafe.String(unsafe.SliceData(sr.headers), len(sr.headers))
+	body := b[off:]
+	// The second pass reads the fields without checks.
+	text := unsafe.String(unsafe.SliceData(b), off)
 	// One more slot holds the replay header's value.
-	vals := make([]string, sr.values+1)
+	vals := make([]string, values+1)
 	h := w.Header()
-	// A map empty before send holds only the names set here: whether
-	// one is a framing header is then known without looking h up.
+	// A map empty before the headers are set holds only the names set
+	// here: whether one is a framing header is then known without looking
+	// h up.
 	plain := len(h) == 0
-	// decodeResponse validated the encoding: the fields are read here
-	// without checks.
-	b, off := sr.headers, 0
 	framing := false
-	for range sr.n {
+	off = start
+	for range n {
 		var name string
 		name, off = validText(text, b, off)
 		framing = framing || framingHeader(name)
@@ -176,11 +162,12 @@ func (sr *storedResponse) send(w http.ResponseWriter, method, replayHeader strin
 	} else {
 		delete(h, replayHeader)
 	}
-	setContentLength(h, method, sr.status, len(sr.body), plain && !framing)
-	w.WriteHeader(sr.status)
-	if len(sr.body) > 0 {
-		_, _ = w.Write(sr.body)
+	setContentLength(h, method, status, len(body), plain && !framing)
+	w.WriteHeader(status)
+	if len(body) > 0 {
+		_, _ = w.Write(body)
 	}
+	return nil
 }
 
 // readCount reads the uvarint at b[off:], a count or a field length,
@@ -202,7 +189,7 @@ func readCount(b []byte, off int) (v, next int, ok bool) {
 	return int(u), off + n, true
 }
 
-// validCount reads a uvarint of an encoding decodeResponse validated.
+// validCount reads a uvarint of an encoding sendResponse checked.
 func validCount(b []byte, off int) (v, next int) {
 	c := b[off]
 	u := uint64(c & 0x7f)
@@ -215,7 +202,7 @@ func validCount(b []byte, off int) (v, next int) {
 }
 
 // validText returns the length-prefixed field at b[off:], of an encoding
-// decodeResponse validated, as a substring of text, which starts with the
+// sendResponse checked, as a substring of text, which starts with the
 // same bytes as b, and the offset after it.
 func validText(text string, b []byte, off int) (s string, next int) {
 	n, off := validCount(b, off)

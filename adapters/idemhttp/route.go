@@ -314,12 +314,9 @@ func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, ke
 		rt.p.write(w, r, answer{kind: kindResponseNotStored, detail: why, key: key, replay: true})
 		return
 	}
-	sr, err := decodeResponse(value)
-	if err != nil {
+	if err := sendResponse(w, value, r.Method, rt.c.replayHeader, true); err != nil {
 		rt.internal(w, r, err, key)
-		return
 	}
-	sr.send(w, r.Method, rt.c.replayHeader, true)
 }
 
 // afterRun logs what went wrong around a handler that ran.

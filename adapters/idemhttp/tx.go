@@ -90,10 +90,7 @@ func (rt *route) afterTx(w http.ResponseWriter, r *http.Request, rec *recorder, 
 		return // the handler streamed or hijacked after CompleteIn: its response went out
 	}
 	rec.restoreHeader()
-	sr, derr := decodeResponse(sent)
-	if derr != nil {
+	if derr := sendResponse(w, sent, r.Method, rt.c.replayHeader, false); derr != nil {
 		rt.internal(w, r, derr, key)
-		return
 	}
-	sr.send(w, r.Method, rt.c.replayHeader, false)
 }

@@ -240,8 +240,37 @@ func appendOperation(b []byte, r *http.Request) []byte {
 	}
 	b = append(b, r.Pattern...)
 	b = append(b, ' ')
-	return append(b, r.URL.EscapedPath()...)
+	return appendEscapedPath(b, r.URL)
 }
+
+// appendEscapedPath appends u.EscapedPath() to b. A path without a RawPath
+// whose bytes all stay as they are when escaped, as most do, is its own
+// escaped form: it is appended after a table lookup per byte instead of
+// net/url's own pass over it.
+func appendEscapedPath(b []byte, u *url.URL) []byte {
+	if u.RawPath == "" {
+		p := u.Path
+		i := 0
+		for i < len(p) && plainPathByte[p[i]] {
+			i++
+		}
+		if i == len(p) {
+			return append(b, p...)
+		}
+	}
+	return append(b, u.EscapedPath()...)
+}
+
+// plainPathByte holds, for every byte, whether net/url leaves it as it is
+// in an escaped path, as net/url itself answers: it escapes each byte of
+// a path on its own.
+var plainPathByte = func() (plain [256]bool) {
+	for c := range plain {
+		u := url.URL{Path: "/" + string([]byte{byte(c)})}
+		plain[c] = u.EscapedPath() == u.Path
+	}
+	return plain
+}()
 
 // transient returns b as a string without a copy, for a callee that only
 // reads it during the call: b must not change while the string is in use.

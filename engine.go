@@ -204,6 +204,9 @@ func (e *Engine) newNonce() nonce {
 // observe hands ev to the observer. A panicking observer is recovered:
 // reporting must never leave a claim held or a request unanswered.
 func (e *Engine) observe(ctx context.Context, cfg *config, ev Event) {
+	if _, off := cfg.observer.(discard); off {
+		return // WithObserver(nil): nothing to call, nothing to recover
+	}
 	defer func() { _ = recover() }()
 	cfg.observer.Observe(ctx, ev)
 }

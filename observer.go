@@ -89,15 +89,14 @@ type Tracer interface {
 	Start(ctx context.Context, mode Mode, op string) (_ context.Context, end func(err error))
 }
 
-func noEnd(error) {}
-
-// trace starts a traced call when the observer is a Tracer. A panicking
-// Start is recovered, as a panicking Observe is: the call then runs
-// untraced, with ctx.
+// trace starts a traced call when the observer is a Tracer, and returns
+// the context to run it with and the function that ends it: nil for an
+// untraced call. A panicking Start is recovered, as a panicking Observe
+// is: the call then runs untraced, with ctx.
 func trace(ctx context.Context, cfg *config, mode Mode, op string) (context.Context, func(error)) {
 	t, ok := cfg.observer.(Tracer)
 	if !ok {
-		return ctx, noEnd
+		return ctx, nil
 	}
 	return startTrace(ctx, t, mode, op)
 }
@@ -105,23 +104,24 @@ func trace(ctx context.Context, cfg *config, mode Mode, op string) (context.Cont
 func startTrace(ctx context.Context, t Tracer, mode Mode, op string) (tctx context.Context, end func(error)) {
 	defer func() {
 		if recover() != nil {
-			tctx, end = ctx, noEnd
+			tctx, end = ctx, nil
 		}
 	}()
 	tctx, end = t.Start(ctx, mode, op)
 	if tctx == nil {
 		tctx = ctx
 	}
-	if end == nil {
-		end = noEnd
-	}
 	return tctx, end
 }
 
-// endTrace ends a traced call with its error. A panicking end is
-// recovered: it runs after the call has taken or settled its claim (Begin
-// returns one), and reporting must never lose a claim or a caller's answer.
+// endTrace ends a traced call with its error; end is nil for an untraced
+// one. A panicking end is recovered: it runs after the call has taken or
+// settled its claim (Begin returns one), and reporting must never lose a
+// claim or a caller's answer.
 func endTrace(end func(error), err error) {
+	if end == nil {
+		return
+	}
 	defer func() { _ = recover() }()
 	end(err)
 }

@@ -111,3 +111,28 @@ func TestKeyDigestPartAllocatesOnce(t *testing.T) {
 	})
 	require.LessOrEqual(t, allocs, 1.0, "only the key itself")
 }
+
+// benchKey is an Idempotency-Key in UUID layout, as the HTTP benchmarks
+// send it.
+const benchKey = "0a1b2c3d-0000-4000-8000-00000000002a"
+
+// BenchmarkParseKeyHeaderUUID parses the header value the middleware reads
+// per request: a bare key in UUID layout.
+func BenchmarkParseKeyHeaderUUID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseKeyHeader(benchKey); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendKeyHTTP is the engine key the middleware builds per
+// request, after the fingerprint: the transport name and the client's key.
+func BenchmarkAppendKeyHTTP(b *testing.B) {
+	var dst [128]byte
+	b.ReportAllocs()
+	for b.Loop() {
+		AppendKey(dst[:0], "http", benchKey)
+	}
+}

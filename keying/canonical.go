@@ -41,6 +41,9 @@ func Canonicalize(body []byte, volatile []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if out, ok := appendFlatObject(nil, body, root); ok {
+		return out, nil
+	}
 	p := getParser()
 	out, err := p.canonicalize(nil, body, root)
 	putParser(p)

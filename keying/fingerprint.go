@@ -22,6 +22,16 @@ const (
 	bodyRaw  byte = 'R'
 )
 
+// flatSumBuffer is the size of the buffer on the stack that AppendSum
+// hashes a small flat body from. flatSumFraming is the most bytes the
+// framing adds to the fields and body when they fit that buffer: the
+// domain, two uvarint lengths below 2^14 (two bytes each), the empty
+// parameter count and the body kind.
+const (
+	flatSumBuffer  = 256
+	flatSumFraming = len(fingerprintDomain) + 2 + 2 + 1 + 1
+)
+
 // SumLen is the length of every fingerprint: the unpadded base64url text
 // (RFC 4648 §5) of the first sumBytes bytes of a SHA-256 digest.
 const SumLen = 22
@@ -109,6 +119,17 @@ func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body
 // reference to its arguments after it returns, so they may be views of
 // memory the caller reuses.
 func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, params url.Values, body []byte) []byte {
+	// A small flat object, the usual body, is hashed from a buffer on the
+	// stack without the pooled parser. The hash input, head and canonical
+	// body, is at most as long as the fields and body plus the framing
+	// (see flatSumFraming), so it fits.
+	var stack [flatSumBuffer]byte
+	if len(params) == 0 && len(principal)+len(operation)+len(body) <= flatSumBuffer-flatSumFraming {
+		head := appendHead(stack[:0], principal, operation, nil)
+		if in, ok := appendFlatObject(append(head, bodyJSON), body, f.root); ok {
+			return appendSumText(dst, sha256.Sum256(in))
+		}
+	}
 	p := getParser()
 	head := appendHead(p.sum[:0], principal, operation, params)
 	p.sum = head

@@ -1,13 +1,22 @@
 package keying
 
-// maxFlatMembers is the most members appendFlatObject handles; their
-// offsets are kept in an array on its stack.
-const maxFlatMembers = 16
+import "encoding/binary"
 
-// flatMember is a member of a flat object: its text is in[start:end], and
-// its name, without quotes, in[start+1:colon-1].
+// Limits of the objects appendFlatObject handles: its members' offsets are
+// kept in an array on its stack, in 16 bits each.
+const (
+	maxFlatMembers = 16
+	maxFlatBody    = 1<<16 - 1
+)
+
+// flatMember is a member of a flat object: its text is body[start:end],
+// and its name, without quotes, body[start+1:colon-1]. key holds the
+// name's first eight bytes, big-endian, padded with zero bytes: a plain
+// name has no zero byte, so the keys of two names order them as the names
+// do, unless the keys are equal and both names are eight bytes or longer.
 type flatMember struct {
-	start, colon, end int
+	key               uint64
+	start, colon, end uint16
 }
 
 // appendFlatObject appends the canonical form of body, without the members
@@ -24,7 +33,7 @@ type flatMember struct {
 // skips the pooled parser altogether.
 func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 	n := len(body)
-	if n < 2 || body[0] != '{' || body[n-1] != '}' {
+	if n < 2 || n > maxFlatBody || body[0] != '{' || body[n-1] != '}' {
 		return dst, false
 	}
 	if n == 2 {
@@ -34,28 +43,28 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 	count := 0
 	sorted := true
 	for i := 1; ; {
-		colon := plainName(body, i)
+		if i >= n || body[i] != '"' {
+			return dst, false
+		}
+		colon := plainString(body, i)
 		if colon < 0 || colon >= n || body[colon] != ':' {
 			return dst, false
 		}
-		end := verbatimValue(body, colon+1)
+		end := flatValue(body, colon+1)
 		if end < 0 || end >= n || count == maxFlatMembers {
 			return dst, false
 		}
-		m := flatMember{start: i, colon: colon, end: end}
+		m := flatMember{key: nameKey(body, i+1, colon-1), start: uint16(i), colon: uint16(colon), end: uint16(end)}
 		if sorted && count > 0 {
 			sorted = compareFlatNames(body, &members[count-1], &m) < 0
 		}
 		members[count] = m
 		count++
-		if body[end] == '}' {
-			if end != n-1 {
+		if c := body[end]; c != ',' {
+			if c != '}' || end != n-1 {
 				return dst, false
 			}
 			break
-		}
-		if body[end] != ',' {
-			return dst, false
 		}
 		i = end + 1
 	}
@@ -79,34 +88,64 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-// appendFlatDropping appends the object whose members, in name order, are
-// ms, without those root drops.
-func appendFlatDropping(dst, body []byte, ms []flatMember, root *pathNode) []byte {
-	dst = append(dst, '{')
-	comma := false
-	for i := range ms {
-		m := &ms[i]
-		if child := root.members[string(body[m.start+1:m.colon-1])]; child != nil && child.drop {
-			continue
-		}
-		if comma {
-			dst = append(dst, ',')
-		}
-		comma = true
-		dst = append(dst, body[m.start:m.end]...)
+// flatValue is verbatimValue for a value that must be followed by ',' or
+// '}' to be part of a flat object, which lets an integer skip the check
+// for a fraction or exponent.
+func flatValue(in []byte, i int) int {
+	if i >= len(in) {
+		return -1
 	}
-	return append(dst, '}')
+	switch c := in[i]; {
+	case c == '"':
+		return plainString(in, i)
+	case isDigit(c):
+		if c == '0' {
+			return i + 1 // a longer number starting with 0 is not followed by ',' or '}'
+		}
+		start := i
+		for i++; i < len(in) && isDigit(in[i]); i++ {
+		}
+		if i-start > maxPlainIntDigits {
+			return -1
+		}
+		return i
+	}
+	return verbatimValue(in, i)
+}
+
+// nameKey returns the key of the name body[s:e] (see flatMember), for a
+// name inside the object body that ends with '}'.
+func nameKey(body []byte, s, e int) uint64 {
+	var x uint64
+	switch {
+	case s+8 <= len(body):
+		x = binary.BigEndian.Uint64(body[s:])
+	case len(body) >= 8: // the last eight bytes, shifted to start at s
+		x = binary.BigEndian.Uint64(body[len(body)-8:]) << (8 * (s + 8 - len(body)))
+	default:
+		for k := s; k < len(body); k++ {
+			x |= uint64(body[k]) << (56 - 8*(k-s))
+		}
+	}
+	if l := e - s; l < 8 {
+		x &= ^uint64(0) << (64 - 8*l) // a shift by 64 leaves nothing
+	}
+	return x
 }
 
 // compareFlatNames has the sign of bytes.Compare on the names of a and b.
-// Names mostly differ in their first byte, which is compared inline when
-// both have one.
 func compareFlatNames(body []byte, a, b *flatMember) int {
-	x, y := body[a.start+1:a.colon-1], body[b.start+1:b.colon-1]
-	if len(x) > 0 && len(y) > 0 && x[0] != y[0] {
-		return int(x[0]) - int(y[0])
+	switch {
+	case a.key < b.key:
+		return -1
+	case a.key > b.key:
+		return 1
 	}
-	return compareNames(x, y)
+	x, y := body[a.start+1:a.colon-1], body[b.start+1:b.colon-1]
+	if len(x) < 8 || len(y) < 8 {
+		return 0 // equal keys: the names are equal
+	}
+	return compareNames(x[8:], y[8:])
 }
 
 // sortFlatMembers sorts ms by name with an insertion sort. It reports
@@ -128,4 +167,23 @@ func sortFlatMembers(body []byte, ms []flatMember) bool {
 		ms[j] = m
 	}
 	return true
+}
+
+// appendFlatDropping appends the object whose members, in name order, are
+// ms, without those root drops.
+func appendFlatDropping(dst, body []byte, ms []flatMember, root *pathNode) []byte {
+	dst = append(dst, '{')
+	comma := false
+	for i := range ms {
+		m := &ms[i]
+		if child := root.members[string(body[m.start+1:m.colon-1])]; child != nil && child.drop {
+			continue
+		}
+		if comma {
+			dst = append(dst, ',')
+		}
+		comma = true
+		dst = append(dst, body[m.start:m.end]...)
+	}
+	return append(dst, '}')
 }

@@ -1,6 +1,9 @@
 package keying
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Limits of the objects appendFlatObject handles: its members' offsets are
 // kept in an array on its stack, in 16 bits each.
@@ -46,7 +49,7 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		if i >= n || body[i] != '"' {
 			return dst, false
 		}
-		colon := plainString(body, i)
+		colon, key := flatName(body, i)
 		if colon < 0 || colon >= n || body[colon] != ':' {
 			return dst, false
 		}
@@ -54,9 +57,13 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		if end < 0 || end >= n || count == maxFlatMembers {
 			return dst, false
 		}
-		m := flatMember{key: nameKey(body, i+1, colon-1), start: uint16(i), colon: uint16(colon), end: uint16(end)}
+		m := flatMember{key: key, start: uint16(i), colon: uint16(colon), end: uint16(end)}
 		if sorted && count > 0 {
-			sorted = compareFlatNames(body, &members[count-1], &m) < 0
+			c := compareFlatNames(body, &members[count-1], &m)
+			if c == 0 {
+				return dst, false // a repeated name: the parser reports it
+			}
+			sorted = c < 0
 		}
 		members[count] = m
 		count++
@@ -69,7 +76,11 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		i = end + 1
 	}
 	ms := members[:count]
-	if !sorted && !sortFlatMembers(body, ms) {
+	switch {
+	case sorted:
+	case count == 2: // in reverse order, so not equal
+		ms[0], ms[1] = ms[1], ms[0]
+	case !sortFlatMembers(body, ms):
 		return dst, false // a repeated name: the parser reports it
 	}
 	if root != nil && root.members != nil {
@@ -88,15 +99,54 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
+// flatName is plainString for a member name whose opening quote is at
+// body[i], in an object body that ends with '}'. It also returns the
+// name's key (see flatMember). A name of fewer than eight ASCII bytes, the
+// usual kind, is recognized and keyed from one eight-byte read.
+func flatName(body []byte, i int) (int, uint64) {
+	j := i + 1
+	var x uint64
+	switch {
+	case j+8 <= len(body):
+		x = binary.LittleEndian.Uint64(body[j:])
+	case len(body) >= 8 && j < len(body):
+		// The last eight bytes, shifted so that body[j] comes first: the
+		// zero bytes shifted in stop the run like control characters.
+		x = binary.LittleEndian.Uint64(body[len(body)-8:]) >> (8 * (j + 8 - len(body)))
+	default:
+		end := plainString(body, i)
+		return end, nameKey(body, j, end-1)
+	}
+	if stop := plainStop(x); stop != 0 {
+		k := bits.TrailingZeros64(stop) / 8
+		if j+k < len(body) && body[j+k] == '"' {
+			return j + k + 1, bits.ReverseBytes64(x) &^ (^uint64(0) >> (8 * k))
+		}
+	}
+	end := plainString(body, i)
+	if end < 0 {
+		return -1, 0
+	}
+	return end, nameKey(body, j, end-1)
+}
+
 // flatValue is verbatimValue for a value that must be followed by ',' or
 // '}' to be part of a flat object, which lets an integer skip the check
-// for a fraction or exponent.
+// for a fraction or exponent. A string of fewer than eight ASCII bytes is
+// recognized from one eight-byte read.
 func flatValue(in []byte, i int) int {
 	if i >= len(in) {
 		return -1
 	}
 	switch c := in[i]; {
 	case c == '"':
+		if j := i + 1; j+8 <= len(in) {
+			if stop := plainStop(binary.LittleEndian.Uint64(in[j:])); stop != 0 {
+				if k := j + bits.TrailingZeros64(stop)/8; in[k] == '"' {
+					return k + 1
+				}
+			}
+		}
 		return plainString(in, i)
 	case isDigit(c):
 		if c == '0' {

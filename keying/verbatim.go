@@ -68,6 +68,13 @@ func plainString(in []byte, i int) int {
 	return plainStringTail(in, i, j)
 }
 
+// plainStop returns the high bit of each of the eight bytes in x that
+// stops a run of plain string text, as plainString's loop computes it:
+// the lowest bit set is that of the first byte that does.
+func plainStop(x uint64) uint64 {
+	return (x | (x - 0x20*lowBits) | ((x ^ '"'*lowBits) - lowBits) | ((x ^ '\\'*lowBits) - lowBits)) & highBits
+}
+
 // plainStringTail is plainString byte by byte from in[j], for the string
 // that starts at in[i] and holds only plain ASCII text before in[j].
 func plainStringTail(in []byte, i, j int) int {

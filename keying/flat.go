@@ -49,11 +49,41 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		if i >= n || body[i] != '"' {
 			return dst, false
 		}
-		colon, key := flatName(body, i)
-		if colon < 0 || colon >= n || body[colon] != ':' {
+		// The most common names and values are recognized inline from one
+		// eight-byte read: a name or string value of fewer than eight
+		// ASCII bytes. So is an integer that does not start with 0.
+		// flatName, plainString and flatValue see to the others.
+		var colon, end int
+		var key uint64
+		j := i + 1
+		x := flatWord(body, j)
+		if k := bits.TrailingZeros64(plainStop(x)) / 8; j+k < n && body[j+k] == '"' {
+			colon, key = j+k+1, bits.ReverseBytes64(x)&^(^uint64(0)>>(8*k))
+		} else {
+			colon, key = flatName(body, i)
+		}
+		if colon < 0 || colon >= n-1 || body[colon] != ':' {
 			return dst, false
 		}
-		end := flatValue(body, colon+1)
+		v := colon + 1
+		switch c := body[v]; {
+		case c == '"':
+			if k := v + 1 + bits.TrailingZeros64(plainStop(flatWord(body, v+1)))/8; k < n && body[k] == '"' {
+				end = k + 1
+			} else {
+				end = plainString(body, v)
+			}
+		case '1' <= c && c <= '9':
+			end = v + 1
+			for end < n && isDigit(body[end]) {
+				end++
+			}
+			if end-v > maxPlainIntDigits {
+				return dst, false
+			}
+		default:
+			end = flatValue(body, v)
+		}
 		if end < 0 || end >= n || count == maxFlatMembers {
 			return dst, false
 		}
@@ -99,86 +129,49 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
+// flatWord returns the eight bytes of body from body[j], j <= len(body),
+// little-endian, with zero bytes for those past the end, which stop a run
+// of plain string text like control characters.
+func flatWord(body []byte, j int) uint64 {
+	if j+8 <= len(body) {
+		return binary.LittleEndian.Uint64(body[j:])
+	}
+	if len(body) >= 8 { // the last eight bytes, shifted so that body[j] comes first
+		return binary.LittleEndian.Uint64(body[len(body)-8:]) >> (8 * (j + 8 - len(body)))
+	}
+	var x uint64
+	for k := len(body) - 1; k >= j; k-- {
+		x = x<<8 | uint64(body[k])
+	}
+	return x
+}
+
 // flatName is plainString for a member name whose opening quote is at
 // body[i], in an object body that ends with '}'. It also returns the
-// name's key (see flatMember). A name of fewer than eight ASCII bytes, the
-// usual kind, is recognized and keyed from one eight-byte read.
+// name's key (see flatMember).
 func flatName(body []byte, i int) (int, uint64) {
-	j := i + 1
-	var x uint64
-	switch {
-	case j+8 <= len(body):
-		x = binary.LittleEndian.Uint64(body[j:])
-	case len(body) >= 8 && j < len(body):
-		// The last eight bytes, shifted so that body[j] comes first: the
-		// zero bytes shifted in stop the run like control characters.
-		x = binary.LittleEndian.Uint64(body[len(body)-8:]) >> (8 * (j + 8 - len(body)))
-	default:
-		end := plainString(body, i)
-		return end, nameKey(body, j, end-1)
-	}
-	if stop := plainStop(x); stop != 0 {
-		k := bits.TrailingZeros64(stop) / 8
-		if j+k < len(body) && body[j+k] == '"' {
-			return j + k + 1, bits.ReverseBytes64(x) &^ (^uint64(0) >> (8 * k))
-		}
-	}
 	end := plainString(body, i)
 	if end < 0 {
 		return -1, 0
 	}
-	return end, nameKey(body, j, end-1)
+	return end, nameKey(body, i+1, end-1)
 }
 
-// flatValue is verbatimValue for a value that must be followed by ',' or
-// '}' to be part of a flat object, which lets an integer skip the check
-// for a fraction or exponent. A string of fewer than eight ASCII bytes is
-// recognized from one eight-byte read.
+// flatValue is verbatimValue for a value of a flat object that
+// appendFlatObject does not recognize inline. The value must be followed
+// by ',' or '}', so a 0 is one: no longer number starts with 0.
 func flatValue(in []byte, i int) int {
-	if i >= len(in) {
-		return -1
-	}
-	switch c := in[i]; {
-	case c == '"':
-		if j := i + 1; j+8 <= len(in) {
-			if stop := plainStop(binary.LittleEndian.Uint64(in[j:])); stop != 0 {
-				if k := j + bits.TrailingZeros64(stop)/8; in[k] == '"' {
-					return k + 1
-				}
-			}
-		}
-		return plainString(in, i)
-	case isDigit(c):
-		if c == '0' {
-			return i + 1 // a longer number starting with 0 is not followed by ',' or '}'
-		}
-		start := i
-		for i++; i < len(in) && isDigit(in[i]); i++ {
-		}
-		if i-start > maxPlainIntDigits {
-			return -1
-		}
-		return i
+	if in[i] == '0' {
+		return i + 1
 	}
 	return verbatimValue(in, i)
 }
 
-// nameKey returns the key of the name body[s:e] (see flatMember), for a
-// name inside the object body that ends with '}'.
+// nameKey returns the key of the name body[s:e] (see flatMember).
 func nameKey(body []byte, s, e int) uint64 {
-	var x uint64
-	switch {
-	case s+8 <= len(body):
-		x = binary.BigEndian.Uint64(body[s:])
-	case len(body) >= 8: // the last eight bytes, shifted to start at s
-		x = binary.BigEndian.Uint64(body[len(body)-8:]) << (8 * (s + 8 - len(body)))
-	default:
-		for k := s; k < len(body); k++ {
-			x |= uint64(body[k]) << (56 - 8*(k-s))
-		}
-	}
+	x := bits.ReverseBytes64(flatWord(body, s))
 	if l := e - s; l < 8 {
-		x &= ^uint64(0) << (64 - 8*l) // a shift by 64 leaves nothing
+		x &^= ^uint64(0) >> (8 * l) // the bytes after the name
 	}
 	return x
 }

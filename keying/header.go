@@ -20,9 +20,12 @@ func ParseKeyHeader[T string | []byte](v T) (T, error) {
 	v = trimSpaceTab(v)
 	var key T
 	var err error
-	if len(v) > 0 && v[0] == '"' {
+	switch {
+	case len(v) > 0 && v[0] == '"':
 		key, err = unquoteKey(v)
-	} else {
+	case isBareKey(v): // the common case, without bareKey's error paths
+		key = v
+	default:
 		key, err = bareKey(v)
 	}
 	switch {
@@ -88,18 +91,10 @@ func unquoteKey[T string | []byte](v T) (T, error) {
 }
 
 // bareKey accepts a run of token characters, ':' and '/', all printable.
+// It checks one byte at a time: ParseKeyHeader calls it for the error
+// when isBareKey rejects v.
 func bareKey[T string | []byte](v T) (T, error) {
-	// Eight bytes a step: the table's entries are 0 or 1, so the AND of
-	// eight of them is 1 only when all eight may appear in a bare key.
-	i := 0
-	for ; i+8 <= len(v); i += 8 {
-		w := v[i : i+8]
-		if bareKeyByte[w[0]]&bareKeyByte[w[1]]&bareKeyByte[w[2]]&bareKeyByte[w[3]]&
-			bareKeyByte[w[4]]&bareKeyByte[w[5]]&bareKeyByte[w[6]]&bareKeyByte[w[7]] == 0 {
-			break
-		}
-	}
-	for ; i < len(v); i++ {
+	for i := 0; i < len(v); i++ {
 		if bareKeyByte[v[i]] == 0 {
 			var none T
 			if err := checkPrintable(v); err != nil {
@@ -109,6 +104,31 @@ func bareKey[T string | []byte](v T) (T, error) {
 		}
 	}
 	return v, nil
+}
+
+// isBareKey reports whether every byte of v may appear in a bare key.
+// It looks at eight bytes a step: the table's entries are 0 or 1, so the
+// AND of eight of them is 1 only when all eight may appear. The last step
+// reads the last eight bytes, which may overlap the step before.
+func isBareKey[T string | []byte](v T) bool {
+	if len(v) < 8 {
+		ok := byte(1)
+		for i := 0; i < len(v); i++ {
+			ok &= bareKeyByte[v[i]]
+		}
+		return ok == 1
+	}
+	w := v
+	for len(w) > 8 {
+		if bareKeyByte[w[0]]&bareKeyByte[w[1]]&bareKeyByte[w[2]]&bareKeyByte[w[3]]&
+			bareKeyByte[w[4]]&bareKeyByte[w[5]]&bareKeyByte[w[6]]&bareKeyByte[w[7]] == 0 {
+			return false
+		}
+		w = w[8:]
+	}
+	w = v[len(v)-8:]
+	return bareKeyByte[w[0]]&bareKeyByte[w[1]]&bareKeyByte[w[2]]&bareKeyByte[w[3]]&
+		bareKeyByte[w[4]]&bareKeyByte[w[5]]&bareKeyByte[w[6]]&bareKeyByte[w[7]] == 1
 }
 
 // checkPrintable returns an error for a byte outside printable ASCII.

@@ -2,6 +2,7 @@ package keying
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -42,19 +43,35 @@ func TestParseKeyHeader(t *testing.T) {
 }
 
 // TestParseKeyHeaderBareEveryPosition puts a byte that a bare key cannot
-// hold at each position of a long key: bareKey checks several bytes a
-// step, and none may be skipped.
+// hold at each position of keys of every length up to a long one, and each
+// byte that it can hold into a key of every length: isBareKey checks
+// several bytes a step, its last step overlapping the one before, and
+// none may be skipped.
 func TestParseKeyHeaderBareEveryPosition(t *testing.T) {
-	const n = 41
-	for i := range n {
-		for _, c := range []byte{',', ' ', '"', 0x01, 0x7f, 0xc3} {
-			k := []byte(strings.Repeat("k", n))
-			k[i] = c
-			if i == 0 && c == '"' || (i == 0 || i == n-1) && c == ' ' {
-				continue // a quoted string, or a space trimmed as OWS
+	for n := 1; n <= 41; n++ {
+		for i := range n {
+			for _, c := range []byte{',', ' ', '"', '(', '@', '[', '\\', '{', '}', 0x01, 0x7f, 0x80, 0xc3, 0xff} {
+				k := []byte(strings.Repeat("k", n))
+				k[i] = c
+				if i == 0 && c == '"' || (i == 0 || i == n-1) && c == ' ' {
+					continue // a quoted string, or a space trimmed as OWS
+				}
+				_, err := parseBoth(t, string(k))
+				if !errors.Is(err, ErrMalformedKey) {
+					t.Errorf("byte %q at %d of %d: err = %v, want ErrMalformedKey", c, i, n, err)
+				} else if c >= 0x20 && c < 0x7f && !strings.Contains(err.Error(), fmt.Sprintf("%q", c)) {
+					t.Errorf("byte %q at %d of %d: err = %v, want one naming it", c, i, n, err)
+				}
 			}
-			if _, err := parseBoth(t, string(k)); !errors.Is(err, ErrMalformedKey) {
-				t.Errorf("byte %q at %d: err = %v, want ErrMalformedKey", c, i, err)
+			for c := range 256 {
+				if bareKeyByte[c] == 0 {
+					continue
+				}
+				k := []byte(strings.Repeat("k", n))
+				k[i] = byte(c)
+				if got, err := parseBoth(t, string(k)); err != nil || got != string(k) {
+					t.Errorf("byte %q at %d of %d: ParseKeyHeader = %q, %v", byte(c), i, n, got, err)
+				}
 			}
 		}
 	}

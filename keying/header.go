@@ -107,28 +107,31 @@ func bareKey[T string | []byte](v T) (T, error) {
 }
 
 // isBareKey reports whether every byte of v may appear in a bare key.
-// It looks at eight bytes a step: the table's entries are 0 or 1, so the
-// AND of eight of them is 1 only when all eight may appear. The last step
-// reads the last eight bytes, which may overlap the step before.
 func isBareKey[T string | []byte](v T) bool {
+	return allMarked(v, &bareKeyByte)
+}
+
+// allMarked reports whether table holds 1 for every byte of v; its
+// entries are 0 or 1. It looks at eight bytes a step, whose entries AND
+// to 1 only when all eight are 1; the last step reads the last eight
+// bytes, which may overlap the step before.
+func allMarked[T string | []byte](v T, table *[256]byte) bool {
 	if len(v) < 8 {
 		ok := byte(1)
 		for i := 0; i < len(v); i++ {
-			ok &= bareKeyByte[v[i]]
+			ok &= table[v[i]]
 		}
 		return ok == 1
 	}
 	w := v
 	for len(w) > 8 {
-		if bareKeyByte[w[0]]&bareKeyByte[w[1]]&bareKeyByte[w[2]]&bareKeyByte[w[3]]&
-			bareKeyByte[w[4]]&bareKeyByte[w[5]]&bareKeyByte[w[6]]&bareKeyByte[w[7]] == 0 {
+		if table[w[0]]&table[w[1]]&table[w[2]]&table[w[3]]&table[w[4]]&table[w[5]]&table[w[6]]&table[w[7]] == 0 {
 			return false
 		}
 		w = w[8:]
 	}
 	w = v[len(v)-8:]
-	return bareKeyByte[w[0]]&bareKeyByte[w[1]]&bareKeyByte[w[2]]&bareKeyByte[w[3]]&
-		bareKeyByte[w[4]]&bareKeyByte[w[5]]&bareKeyByte[w[6]]&bareKeyByte[w[7]] == 1
+	return table[w[0]]&table[w[1]]&table[w[2]]&table[w[3]]&table[w[4]]&table[w[5]]&table[w[6]]&table[w[7]] == 1
 }
 
 // checkPrintable returns an error for a byte outside printable ASCII.
@@ -142,8 +145,7 @@ func checkPrintable[T string | []byte](v T) error {
 }
 
 // bareKeyByte is 1 for the bytes a bare key may hold (the RFC 9110 token
-// characters, ':' and '/'), 0 for the others: numbers, so that bareKey
-// can AND eight lookups.
+// characters, ':' and '/'), 0 for the others: numbers, for allMarked.
 var bareKeyByte = func() (t [256]uint8) {
 	const marks = "!#$%&'*+-.^_`|~:/"
 	for c := range 256 {

@@ -60,6 +60,10 @@ func AppendKey(dst []byte, parts ...string) []byte {
 		if i > 0 {
 			dst = append(dst, separator)
 		}
+		if len(p) <= maxLiteralLen && len(p) > 0 && allMarked(p, &plainByte) {
+			dst = append(dst, p...) // the common case: a literal with nothing to escape
+			continue
+		}
 		dst = appendPart(dst, p)
 	}
 	return dst
@@ -112,18 +116,11 @@ func literalLen(p string) int {
 	if len(p) > maxLiteralLen {
 		return -1
 	}
-	// Eight bytes a step while all are written as they are (the common
-	// case: UUIDs, base64url), then one at a time.
-	n, i := 0, 0
-	for ; i+8 <= len(p); i += 8 {
-		s := p[i : i+8]
-		if plainByte[s[0]]&plainByte[s[1]]&plainByte[s[2]]&plainByte[s[3]]&
-			plainByte[s[4]]&plainByte[s[5]]&plainByte[s[6]]&plainByte[s[7]] == 0 {
-			break
-		}
-		n += 8
+	if allMarked(p, &plainByte) { // the common case: UUIDs, base64url
+		return len(p)
 	}
-	for ; i < len(p); i++ {
+	n := 0
+	for i := 0; i < len(p); i++ {
 		w := literalWidth[p[i]]
 		if w == 0 {
 			return -1
@@ -137,7 +134,7 @@ func literalLen(p string) int {
 }
 
 // plainByte is 1 for the bytes a literal part holds as they are (width
-// 1), 0 for the others: numbers, so that literalLen can AND eight lookups.
+// 1), 0 for the others: numbers, for allMarked.
 var plainByte = func() (t [256]byte) {
 	for c, w := range literalWidth {
 		if w == 1 {

@@ -362,3 +362,25 @@ func TestLiteralLenEveryPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendKeyEveryPosition puts every byte value at every position of
+// parts of every length up to one past the literal limit: AppendKey's
+// check for a part with nothing to escape looks at eight bytes a step,
+// and must agree with appendPart wherever the byte falls.
+func TestAppendKeyEveryPosition(t *testing.T) {
+	for size := 1; size <= maxLiteralLen+1; size++ {
+		plain := strings.Repeat("a", size)
+		for pos := range size {
+			for c := range 256 {
+				p := plain[:pos] + string(byte(c)) + plain[pos+1:]
+				want := "x:" + string(appendPart(nil, p))
+				if got := string(AppendKey([]byte("x:"), p)); got != want {
+					t.Fatalf("%d bytes, %#x at %d: AppendKey %q, want %q", size, c, pos, got, want)
+				}
+				if got := string(AppendKey(nil, "x", p)); got != want {
+					t.Fatalf("%d bytes, %#x at %d, second part: AppendKey %q, want %q", size, c, pos, got, want)
+				}
+			}
+		}
+	}
+}

@@ -89,11 +89,16 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		}
 		m := flatMember{key: key, start: uint16(i), colon: uint16(colon), end: uint16(end)}
 		if sorted && count > 0 {
-			c := compareFlatNames(body, &members[count-1], &m)
-			if c == 0 {
-				return dst, false // a repeated name: the parser reports it
+			switch prev := &members[count-1]; {
+			case prev.key > key:
+				sorted = false
+			case prev.key == key:
+				c := compareSameKey(body, prev, &m)
+				if c == 0 {
+					return dst, false // a repeated name: the parser reports it
+				}
+				sorted = c < 0
 			}
-			sorted = c < 0
 		}
 		members[count] = m
 		count++
@@ -176,17 +181,12 @@ func nameKey(body []byte, s, e int) uint64 {
 	return x
 }
 
-// compareFlatNames has the sign of bytes.Compare on the names of a and b.
-func compareFlatNames(body []byte, a, b *flatMember) int {
-	switch {
-	case a.key < b.key:
-		return -1
-	case a.key > b.key:
-		return 1
-	}
+// compareSameKey has the sign of bytes.Compare on the names of a and b,
+// whose keys are equal.
+func compareSameKey(body []byte, a, b *flatMember) int {
 	x, y := body[a.start+1:a.colon-1], body[b.start+1:b.colon-1]
 	if len(x) < 8 || len(y) < 8 {
-		return 0 // equal keys: the names are equal
+		return 0 // the names are equal
 	}
 	return compareNames(x[8:], y[8:])
 }
@@ -198,14 +198,20 @@ func sortFlatMembers(body []byte, ms []flatMember) bool {
 		m := ms[i]
 		j := i
 		for ; j > 0; j-- {
-			c := compareFlatNames(body, &ms[j-1], &m)
-			if c == 0 {
-				return false
-			}
-			if c < 0 {
+			prev := &ms[j-1]
+			if prev.key < m.key {
 				break
 			}
-			ms[j] = ms[j-1]
+			if prev.key == m.key {
+				c := compareSameKey(body, prev, &m)
+				if c == 0 {
+					return false
+				}
+				if c < 0 {
+					break
+				}
+			}
+			ms[j] = *prev
 		}
 		ms[j] = m
 	}

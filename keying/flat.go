@@ -24,12 +24,12 @@ type flatMember struct {
 
 // appendFlatObject appends the canonical form of body, without the members
 // root drops, to dst, for the most common small request body: an object of
-// at most maxFlatMembers members, written without whitespace, whose names
-// have no escapes and whose values are strings, integers or literals that
-// verbatimValue accepts, with no name repeated. It then reports true. For
-// any other body, valid or not, it appends nothing and reports false, and
-// the general parser decides; so the canonical form and errors are the
-// parser's in every case.
+// at most maxFlatMembers members and maxFlatBody bytes, written without
+// whitespace, whose names have no escapes and whose values are strings,
+// integers or literals that verbatimValue accepts, with no name repeated.
+// It then reports true. For any other body, valid or not, it appends
+// nothing and reports false, and the general parser decides; so the
+// canonical form and errors are the parser's in every case.
 //
 // The members of such an object are canonical as written and need only be
 // put in name order; no parser state is needed for that, so the common case
@@ -163,8 +163,9 @@ func flatName(body []byte, i int) (int, uint64) {
 }
 
 // flatValue is verbatimValue for a value of a flat object that
-// appendFlatObject does not recognize inline. The value must be followed
-// by ',' or '}', so a 0 is one: no longer number starts with 0.
+// appendFlatObject does not recognize inline. A value that starts with 0
+// is taken to end there: in a longer one (01, 0.5, 0e1) the byte after
+// the 0 is not the ',' or '}' the caller requires, so it still falls back.
 func flatValue(in []byte, i int) int {
 	if in[i] == '0' {
 		return i + 1
@@ -186,7 +187,7 @@ func nameKey(body []byte, s, e int) uint64 {
 func compareSameKey(body []byte, a, b *flatMember) int {
 	x, y := body[a.start+1:a.colon-1], body[b.start+1:b.colon-1]
 	if len(x) < 8 || len(y) < 8 {
-		return 0 // the names are equal
+		return 0 // a key padded with zero bytes equals only that of the same name
 	}
 	return compareNames(x[8:], y[8:])
 }

@@ -87,20 +87,19 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		if end < 0 || end >= n || count == maxFlatMembers {
 			return dst, false
 		}
-		m := flatMember{key: key, start: uint16(i), colon: uint16(colon), end: uint16(end)}
+		members[count] = flatMember{key: key, start: uint16(i), colon: uint16(colon), end: uint16(end)}
 		if sorted && count > 0 {
 			switch prev := &members[count-1]; {
 			case prev.key > key:
 				sorted = false
 			case prev.key == key:
-				c := compareSameKey(body, prev, &m)
+				c := compareSameKey(body, prev, &members[count])
 				if c == 0 {
 					return dst, false // a repeated name: the parser reports it
 				}
 				sorted = c < 0
 			}
 		}
-		members[count] = m
 		count++
 		if c := body[end]; c != ',' {
 			if c != '}' || end != n-1 {
@@ -125,11 +124,10 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		return append(dst, body...), true
 	}
 	dst = append(dst, '{')
-	for i := range ms {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, body[ms[i].start:ms[i].end]...)
+	dst = append(dst, body[ms[0].start:ms[0].end]...)
+	for _, m := range ms[1:] {
+		dst = append(dst, ',')
+		dst = append(dst, body[m.start:m.end]...)
 	}
 	return append(dst, '}'), true
 }

@@ -325,15 +325,22 @@ type pxArg struct {
 	arg any
 }
 
-// px returns millis(ttl) as a command argument. An engine claims and
-// completes with the same lease TTL call after call, so the Store keeps the
-// last one boxed: go-redis then writes it as it is, without allocating or
-// formatting it again. Another TTL replaces it.
+// pxSlots is how many TTLs' PX arguments a Store keeps: an engine's lease
+// and retention, and room for a window or token TTL.
+const pxSlots = 4
+
+// px returns millis(ttl) as a command argument. An engine claims with its
+// lease and completes with its retention call after call, so the Store
+// keeps the last few TTLs' arguments boxed: go-redis then writes them as
+// they are, without allocating or formatting them again. Another TTL
+// replaces the oldest.
 func (s *Store) px(ttl time.Duration) any {
-	if a := s.lastPX.Load(); a != nil && a.ttl == ttl {
-		return a.arg
+	for i := range s.pxArgs {
+		if a := s.pxArgs[i].Load(); a != nil && a.ttl == ttl {
+			return a.arg
+		}
 	}
 	a := &pxArg{ttl: ttl, arg: strconv.FormatInt(millis(ttl), 10)}
-	s.lastPX.Store(a)
+	s.pxArgs[s.pxNext.Add(1)%pxSlots].Store(a)
 	return a.arg
 }

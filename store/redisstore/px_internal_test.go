@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,12 +26,28 @@ func TestPXArgument(t *testing.T) {
 	}
 }
 
+// A claim's lease and a completion's retention, alternating, are both
+// kept: neither allocates again.
 func TestPXArgumentRepeatAllocatesNothing(t *testing.T) {
 	s := &Store{}
-	ttl := 30 * time.Second
-	s.px(ttl)
-	if n := testing.AllocsPerRun(100, func() { s.px(ttl) }); n != 0 {
-		t.Errorf("px with the last TTL allocates %v times, want 0", n)
+	lease, retention := 30*time.Second, 24*time.Hour
+	s.px(lease)
+	s.px(retention)
+	if n := testing.AllocsPerRun(100, func() { s.px(lease); s.px(retention) }); n != 0 {
+		t.Errorf("px with the lease and retention TTLs allocates %v times, want 0", n)
+	}
+}
+
+// More TTLs than slots still get each its own argument.
+func TestPXArgumentManyTTLs(t *testing.T) {
+	s := &Store{}
+	for round := range 3 {
+		for i := 1; i <= 3*pxSlots; i++ {
+			ttl := time.Duration(i) * time.Second
+			if got, want := s.px(ttl), strconv.Itoa(i*1000); got != want {
+				t.Fatalf("round %d: px(%v) = %#v, want %q", round, ttl, got, want)
+			}
+		}
 	}
 }
 

@@ -54,8 +54,9 @@ type Store struct {
 	prefix      string
 	waitN       int
 	waitTimeout time.Duration
-	dial        atomic.Pointer[dialect] // nil until detected; see Store.dialect
-	lastPX      atomic.Pointer[pxArg]   // the last TTL's PX argument; see Store.px
+	dial        atomic.Pointer[dialect]        // nil until detected; see Store.dialect
+	pxArgs      [pxSlots]atomic.Pointer[pxArg] // recent TTLs' PX arguments; see Store.px
+	pxNext      atomic.Uint32                  // the slot of pxArgs to replace next
 }
 
 var (

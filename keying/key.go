@@ -60,10 +60,6 @@ func AppendKey(dst []byte, parts ...string) []byte {
 		if i > 0 {
 			dst = append(dst, separator)
 		}
-		if len(p) <= maxLiteralLen && len(p) > 0 && allMarked(p, &plainByte) {
-			dst = append(dst, p...) // the common case: a literal with nothing to escape
-			continue
-		}
 		dst = appendPart(dst, p)
 	}
 	return dst

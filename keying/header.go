@@ -10,7 +10,7 @@ import (
 var ErrMalformedKey = errors.New("malformed value")
 
 // ParseKeyHeader parses the value of an idempotency key or token header
-// (DefaultKeyHeader), as every HTTP adapter reads it: an RFC 8941
+// (KeyHeader, TokenHeader), as every HTTP adapter reads it: an RFC 8941
 // sf-string ("abc", with \" and \\ escapes) or a bare run of RFC 9110
 // token characters, ':' and '/' (a UUID, base64url text), with optional
 // spaces and tabs around it. The key is the unquoted text, 1 to MaxKeyLen

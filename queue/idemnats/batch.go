@@ -24,7 +24,7 @@ func (h *Handler) HandleMsgs(ctx context.Context, msgs []jetstream.Msg) []Outcom
 	defer prog.end()
 	h.p.Batch(ctx, reqs, func(i int, v delivery.Verdict) {
 		prog.settle(i)
-		out[i] = h.settle(msgs[i], v)
+		out[i] = h.settle(ctx, msgs[i], v)
 	})
 	return out
 }

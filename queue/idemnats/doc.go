@@ -32,8 +32,34 @@
 //     engine's RetryAfter (at most WithRetryHint, at most the lease left),
 //     so the copy comes back when the first has likely finished;
 //   - fn fails with a final error (the ErrorCodec of WithErrorCodec, or the
-//     WithFinal predicate): Term; a transient error or a store failure:
-//     NakWithDelay(WithRetryDelay), and the key is released for the retry.
+//     WithFinal predicate): Term; a transient error, a panic or a store
+//     failure: NakWithDelay with a back-off, and the key is released for
+//     the retry;
+//   - the same key with another body: answered by the key's record like
+//     any copy (acked as a replay), and reported (Outcome.Mismatch, an
+//     idemkit.EventMismatch, a warning); WithFingerprint terminates it
+//     instead.
+//
+// # Retries
+//
+// A failed delivery is nakked with a delay that doubles with the server's
+// delivery count (Metadata().NumDelivered), from DefaultRetryDelay (1 s)
+// up to DefaultMaxRetryDelay (1 min) (WithBackoff, WithRetryDelay), so a
+// failing message does not hold up the others, which the server delivers
+// meanwhile. When delivery number DefaultMaxAttempts (10, WithMaxAttempts)
+// fails, the message is not nakked again: with WithDeadLetter a copy is
+// published to a dead-letter subject and, once stored, the message is
+// terminated; without it the message is terminated, which a
+// limits-retention stream keeps but a work-queue or interest stream
+// deletes (the server's MSG_TERMINATED advisory names its sequence). The
+// count includes deliveries nakked because another delivery of the key was
+// running. Store failures are retried with the same back-off but never
+// exhaust a message. A handler panic is recovered: it is a failed attempt
+// (Outcome.Panicked, Err wrapping ErrPanic, logged at Error with its
+// stack), never recorded as a final failure, so the consumer goes on.
+// WithReport hands every Outcome to a function, for metrics. A retried
+// message keeps its key, so its effect still runs at most once: a failed
+// attempt releases the key, a succeeded one records it.
 //
 // Once fn has succeeded the message is acked even when its result could
 // not be recorded (the error is in Outcome.Err and the log), and a result

@@ -192,6 +192,16 @@ func TestNewHandlerRejectsBadArguments(t *testing.T) {
 		"nil fingerp": func() (*idemnats.Handler, error) {
 			return idemnats.NewHandler(e, "n", fn, idemnats.WithFingerprint(nil))
 		},
+		"cap under first": func() (*idemnats.Handler, error) {
+			return idemnats.NewHandler(e, "n", fn, idemnats.WithBackoff(time.Second, time.Millisecond))
+		},
+		"zero attempts": func() (*idemnats.Handler, error) {
+			return idemnats.NewHandler(e, "n", fn, idemnats.WithMaxAttempts(0))
+		},
+		"nil report": func() (*idemnats.Handler, error) { return idemnats.NewHandler(e, "n", fn, idemnats.WithReport(nil)) },
+		"nil dead letter": func() (*idemnats.Handler, error) {
+			return idemnats.NewHandler(e, "n", fn, idemnats.WithDeadLetter(nil, "s"))
+		},
 	} {
 		if h, err := build(); h != nil || !errors.Is(err, idemkit.ErrInvalid) {
 			t.Errorf("%s: %v, %v; want ErrInvalid", name, h, err)

@@ -19,6 +19,8 @@ type fakeMsg struct {
 	hdr  nats.Header
 	data []byte
 
+	delivered uint64 // NumDelivered; 0 reads as 1
+
 	mu    sync.Mutex
 	acks  []string
 	delay time.Duration
@@ -47,7 +49,7 @@ func (m *fakeMsg) sent() []string {
 }
 
 func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
-	return &jetstream.MsgMetadata{Stream: "S", NumDelivered: 1}, nil
+	return &jetstream.MsgMetadata{Stream: "S", NumDelivered: max(m.delivered, 1)}, nil
 }
 func (m *fakeMsg) Data() []byte                       { return m.data }
 func (m *fakeMsg) Headers() nats.Header               { return m.hdr }

@@ -1,11 +1,13 @@
 package idemnats
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/queue/internal/delivery"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,18 +24,33 @@ type config struct {
 	fingerprint func(jetstream.Msg) (string, error)
 	codec       idemkit.ErrorCodec
 	final       func(error) bool
-	retryDelay  time.Duration
+	backoff     delivery.Backoff
 	progress    time.Duration // 0: no InProgress signals
 	logger      *slog.Logger
+	report      func(context.Context, jetstream.Msg, Outcome)
+	deadLetter  *deadLetter
 	engineOpts  []idemkit.Option
 }
 
 func defaultConfig() config {
-	return config{key: HeaderKey(jetstream.MsgIDHeader), retryDelay: DefaultRetryDelay, logger: slog.Default()}
+	return config{
+		key:     HeaderKey(jetstream.MsgIDHeader),
+		backoff: delivery.Backoff{First: DefaultRetryDelay, Max: DefaultMaxRetryDelay, Attempts: DefaultMaxAttempts},
+		logger:  slog.Default(),
+	}
 }
 
-// DefaultRetryDelay is the redelivery delay after a transient failure.
-const DefaultRetryDelay = time.Second
+// Retry defaults: a failing message is nakked after 1 s, 2 s, 4 s, ...
+// up to 1 min, and terminated (or dead-lettered, WithDeadLetter) when its
+// tenth delivery fails: about four minutes of retries.
+const (
+	// DefaultRetryDelay is the redelivery delay after the first failure.
+	DefaultRetryDelay = time.Second
+	// DefaultMaxRetryDelay caps the redelivery delay.
+	DefaultMaxRetryDelay = time.Minute
+	// DefaultMaxAttempts is how many deliveries a failing message gets.
+	DefaultMaxAttempts = 10
+)
 
 // HeaderKey returns a KeyFunc that reads the header name; a message
 // without it has no key.
@@ -61,7 +78,10 @@ func WithKey(key KeyFunc) Option {
 
 // WithFingerprint sets how a message's payload is fingerprinted: a
 // delivery whose key was first seen with another fingerprint is terminated
-// (idemkit.ErrMismatch). By default there is no payload check.
+// (idemkit.ErrMismatch, Outcome.Mismatch). By default the fingerprint is
+// a digest of the body, and such a delivery is answered by the key's
+// record like any copy (acked as a replay) but reported: Outcome.Mismatch,
+// an idemkit.EventMismatch to the engine's observer, a warning in the log.
 func WithFingerprint(fp func(jetstream.Msg) (string, error)) Option {
 	return func(c *config) error {
 		if fp == nil {
@@ -100,15 +120,53 @@ func WithFinal(final func(error) bool) Option {
 	}
 }
 
-// WithRetryDelay sets the NakWithDelay delay after a transient failure: a
-// handler error that is not final, or a store failure (default
-// DefaultRetryDelay; 0 naks for immediate redelivery).
+// WithRetryDelay sets one NakWithDelay delay for every failure (0 naks
+// for immediate redelivery): it is WithBackoff(d, d).
 func WithRetryDelay(d time.Duration) Option {
+	return WithBackoff(d, d)
+}
+
+// WithBackoff sets the NakWithDelay delays after a failure (a handler
+// error that is not final, a panic, a store failure): first after the
+// first delivery, doubled for each later one, capped at max (default
+// DefaultRetryDelay and DefaultMaxRetryDelay).
+func WithBackoff(first, max time.Duration) Option {
 	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("idemnats: %w: negative retry delay %v", idemkit.ErrInvalid, d)
+		if first < 0 || max < first {
+			return fmt.Errorf("idemnats: %w: retry delays must have 0 <= first <= max, got %v and %v", idemkit.ErrInvalid, first, max)
 		}
-		c.retryDelay = d
+		c.backoff.First, c.backoff.Max = first, max
+		return nil
+	}
+}
+
+// WithMaxAttempts sets how many deliveries a message whose handler keeps
+// failing gets (default DefaultMaxAttempts): when delivery number n fails
+// (the server's delivery count, Metadata().NumDelivered), the message is
+// dead-lettered (WithDeadLetter) or terminated instead of nakked. Store
+// failures, which are no fault of the message, are retried whatever the
+// count. n must be at least 1.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("idemnats: %w: max attempts must be at least 1, got %d", idemkit.ErrInvalid, n)
+		}
+		c.backoff.Attempts = n
+		return nil
+	}
+}
+
+// WithReport sets a function called with every delivery's outcome, once
+// it is acknowledged: the place to count panics (Outcome.Panicked),
+// exhausted messages (Outcome.Exhausted) and payload mismatches
+// (Outcome.Mismatch) in metrics. It is called on the delivery's goroutine
+// and must be fast and safe for concurrent use.
+func WithReport(fn func(ctx context.Context, msg jetstream.Msg, out Outcome)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("idemnats: %w: nil report function", idemkit.ErrInvalid)
+		}
+		c.report = fn
 		return nil
 	}
 }

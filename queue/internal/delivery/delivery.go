@@ -60,6 +60,16 @@ type Verdict struct {
 	// Replayed reports that a recorded outcome answered: the handler did
 	// not run.
 	Replayed bool
+	// Panicked reports that the effect panicked: Err is a *PanicError.
+	Panicked bool
+	// Exhausted reports that the effect failed on the last attempt
+	// allowed (Config.Backoff.Attempts): the message is dropped, not
+	// retried.
+	Exhausted bool
+	// Mismatch reports that the key was first seen with another payload
+	// fingerprint: dropped under Config.RefuseMismatch, otherwise answered
+	// by the key's record like any copy.
+	Mismatch bool
 	// Err is why the message was not acknowledged or, with Ack, why the
 	// handler's result could not be recorded.
 	Err error
@@ -76,8 +86,13 @@ type Config struct {
 	// Final, when set, marks more errors final: they are dropped, but not
 	// recorded (a later duplicate runs again).
 	Final func(error) bool
-	// RetryDelay is the redelivery delay after a transient failure.
-	RetryDelay time.Duration
+	// Backoff sets the redelivery delays after a failure, and how many
+	// attempts a failing effect gets.
+	Backoff Backoff
+	// RefuseMismatch drops a delivery whose key was first seen with
+	// another fingerprint. Without it such a delivery is answered by the
+	// key's record (acked as a replay) and reported with Verdict.Mismatch.
+	RefuseMismatch bool
 }
 
 // Processor decides deliveries for one consumer. It is safe for concurrent
@@ -99,8 +114,8 @@ func New(e *idemkit.Engine, space, name string, cfg Config, engineOpts ...idemki
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	if cfg.RetryDelay < 0 {
-		return nil, fmt.Errorf("%w: negative retry delay %v", idemkit.ErrInvalid, cfg.RetryDelay)
+	if err := cfg.Backoff.check(); err != nil {
+		return nil, err
 	}
 	if cfg.Codec != nil {
 		engineOpts = append(engineOpts, idemkit.WithErrorCodec(cfg.Codec))
@@ -127,12 +142,15 @@ func checkName(name string) error {
 }
 
 // Request is one delivery: its message key (or the error finding it), its
-// payload fingerprint and the effect to run.
+// payload fingerprint, its attempt number and the effect to run.
 type Request struct {
 	Key         string
 	KeyErr      error
 	Fingerprint string
-	Run         Func
+	// Attempt is the delivery's attempt number, from 1 (0 counts as 1):
+	// the broker's delivery count, or the adapter's own.
+	Attempt int
+	Run     Func
 }
 
 // storeKey is the engine key of a message key: consumers of different
@@ -149,9 +167,9 @@ func (p *Processor) One(ctx context.Context, r Request) Verdict {
 	}
 	claim, res, err := p.e.Begin(ctx, p.storeKey(r.Key), r.Fingerprint)
 	if claim == nil {
-		return p.notAdmitted(ctx, res, err, r.Run)
+		return p.notAdmitted(ctx, r, res, err)
 	}
-	return p.run(ctx, claim, r.Run)
+	return p.run(ctx, claim, r)
 }
 
 // Batch decides many deliveries with one batch claim (one store call where
@@ -170,7 +188,7 @@ func (p *Processor) Batch(ctx context.Context, reqs []Request, decided func(i in
 	outs, err := p.e.BeginBatch(ctx, breqs)
 	if err != nil { // invalid options only; New validated them
 		for _, i := range index {
-			decided(i, Verdict{Action: Retry, Delay: p.cfg.RetryDelay, Err: err})
+			decided(i, Verdict{Action: Retry, Delay: p.cfg.Backoff.Delay(reqs[i].Attempt), Err: err})
 		}
 		return
 	}
@@ -207,13 +225,13 @@ func (p *Processor) batchOne(ctx context.Context, r Request, o idemkit.BatchOutc
 		v = Verdict{Action: Ack, Replayed: true}
 	case o.Claim != nil:
 		seen.admitted[r.Key] = true
-		v = p.run(ctx, o.Claim, r.Run)
+		v = p.run(ctx, o.Claim, r)
 	case seen.admitted[r.Key] && errors.Is(o.Err, idemkit.ErrInProgress):
 		// A copy of a message this batch has just run and that failed:
 		// ask again, so it runs now if the first released the key.
 		v = p.One(ctx, r)
 	default:
-		v = p.notAdmitted(ctx, o.Result, o.Err, r.Run)
+		v = p.notAdmitted(ctx, r, o.Result, o.Err)
 	}
 	if v.Ran && v.Action == Ack {
 		seen.succeeded[r.Key] = r.Fingerprint
@@ -249,26 +267,45 @@ func badKey(r Request) (Verdict, bool) {
 	return Verdict{}, false
 }
 
-// run runs the effect under claim and ends the claim with its outcome.
-// Once the effect has succeeded the message is acknowledged whatever
-// happens to the record: running the effect again because the record
-// could not be written is the duplicate the consumer exists to prevent.
-func (p *Processor) run(ctx context.Context, claim *idemkit.Claim, fn Func) Verdict {
-	defer claim.Release(ctx) // a panicking effect frees the key; no-op once ended
-	value, err := fn(ctx)
-	if err != nil {
-		return p.failed(err, claim.Fail(ctx, err), true)
+// run runs the effect of r under claim and ends the claim with its
+// outcome. Once the effect has succeeded the message is acknowledged
+// whatever happens to the record: running the effect again because the
+// record could not be written is the duplicate the consumer exists to
+// prevent. A panicking effect is a failed attempt: the claim is released,
+// never recorded as a final failure.
+func (p *Processor) run(ctx context.Context, claim *idemkit.Claim, r Request) Verdict {
+	defer claim.Release(ctx) // no-op once ended
+	value, err := call(ctx, r.Run)
+	var pe *PanicError
+	switch {
+	case errors.As(err, &pe):
+		return p.retry(err, true, r.Attempt)
+	case err != nil:
+		return p.failed(err, claim.Fail(ctx, err), r.Attempt)
 	}
 	return Verdict{Action: Ack, Ran: true, Err: claim.Complete(ctx, value)}
 }
 
 // failed decides after the effect failed with err; joined is err with any
 // failure to record it.
-func (p *Processor) failed(err, joined error, ran bool) Verdict {
+func (p *Processor) failed(err, joined error, attempt int) Verdict {
 	if p.final(err) {
-		return Verdict{Action: Drop, Ran: ran, Err: joined}
+		return Verdict{Action: Drop, Ran: true, Err: joined}
 	}
-	return Verdict{Action: Retry, Delay: p.cfg.RetryDelay, Ran: ran, Err: joined}
+	return p.retry(joined, true, attempt)
+}
+
+// retry has the delivery of the given attempt redelivered after its
+// back-off delay, or, when the effect ran (and failed) on the last attempt
+// allowed, dropped. A delivery whose effect did not run (the store failed)
+// is retried whatever its attempt: the message is not at fault.
+func (p *Processor) retry(err error, ran bool, attempt int) Verdict {
+	var pe *PanicError
+	v := Verdict{Action: Retry, Delay: p.cfg.Backoff.Delay(attempt), Ran: ran, Panicked: errors.As(err, &pe), Err: err}
+	if ran && p.cfg.Backoff.Exhausted(attempt) {
+		v.Action, v.Delay, v.Exhausted = Drop, 0, true
+	}
+	return v
 }
 
 // final reports whether err is final under the codec or the predicate.
@@ -281,8 +318,8 @@ func (p *Processor) final(err error) bool {
 	return p.cfg.Final != nil && p.cfg.Final(err)
 }
 
-// notAdmitted decides a delivery the engine did not admit.
-func (p *Processor) notAdmitted(ctx context.Context, res idemkit.Result, err error, fn Func) Verdict {
+// notAdmitted decides a delivery r the engine did not admit.
+func (p *Processor) notAdmitted(ctx context.Context, r Request, res idemkit.Result, err error) Verdict {
 	switch {
 	case res.Replayed && err == nil:
 		return Verdict{Action: Ack, Replayed: true}
@@ -293,16 +330,48 @@ func (p *Processor) notAdmitted(ctx context.Context, res idemkit.Result, err err
 	case res.Replayed: // a recorded final failure
 		return Verdict{Action: Drop, Replayed: true, Err: err}
 	case res.Unguarded: // the store failed under FailOpen
-		if _, ferr := fn(ctx); ferr != nil {
-			return p.failed(ferr, ferr, true)
+		if _, ferr := call(ctx, r.Run); ferr != nil {
+			var pe *PanicError
+			if errors.As(ferr, &pe) || !p.final(ferr) {
+				return p.retry(ferr, true, r.Attempt)
+			}
+			return Verdict{Action: Drop, Ran: true, Err: ferr}
 		}
 		return Verdict{Action: Ack, Ran: true}
 	}
 	if d, ok := idemkit.RetryAfter(err); ok && errors.Is(err, idemkit.ErrInProgress) {
 		return Verdict{Action: Retry, Delay: d, Err: err}
 	}
-	if errors.Is(err, idemkit.ErrMismatch) || errors.Is(err, idemkit.ErrInvalid) {
+	if errors.Is(err, idemkit.ErrMismatch) {
+		if p.cfg.RefuseMismatch {
+			return Verdict{Action: Drop, Mismatch: true, Err: err}
+		}
+		return p.mismatched(ctx, r, err)
+	}
+	if errors.Is(err, idemkit.ErrInvalid) {
 		return Verdict{Action: Drop, Err: err}
 	}
-	return Verdict{Action: Retry, Delay: p.cfg.RetryDelay, Err: err}
+	return p.retry(err, false, r.Attempt)
+}
+
+// mismatched decides a delivery whose key was first seen with another
+// fingerprint, when that is not refused: the key's record answers it as
+// it answers any copy (the engine does not, having refused it), and the
+// verdict reports the mismatch. A record without a fingerprint (written
+// before fingerprints were taken) is no mismatch.
+func (p *Processor) mismatched(ctx context.Context, r Request, err error) Verdict {
+	info, ierr := p.e.Inspect(ctx, idemkit.ModeDo, p.storeKey(r.Key))
+	if ierr != nil { // released or expired meanwhile, or the store failed: ask again
+		return Verdict{Action: Retry, Delay: p.cfg.Backoff.Delay(r.Attempt), Mismatch: true, Err: errors.Join(err, ierr)}
+	}
+	v := Verdict{Mismatch: info.FingerprintDigest != ""}
+	switch info.State {
+	case idemkit.StateCompleted, idemkit.StateTooLarge:
+		v.Action, v.Replayed = Ack, true
+	case idemkit.StateFailed:
+		v.Action, v.Replayed, v.Err = Drop, true, err
+	default: // in progress
+		v.Action, v.Delay, v.Err = Retry, min(max(info.TTL, time.Millisecond), p.cfg.Backoff.Delay(1)), err
+	}
+	return v
 }

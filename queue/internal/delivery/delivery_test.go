@@ -135,7 +135,7 @@ func TestOneFinalPredicateDropsWithoutRecording(t *testing.T) {
 }
 
 func TestOneTransientFailureRetriesAndFreesTheKey(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{RetryDelay: 3 * time.Second})
+	p := newProcessor(t, memStore(t), Config{Backoff: Backoff{First: 3 * time.Second, Max: 3 * time.Second}})
 	var n atomic.Int64
 	ctx := context.Background()
 	v := p.One(ctx, Request{Key: "m", Run: effect(&n, errors.New("db timeout"))})
@@ -151,11 +151,11 @@ func TestOneTransientFailureRetriesAndFreesTheKey(t *testing.T) {
 }
 
 func TestOneMismatchAndMissingKeyDrop(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+	p := newProcessor(t, memStore(t), Config{RefuseMismatch: true})
 	var n atomic.Int64
 	ctx := context.Background()
 	p.One(ctx, Request{Key: "m", Fingerprint: "a", Run: effect(&n, nil)})
-	if v := p.One(ctx, Request{Key: "m", Fingerprint: "b", Run: effect(&n, nil)}); v.Action != Drop || !errors.Is(v.Err, idemkit.ErrMismatch) {
+	if v := p.One(ctx, Request{Key: "m", Fingerprint: "b", Run: effect(&n, nil)}); v.Action != Drop || !v.Mismatch || !errors.Is(v.Err, idemkit.ErrMismatch) {
 		t.Fatalf("key reused with another payload: %+v, want drop with ErrMismatch", v)
 	}
 	if v := p.One(ctx, Request{Run: effect(&n, nil)}); v.Action != Drop || !errors.Is(v.Err, idemkit.ErrInvalid) {
@@ -169,13 +169,18 @@ func TestOneMismatchAndMissingKeyDrop(t *testing.T) {
 	}
 }
 
-func TestOnePanicFreesTheKey(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+func TestOnePanicIsAFailedAttemptAndFreesTheKey(t *testing.T) {
+	p := newProcessor(t, memStore(t), Config{Codec: idemkit.FinalErrors(ErrPanic), Backoff: Backoff{First: time.Second, Max: time.Minute, Attempts: 3}})
 	ctx := context.Background()
-	func() {
-		defer func() { _ = recover() }()
-		p.One(ctx, Request{Key: "m", Run: func(context.Context) ([]byte, error) { panic("boom") }})
-	}()
+	v := p.One(ctx, Request{Key: "m", Attempt: 2, Run: func(context.Context) ([]byte, error) { panic("boom") }})
+	var pe *PanicError
+	if v.Action != Retry || v.Delay != 2*time.Second || !v.Ran || !v.Panicked || !errors.As(v.Err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+		t.Fatalf("panicking effect: %+v, want a retry after 2s with the panic (never final, even for a codec that says so)", v)
+	}
+	v = p.One(ctx, Request{Key: "m", Attempt: 3, Run: func(context.Context) ([]byte, error) { panic("boom") }})
+	if v.Action != Drop || !v.Exhausted || !v.Panicked || !errors.Is(v.Err, ErrPanic) {
+		t.Fatalf("panicking effect on the last attempt: %+v, want an exhausted drop", v)
+	}
 	var n atomic.Int64
 	if v := p.One(ctx, Request{Key: "m", Run: effect(&n, nil)}); v.Action != Ack || !v.Ran {
 		t.Fatalf("after a panic: %+v, want a run", v)
@@ -191,8 +196,13 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		"nil engine":     func() error { _, err := New(nil, "t", "n", Config{}); return err },
 		"empty name":     func() error { _, err := New(e, "t", "", Config{}); return err },
 		"name w/ space":  func() error { _, err := New(e, "t", "a b", Config{}); return err },
-		"negative delay": func() error { _, err := New(e, "t", "n", Config{RetryDelay: -1}); return err },
-		"bad option":     func() error { _, err := New(e, "t", "n", Config{}, idemkit.WithLease(0)); return err },
+		"negative delay": func() error { _, err := New(e, "t", "n", Config{Backoff: Backoff{First: -1}}); return err },
+		"cap under first": func() error {
+			_, err := New(e, "t", "n", Config{Backoff: Backoff{First: time.Second, Max: time.Millisecond}})
+			return err
+		},
+		"negative attempts": func() error { _, err := New(e, "t", "n", Config{Backoff: Backoff{Attempts: -1}}); return err },
+		"bad option":        func() error { _, err := New(e, "t", "n", Config{}, idemkit.WithLease(0)); return err },
 	}
 	for name, f := range cases {
 		if err := f(); !errors.Is(err, idemkit.ErrInvalid) {
@@ -261,21 +271,23 @@ func TestBatchDecidesEachDelivery(t *testing.T) {
 	}
 }
 
-func TestBatchPanicReleasesEveryClaim(t *testing.T) {
+func TestBatchPanicIsAFailedAttemptAndLaterEffectsRun(t *testing.T) {
 	p := newProcessor(t, memStore(t), Config{})
 	ctx := context.Background()
 	var n atomic.Int64
-	func() {
-		defer func() { _ = recover() }()
-		p.Batch(ctx, []Request{
-			{Key: "a", Run: func(context.Context) ([]byte, error) { panic("boom") }},
-			{Key: "b", Run: effect(&n, nil)},
-		}, func(int, Verdict) {})
-	}()
-	for _, k := range []string{"a", "b"} {
-		if v := p.One(ctx, Request{Key: k, Run: effect(&n, nil)}); !v.Ran {
-			t.Fatalf("key %s after a panicking batch: %+v, want a run", k, v)
-		}
+	verdicts := make([]Verdict, 2)
+	p.Batch(ctx, []Request{
+		{Key: "a", Run: func(context.Context) ([]byte, error) { panic("boom") }},
+		{Key: "b", Run: effect(&n, nil)},
+	}, func(i int, v Verdict) { verdicts[i] = v })
+	if v := verdicts[0]; v.Action != Retry || !v.Panicked || !errors.Is(v.Err, ErrPanic) {
+		t.Fatalf("panicking effect in a batch: %+v, want a retry", v)
+	}
+	if v := verdicts[1]; v.Action != Ack || !v.Ran {
+		t.Fatalf("effect after a panicking one: %+v, want a run", v)
+	}
+	if v := p.One(ctx, Request{Key: "a", Run: effect(&n, nil)}); !v.Ran {
+		t.Fatalf("key a after a panicking batch: %+v, want a run", v)
 	}
 }
 

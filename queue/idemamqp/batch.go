@@ -34,11 +34,11 @@ func (h *Handler) HandleBatch(ctx context.Context, ds []amqp.Delivery) []Outcome
 			longest = max(longest, v.Delay)
 			return
 		}
-		out[i] = h.settle(&ds[i], v)
+		out[i] = h.settle(ctx, &ds[i], reqs[i], v)
 	})
 	hold(ctx, longest)
 	for _, i := range retry {
-		out[i] = h.settle(&ds[i], verdicts[i])
+		out[i] = h.settle(ctx, &ds[i], reqs[i], verdicts[i])
 	}
 	return out
 }

@@ -115,3 +115,32 @@ func ready(t testing.TB, conn *amqp.Connection, queue string) int {
 	}
 	return q.Messages
 }
+
+// newDeadLetteredQueue declares a queue whose rejected messages RabbitMQ
+// dead-letters to a second queue, both its own, and returns both names.
+func newDeadLetteredQueue(t testing.TB, conn *amqp.Connection) (queue, dead string) {
+	t.Helper()
+	dead = newQueue(t, conn)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	queue = "idemamqp-" + hex.EncodeToString(b[:])
+	ch := channel(t, conn)
+	args := amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead}
+	if _, err := ch.QueueDeclare(queue, false, false, false, false, args); err != nil {
+		t.Fatalf("declare queue %s: %v", queue, err)
+	}
+	t.Cleanup(func() { deleteQueue(t, conn, queue) })
+	return queue, dead
+}
+
+// deleteQueue deletes queue, reporting a failure.
+func deleteQueue(t testing.TB, conn *amqp.Connection, queue string) {
+	ch, err := conn.Channel()
+	if err == nil {
+		_, err = ch.QueueDelete(queue, false, false, false)
+		_ = ch.Close()
+	}
+	if err != nil {
+		t.Errorf("delete queue %s: %v", queue, err)
+	}
+}

@@ -32,9 +32,42 @@
 //     immediate one would spin;
 //   - fn fails with a final error (the ErrorCodec of WithErrorCodec, or the
 //     WithFinal predicate): Nack without requeue, which dead-letters where
-//     the queue has a dead-letter exchange; a transient error or a store
-//     failure: held for WithRetryDelay, then requeued, and the key is
-//     released for the retry.
+//     the queue has a dead-letter exchange; a transient error, a panic or
+//     a store failure: held for a back-off delay, then requeued, and the
+//     key is released for the retry;
+//   - the same key with another body: answered by the key's record like
+//     any copy (acked as a replay), and reported (Outcome.Mismatch, an
+//     idemkit.EventMismatch, a warning); WithFingerprint rejects it
+//     instead.
+//
+// # Retries
+//
+// A failed delivery is held for a delay that doubles with its attempt
+// number, from DefaultRetryDelay (1 s) up to DefaultMaxRetryDelay (1 min)
+// (WithBackoff, WithRetryDelay), then requeued. When attempt
+// DefaultMaxAttempts (10, WithMaxAttempts) fails, the delivery is rejected
+// without requeue: RabbitMQ dead-letters it to the queue's dead-letter
+// exchange (x-dead-letter-exchange, by queue argument or policy) and,
+// when the queue has none, discards it; the Handler logs it at Error
+// either way. Declare a dead-letter exchange on every queue a Handler
+// consumes. The attempt number is the x-delivery-count header a quorum
+// queue sets, plus one; on a classic queue, which sets no count, the
+// Handler counts the failed attempts of each key in memory (so a message
+// requeued between several consumer processes may get that many
+// attempts each, and a restart starts the count again). Store failures
+// are retried with the same back-off but never exhaust a message. A
+// handler panic is recovered: it is a failed attempt (Outcome.Panicked,
+// Err wrapping ErrPanic, logged at Error with its stack), never recorded
+// as a final failure, so the consumer goes on. WithReport hands every
+// Outcome to a function, for metrics. A retried message keeps its key, so
+// its effect still runs at most once: a failed attempt releases the key,
+// a succeeded one records it.
+//
+// A held delivery occupies its Serve loop and a prefetch slot for the
+// delay, and a classic queue requeues it at its old place, in front. So
+// that a failing message does not hold up the ones behind it, run at
+// least two Serve loops on a channel with a prefetch of at least two:
+// while one loop holds the failing delivery, the others go on.
 //
 // The Redelivered flag is reported in Outcome and in the log but decides
 // nothing: a first delivery can be a duplicate publication, and a

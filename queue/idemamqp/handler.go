@@ -14,7 +14,7 @@ import (
 
 // Func processes one message and returns the result to record for its
 // key. An error asks for redelivery unless it is final (WithErrorCodec,
-// WithFinal).
+// WithFinal); so does a panic, which the Handler recovers.
 type Func func(ctx context.Context, d *amqp.Delivery) ([]byte, error)
 
 // Handler runs a Func at most once per message key and acknowledges each
@@ -22,9 +22,10 @@ type Func func(ctx context.Context, d *amqp.Delivery) ([]byte, error)
 // manual acknowledgements (autoAck false). It is safe for concurrent use;
 // build one per consumer at start-up.
 type Handler struct {
-	p   *delivery.Processor
-	fn  Func
-	cfg config
+	p        *delivery.Processor
+	fn       Func
+	cfg      config
+	attempts attempts
 }
 
 // NewHandler returns a Handler that runs fn once per message key, guarded
@@ -49,7 +50,7 @@ func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handl
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	dcfg := delivery.Config{Codec: cfg.codec, Final: cfg.final, RetryDelay: cfg.retryDelay}
+	dcfg := delivery.Config{Codec: cfg.codec, Final: cfg.final, Backoff: cfg.backoff, RefuseMismatch: cfg.fingerprint != nil}
 	p, err := delivery.New(e, "amqp", name, dcfg, cfg.engineOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("idemamqp: %w", err)
@@ -69,6 +70,13 @@ const (
 	// dead-letter exchange).
 	Reject
 )
+
+// ErrPanic is wrapped by the Outcome.Err of a delivery whose handler
+// panicked; the error is a *PanicError.
+var ErrPanic = delivery.ErrPanic
+
+// PanicError is a recovered panic of the handler: its value and stack.
+type PanicError = delivery.PanicError
 
 // String returns "ack", "requeue" or "reject".
 func (a Action) String() string {
@@ -93,6 +101,16 @@ type Outcome struct {
 	// publication, and a redelivery may find nothing recorded, so the
 	// store decides.
 	Redelivered bool
+	// Attempt is the delivery's attempt number (see the package doc).
+	Attempt int
+	// Panicked reports that fn panicked; Err wraps ErrPanic.
+	Panicked bool
+	// Exhausted reports that fn failed on the last attempt allowed
+	// (WithMaxAttempts): the delivery was rejected without requeue.
+	Exhausted bool
+	// Mismatch reports that the key was first seen with another payload
+	// (see WithFingerprint).
+	Mismatch bool
 	// Err is why the message was not acked, or a failure to record the
 	// result or to send the acknowledgement.
 	Err error
@@ -104,11 +122,12 @@ type Outcome struct {
 // held for the delay (bounded by ctx), then requeued, so Handle returns
 // once the delivery is settled.
 func (h *Handler) Handle(ctx context.Context, d amqp.Delivery) Outcome {
-	v := h.p.One(ctx, h.request(&d))
+	r := h.request(&d)
+	v := h.p.One(ctx, r)
 	if v.Action == delivery.Retry {
 		hold(ctx, v.Delay)
 	}
-	return h.settle(&d, v)
+	return h.settle(ctx, &d, r, v)
 }
 
 // Serve handles deliveries one by one until the channel closes (the AMQP
@@ -134,15 +153,26 @@ func (h *Handler) Serve(ctx context.Context, deliveries <-chan amqp.Delivery) er
 	}
 }
 
-// request describes d for the delivery rules.
-func (h *Handler) request(d *amqp.Delivery) delivery.Request {
-	r := delivery.Request{Run: func(ctx context.Context) ([]byte, error) { return h.fn(ctx, d) }}
+// request describes d for the delivery rules. A panicking key or
+// fingerprint function is a key error: the delivery is rejected.
+func (h *Handler) request(d *amqp.Delivery) (r delivery.Request) {
+	r.Run = func(ctx context.Context) ([]byte, error) { return h.fn(ctx, d) }
+	defer func() {
+		if x := recover(); x != nil {
+			r.Key, r.KeyErr = "", fmt.Errorf("key or fingerprint function panicked: %v", x)
+		}
+		r.Attempt = h.attempts.of(d, r.Key)
+	}()
 	r.Key, r.KeyErr = h.cfg.key(d)
-	if r.KeyErr == nil && h.cfg.fingerprint != nil {
+	switch {
+	case r.KeyErr != nil:
+	case h.cfg.fingerprint != nil:
 		var err error
 		if r.Fingerprint, err = h.cfg.fingerprint(d); err != nil {
 			r.KeyErr = fmt.Errorf("fingerprint: %w", err)
 		}
+	default:
+		r.Fingerprint = delivery.Digest(d.Body)
 	}
 	return r
 }
@@ -160,9 +190,11 @@ func hold(ctx context.Context, d time.Duration) {
 	}
 }
 
-// settle sends the acknowledgement a verdict calls for.
-func (h *Handler) settle(d *amqp.Delivery, v delivery.Verdict) Outcome {
-	out := Outcome{Ran: v.Ran, Replayed: v.Replayed, Redelivered: d.Redelivered, Err: v.Err}
+// settle sends the acknowledgement a verdict for the request r calls for.
+func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Request, v delivery.Verdict) Outcome {
+	out := Outcome{Ran: v.Ran, Replayed: v.Replayed, Redelivered: d.Redelivered, Attempt: r.Attempt,
+		Panicked: v.Panicked, Exhausted: v.Exhausted, Mismatch: v.Mismatch, Err: v.Err}
+	h.attempts.settled(r.Key, v)
 	var err error
 	switch v.Action {
 	case delivery.Ack:
@@ -179,20 +211,42 @@ func (h *Handler) settle(d *amqp.Delivery, v delivery.Verdict) Outcome {
 		out.Err = errors.Join(out.Err, fmt.Errorf("idemamqp: %s: %w", out.Action, err))
 	}
 	h.log(d, out)
+	if h.cfg.report != nil {
+		h.cfg.report(ctx, d, out)
+	}
 	return out
 }
 
 // log reports outcomes an operator must see: a result not recorded after
-// the effect, an acknowledgement not sent, a message rejected.
+// the effect, an acknowledgement not sent, a message rejected, a panic
+// (at Error, with its stack), a payload mismatch.
 func (h *Handler) log(d *amqp.Delivery, out Outcome) {
-	if out.Err == nil || (out.Action == Requeue && errors.Is(out.Err, idemkit.ErrInProgress)) {
+	if (out.Err == nil && !out.Mismatch) || (out.Action == Requeue && errors.Is(out.Err, idemkit.ErrInProgress) && !out.Mismatch) {
 		return
 	}
 	level := slog.LevelInfo
-	if out.Action != Requeue {
+	if out.Action != Requeue || out.Mismatch {
 		level = slog.LevelWarn
 	}
-	h.cfg.logger.LogAttrs(context.Background(), level, "idemamqp: delivery",
-		slog.String("action", out.Action.String()), slog.Any("err", out.Err),
-		slog.Uint64("tag", d.DeliveryTag), slog.Bool("redelivered", d.Redelivered))
+	if out.Panicked || out.Exhausted {
+		level = slog.LevelError
+	}
+	attrs := []slog.Attr{slog.String("action", out.Action.String()), slog.Int("attempt", out.Attempt),
+		slog.Uint64("tag", d.DeliveryTag), slog.Bool("redelivered", d.Redelivered)}
+	if out.Err != nil {
+		attrs = append(attrs, slog.Any("err", out.Err))
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"panicked", out.Panicked}, {"exhausted", out.Exhausted}, {"mismatch", out.Mismatch}} {
+		if f.set {
+			attrs = append(attrs, slog.Bool(f.name, true))
+		}
+	}
+	var pe *PanicError
+	if errors.As(out.Err, &pe) {
+		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
+	}
+	h.cfg.logger.LogAttrs(context.Background(), level, "idemamqp: delivery", attrs...)
 }

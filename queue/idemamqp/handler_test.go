@@ -207,6 +207,13 @@ func TestNewHandlerRejectsBadArguments(t *testing.T) {
 		"nil fingerp": func() (*idemamqp.Handler, error) {
 			return idemamqp.NewHandler(e, "n", fn, idemamqp.WithFingerprint(nil))
 		},
+		"cap under first": func() (*idemamqp.Handler, error) {
+			return idemamqp.NewHandler(e, "n", fn, idemamqp.WithBackoff(time.Second, time.Millisecond))
+		},
+		"zero attempts": func() (*idemamqp.Handler, error) {
+			return idemamqp.NewHandler(e, "n", fn, idemamqp.WithMaxAttempts(0))
+		},
+		"nil report": func() (*idemamqp.Handler, error) { return idemamqp.NewHandler(e, "n", fn, idemamqp.WithReport(nil)) },
 	} {
 		if h, err := build(); h != nil || !errors.Is(err, idemkit.ErrInvalid) {
 			t.Errorf("%s: %v, %v; want ErrInvalid", name, h, err)

@@ -1,11 +1,13 @@
 package idemamqp
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/queue/internal/delivery"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -51,17 +53,32 @@ type config struct {
 	fingerprint func(*amqp.Delivery) (string, error)
 	codec       idemkit.ErrorCodec
 	final       func(error) bool
-	retryDelay  time.Duration
+	backoff     delivery.Backoff
 	logger      *slog.Logger
+	report      func(context.Context, *amqp.Delivery, Outcome)
 	engineOpts  []idemkit.Option
 }
 
-// DefaultRetryDelay is how long a delivery is held before it is requeued
-// after a transient failure.
-const DefaultRetryDelay = time.Second
+// Retry defaults: a failing delivery is held 1 s, 2 s, 4 s, ... up to
+// 1 min before it is requeued, and rejected (dead-lettered where the
+// queue has a dead-letter exchange) when its tenth attempt fails: about
+// four minutes of retries.
+const (
+	// DefaultRetryDelay is how long a delivery is held before it is
+	// requeued after its first failure.
+	DefaultRetryDelay = time.Second
+	// DefaultMaxRetryDelay caps the delay.
+	DefaultMaxRetryDelay = time.Minute
+	// DefaultMaxAttempts is how many attempts a failing message gets.
+	DefaultMaxAttempts = 10
+)
 
 func defaultConfig() config {
-	return config{key: MessageIDKey, retryDelay: DefaultRetryDelay, logger: slog.Default()}
+	return config{
+		key:     MessageIDKey,
+		backoff: delivery.Backoff{First: DefaultRetryDelay, Max: DefaultMaxRetryDelay, Attempts: DefaultMaxAttempts},
+		logger:  slog.Default(),
+	}
 }
 
 // WithKey sets how a message's key is found (default MessageIDKey). A
@@ -79,7 +96,10 @@ func WithKey(key KeyFunc) Option {
 
 // WithFingerprint sets how a message's payload is fingerprinted: a
 // delivery whose key was first seen with another fingerprint is rejected
-// (idemkit.ErrMismatch). By default there is no payload check.
+// (idemkit.ErrMismatch, Outcome.Mismatch). By default the fingerprint is
+// a digest of the body, and such a delivery is answered by the key's
+// record like any copy (acked as a replay) but reported: Outcome.Mismatch,
+// an idemkit.EventMismatch to the engine's observer, a warning in the log.
 func WithFingerprint(fp func(*amqp.Delivery) (string, error)) Option {
 	return func(c *config) error {
 		if fp == nil {
@@ -118,15 +138,53 @@ func WithFinal(final func(error) bool) Option {
 	}
 }
 
-// WithRetryDelay sets how long a delivery is held before it is requeued
-// after a transient failure: a handler error that is not final, or a store
-// failure (default DefaultRetryDelay; 0 requeues at once).
+// WithRetryDelay sets one hold for every failure (0 requeues at once): it
+// is WithBackoff(d, d).
 func WithRetryDelay(d time.Duration) Option {
+	return WithBackoff(d, d)
+}
+
+// WithBackoff sets how long a delivery is held before it is requeued
+// after a failure (a handler error that is not final, a panic, a store
+// failure): first after the first attempt, doubled for each later one,
+// capped at max (default DefaultRetryDelay and DefaultMaxRetryDelay).
+func WithBackoff(first, max time.Duration) Option {
 	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("idemamqp: %w: negative retry delay %v", idemkit.ErrInvalid, d)
+		if first < 0 || max < first {
+			return fmt.Errorf("idemamqp: %w: retry delays must have 0 <= first <= max, got %v and %v", idemkit.ErrInvalid, first, max)
 		}
-		c.retryDelay = d
+		c.backoff.First, c.backoff.Max = first, max
+		return nil
+	}
+}
+
+// WithMaxAttempts sets how many attempts a message whose handler keeps
+// failing gets (default DefaultMaxAttempts): when attempt n fails the
+// delivery is rejected without requeue, which dead-letters it where the
+// queue has a dead-letter exchange (see the package doc for how attempts
+// are counted). Store failures, which are no fault of the message, are
+// retried whatever the count. n must be at least 1.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("idemamqp: %w: max attempts must be at least 1, got %d", idemkit.ErrInvalid, n)
+		}
+		c.backoff.Attempts = n
+		return nil
+	}
+}
+
+// WithReport sets a function called with every delivery's outcome, once
+// it is acknowledged: the place to count panics (Outcome.Panicked),
+// exhausted messages (Outcome.Exhausted) and payload mismatches
+// (Outcome.Mismatch) in metrics. It is called on the delivery's goroutine
+// and must be fast and safe for concurrent use.
+func WithReport(fn func(ctx context.Context, d *amqp.Delivery, out Outcome)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("idemamqp: %w: nil report function", idemkit.ErrInvalid)
+		}
+		c.report = fn
 		return nil
 	}
 }

@@ -72,8 +72,7 @@ func TestPanickingMessageIsRetriedThenDeadLetteredAndOthersRun(t *testing.T) {
 			mu.Lock()
 			runsAt = append(runsAt, time.Now())
 			mu.Unlock()
-			var m map[string]int
-			m["boom"]++ // a nil map: the handler panics
+			panic(errors.New("charge: nil map")) // a bug in the handler
 		}
 		goodRuns.Add(1)
 		return nil, nil

@@ -14,8 +14,9 @@ import (
 // HandleBatch processes deliveries with one batch claim (one store call
 // where the store is a store.Batcher, such as boltstore), then runs fn for
 // the admitted ones in order, acknowledging each as soon as its outcome is
-// known. Deliveries to retry are held together for the longest of their
-// delays (bounded by ctx) and requeued at the end. A key that appears
+// known. Deliveries to retry are republished to their delay queues
+// (WithRetryQueue) or, without them, held together for the longest of
+// their delays (bounded by ctx) and requeued at the end. A key that appears
 // twice in the batch runs once; its copies are acked as replays. Outcomes
 // are in the order of ds.
 func (h *Handler) HandleBatch(ctx context.Context, ds []amqp.Delivery) []Outcome {
@@ -28,17 +29,17 @@ func (h *Handler) HandleBatch(ctx context.Context, ds []amqp.Delivery) []Outcome
 	var longest time.Duration
 	verdicts := make([]delivery.Verdict, len(ds))
 	h.p.Batch(ctx, reqs, func(i int, v delivery.Verdict) {
-		if v.Action == delivery.Retry {
+		if v.Action == delivery.Retry && !h.republishes(v.Delay) {
 			retry = append(retry, i)
 			verdicts[i] = v
 			longest = max(longest, v.Delay)
 			return
 		}
-		out[i] = h.settle(ctx, &ds[i], reqs[i], v)
+		out[i] = h.settle(ctx, &ds[i], reqs[i], v, false)
 	})
 	hold(ctx, longest)
 	for _, i := range retry {
-		out[i] = h.settle(ctx, &ds[i], reqs[i], verdicts[i])
+		out[i] = h.settle(ctx, &ds[i], reqs[i], verdicts[i], true)
 	}
 	return out
 }

@@ -4,9 +4,9 @@
 // first delivery of a key, records its result, and acknowledges every
 // delivery to match. Consume with manual acknowledgements (autoAck false).
 //
-//	h, err := idemamqp.NewHandler(engine, "billing", charge)
+//	h, err := idemamqp.NewHandler(engine, "billing", charge, idemamqp.WithRetryQueue(conn, "orders"))
 //	...
-//	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+//	deliveries, err := ch.Consume("orders", "", false, false, false, false, nil)
 //	err = h.Serve(ctx, deliveries)            // or h.ServeBatches(ctx, deliveries, 50)
 //
 // It lives in a module of its own, so the idemkit library never depends on
@@ -26,15 +26,14 @@
 //     then the delivery is acked;
 //   - a key already recorded (a redelivery, a duplicate publication): acked
 //     without running fn; a recorded final failure is rejected;
-//   - another delivery of the key is running: the delivery is held for the
-//     engine's RetryAfter (at most WithRetryHint, at most the lease left),
-//     then Nack with requeue: RabbitMQ has no delayed requeue, and an
-//     immediate one would spin;
+//   - another delivery of the key is running: retried after the engine's
+//     RetryAfter (at most WithRetryHint, at most the lease left), through
+//     a delay queue (see Retries): an immediate requeue would spin;
 //   - fn fails with a final error (the ErrorCodec of WithErrorCodec, or the
 //     WithFinal predicate): Nack without requeue, which dead-letters where
 //     the queue has a dead-letter exchange; a transient error, a panic or
-//     a store failure: held for a back-off delay, then requeued, and the
-//     key is released for the retry;
+//     a store failure: retried after a back-off delay (see Retries), and
+//     the key is released for the retry;
 //   - the same key with another body: answered by the key's record like
 //     any copy (acked as a replay), and reported (Outcome.Mismatch, an
 //     idemkit.EventMismatch, a warning); WithFingerprint rejects it
@@ -42,32 +41,72 @@
 //
 // # Retries
 //
-// A failed delivery is held for a delay that doubles with its attempt
-// number, from DefaultRetryDelay (1 s) up to DefaultMaxRetryDelay (1 min)
-// (WithBackoff, WithRetryDelay), then requeued. When attempt
-// DefaultMaxAttempts (10, WithMaxAttempts) fails, the delivery is rejected
-// without requeue: RabbitMQ dead-letters it to the queue's dead-letter
-// exchange (x-dead-letter-exchange, by queue argument or policy) and,
-// when the queue has none, discards it; the Handler logs it at Error
-// either way. Declare a dead-letter exchange on every queue a Handler
-// consumes. The attempt number is the x-delivery-count header a quorum
-// queue sets, plus one; on a classic queue, which sets no count, the
-// Handler counts the failed attempts of each key in memory (so a message
-// requeued between several consumer processes may get that many
-// attempts each, and a restart starts the count again). Store failures
-// are retried with the same back-off but never exhaust a message. A
-// handler panic is recovered: it is a failed attempt (Outcome.Panicked,
-// Err wrapping ErrPanic, logged at Error with its stack), never recorded
-// as a final failure, so the consumer goes on. WithReport hands every
-// Outcome to a function, for metrics. A retried message keeps its key, so
-// its effect still runs at most once: a failed attempt releases the key,
-// a succeeded one records it.
+// A failed delivery is retried after a delay that doubles with its
+// attempt number, from DefaultRetryDelay (1 s) up to DefaultMaxRetryDelay
+// (1 min) (WithBackoff, WithRetryDelay). When attempt DefaultMaxAttempts
+// (10, WithMaxAttempts) fails, the delivery is rejected without requeue:
+// RabbitMQ dead-letters it to the queue's dead-letter exchange
+// (x-dead-letter-exchange, by queue argument or policy) and, when the
+// queue has none, discards it; the Handler logs it at Error either way.
+// Declare a dead-letter exchange on every queue a Handler consumes. Store
+// failures are retried with the same back-off but never exhaust a
+// message. A handler panic is recovered: it is a failed attempt
+// (Outcome.Panicked, Err wrapping ErrPanic, logged at Error with its
+// stack), never recorded as a final failure, so the consumer goes on.
+// WithReport hands every Outcome to a function, for metrics. A retried
+// message keeps its key, so its effect still runs at most once: a failed
+// attempt releases the key, a succeeded one records it.
 //
-// A held delivery occupies its Serve loop and a prefetch slot for the
-// delay, and a classic queue requeues it at its old place, in front. So
-// that a failing message does not hold up the ones behind it, run at
-// least two Serve loops on a channel with a prefetch of at least two:
-// while one loop holds the failing delivery, the others go on.
+// RabbitMQ has no delayed requeue, so where the delay is spent matters.
+// With WithRetryQueue(conn, queue), which production consumers should
+// set, a delivery to retry leaves the queue: the Handler publishes a copy
+// (same body, properties and headers, with AttemptHeader set to the
+// number of attempts that failed) to the delay queue of its delay,
+// queue.idemkit.retry.<ms> (RetryQueueName), waits for the broker's
+// publisher confirm, and only then acks the delivery (Outcome.Action
+// Republish). The delay queue, which the Handler declares on first use
+// (durable, x-message-ttl of its delay, dead-lettering to queue through
+// the default exchange), holds the copy for the delay and then
+// dead-letters it back to queue, behind the messages that arrived
+// meanwhile. The Serve loop goes straight on to the next delivery, so a
+// message that keeps failing never holds up the ones behind it, even with
+// one loop at prefetch 1. There is one delay queue per back-off step
+// (7 with the defaults; Handler.RetryQueues lists them), because a queue
+// expires messages only at its head: in one shared queue a copy waiting
+// 1 s would wait behind one waiting 1 min. A retry that is no fault of
+// the message (another delivery of the key running, a store failure)
+// goes to the step at or above its delay, and does not count as an
+// attempt. A message's own Expiration does not survive a retry (the
+// copy's is its delay, and RabbitMQ removes it when dead-lettering).
+// Delete the delay queues when the consumer is retired.
+//
+// Nothing is lost on the way: when the copy cannot be published, is
+// nacked, returned (the delay queue was deleted; the next retry declares
+// it again) or not confirmed within 30 s or before ctx ends, the
+// delivery is not acked but held for its delay and requeued, as without
+// delay queues, and Outcome.Err says why. A crash (or a lost channel)
+// between the confirm and the ack leaves both the copy and the
+// redelivered original: two deliveries of one key, which the key's claim
+// and record keep from running the effect twice, like any duplicate.
+//
+// The attempt number is one more than the largest of the delivery's
+// AttemptHeader, the x-delivery-count a quorum queue sets on a
+// redelivery, and the Handler's own count of the attempts it requeued
+// with Nack. The header travels with the copy, so the count carries over
+// to other consumer processes and connections, on classic queues too. A
+// header that is missing, negative or not an integer counts 0 (a message
+// gets more attempts, never fewer).
+//
+// Without WithRetryQueue the Handler cannot publish, and a delivery to
+// retry is held in its Serve loop for the delay, then requeued with
+// Nack; a classic queue puts it back at its old place, in front, and
+// counts nothing, so the attempts are counted in memory per process (a
+// message requeued between several consumer processes may get that many
+// attempts each, and a restart starts again). A held delivery occupies
+// its loop and a prefetch slot for the delay: with one Serve loop at
+// prefetch 1, a failing message holds up the queue for the whole
+// back-off (about four minutes with the defaults). Use this only where
+// the delays are short or many loops share the prefetch.
 //
 // The Redelivered flag is reported in Outcome and in the log but decides
 // nothing: a first delivery can be a duplicate publication, and a

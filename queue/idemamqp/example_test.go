@@ -23,7 +23,8 @@ func charge(ctx context.Context, d *amqp.Delivery) ([]byte, error) {
 
 // A consumer whose messages run once per MessageId: duplicates are acked
 // without running charge, declined cards are rejected (dead-lettered where
-// the queue has a dead-letter exchange), other failures are requeued.
+// the queue has a dead-letter exchange), other failures wait in delay
+// queues and come back to "orders" (at most 10 attempts).
 func Example() {
 	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
 	if err != nil {
@@ -51,10 +52,12 @@ func Example() {
 	}
 	h, err := idemamqp.NewHandler(engine, "billing", charge,
 		idemamqp.WithErrorCodec(idemkit.FinalErrors(ErrCardDeclined)),
+		idemamqp.WithRetryQueue(conn, "orders"),
 		idemamqp.WithEngineOptions(idemkit.WithLease(10*time.Second)))
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer h.Close()
 	if err := h.Serve(context.Background(), deliveries); err != nil {
 		log.Print(err)
 	}

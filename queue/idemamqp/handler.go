@@ -26,6 +26,7 @@ type Handler struct {
 	fn       Func
 	cfg      config
 	attempts attempts
+	retry    *retryQueues // nil: failed deliveries are held in the loop
 }
 
 // NewHandler returns a Handler that runs fn once per message key, guarded
@@ -55,7 +56,35 @@ func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handl
 	if err != nil {
 		return nil, fmt.Errorf("idemamqp: %w", err)
 	}
-	return &Handler{p: p, fn: fn, cfg: cfg}, nil
+	h := &Handler{p: p, fn: fn, cfg: cfg}
+	if cfg.retryConn != nil {
+		h.retry = newRetryQueues(cfg.retryConn, cfg.retryQueue, cfg.backoff)
+		if n := RetryQueueName(cfg.retryQueue, h.retry.steps[len(h.retry.steps)-1]); len(n) > maxQueueName {
+			return nil, fmt.Errorf("idemamqp: %w: queue name too long for its delay queues (%s is over %d bytes)", idemkit.ErrInvalid, n, maxQueueName)
+		}
+	}
+	return h, nil
+}
+
+// RetryQueues returns the names of the delay queues the Handler
+// republishes failed deliveries to (WithRetryQueue), one per back-off
+// step, whether declared yet or not; nil without WithRetryQueue. The
+// Handler declares each on first use; delete them once the consumer is
+// retired and they are empty.
+func (h *Handler) RetryQueues() []string {
+	if h.retry == nil {
+		return nil
+	}
+	return h.retry.names()
+}
+
+// Close closes the channel the Handler publishes to its delay queues
+// on, if it opened one. The Handler opens it again if used after Close.
+func (h *Handler) Close() error {
+	if h.retry == nil {
+		return nil
+	}
+	return h.retry.close()
 }
 
 // Action is how a delivery was acknowledged.
@@ -69,6 +98,10 @@ const (
 	// Reject: Nack without requeue (dead-lettered where the queue has a
 	// dead-letter exchange).
 	Reject
+	// Republish: a copy was published to the delay queue of
+	// Outcome.Delay and confirmed, then the delivery was acked; the copy
+	// comes back to the queue when the delay has passed (WithRetryQueue).
+	Republish
 )
 
 // ErrPanic is wrapped by the Outcome.Err of a delivery whose handler
@@ -78,19 +111,20 @@ var ErrPanic = delivery.ErrPanic
 // PanicError is a recovered panic of the handler: its value and stack.
 type PanicError = delivery.PanicError
 
-// String returns "ack", "requeue" or "reject".
+// String returns "ack", "requeue", "reject" or "republish".
 func (a Action) String() string {
-	if a < Ack || a > Reject {
+	if a < Ack || a > Republish {
 		return fmt.Sprintf("Action(%d)", int(a))
 	}
-	return [...]string{"ack", "requeue", "reject"}[a]
+	return [...]string{"ack", "requeue", "reject", "republish"}[a]
 }
 
 // Outcome is what the Handler did with one delivery.
 type Outcome struct {
 	// Action is the acknowledgement sent.
 	Action Action
-	// Delay is how long the delivery was held before it was requeued.
+	// Delay is how long the delivery was held before it was requeued
+	// (Requeue), or how long its copy waits in a delay queue (Republish).
 	Delay time.Duration
 	// Ran reports that fn ran for this delivery.
 	Ran bool
@@ -118,16 +152,12 @@ type Outcome struct {
 
 // Handle processes d: it claims the message's key, runs fn when admitted,
 // records the result and acknowledges the delivery (see the package doc
-// for each case). RabbitMQ has no delayed requeue: a delivery to retry is
-// held for the delay (bounded by ctx), then requeued, so Handle returns
-// once the delivery is settled.
+// for each case). A delivery to retry later is republished to a delay
+// queue (WithRetryQueue) or, without one, held for the delay (bounded by
+// ctx), then requeued, so Handle returns once the delivery is settled.
 func (h *Handler) Handle(ctx context.Context, d amqp.Delivery) Outcome {
 	r := h.request(&d)
-	v := h.p.One(ctx, r)
-	if v.Action == delivery.Retry {
-		hold(ctx, v.Delay)
-	}
-	return h.settle(ctx, &d, r, v)
+	return h.settle(ctx, &d, r, h.p.One(ctx, r), false)
 }
 
 // Serve handles deliveries one by one until the channel closes (the AMQP
@@ -190,11 +220,20 @@ func hold(ctx context.Context, d time.Duration) {
 	}
 }
 
+// republishes reports whether a retry after delay goes to a delay queue,
+// rather than being held in the loop: there are delay queues, and the
+// delay is not zero (WithRetryDelay(0) requeues at once).
+func (h *Handler) republishes(delay time.Duration) bool {
+	return h.retry != nil && delay > 0 && h.retry.step(delay) > 0
+}
+
 // settle sends the acknowledgement a verdict for the request r calls for.
-func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Request, v delivery.Verdict) Outcome {
+// A retry is republished to its delay queue, or, without one or when the
+// copy is not confirmed, held for its delay (unless held says the caller
+// did), then requeued.
+func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Request, v delivery.Verdict, held bool) Outcome {
 	out := Outcome{Ran: v.Ran, Replayed: v.Replayed, Redelivered: d.Redelivered, Attempt: r.Attempt,
 		Panicked: v.Panicked, Exhausted: v.Exhausted, Mismatch: v.Mismatch, Err: v.Err}
-	h.attempts.settled(r.Key, v)
 	var err error
 	switch v.Action {
 	case delivery.Ack:
@@ -202,6 +241,23 @@ func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Reque
 		err = d.Ack(false)
 	case delivery.Retry:
 		out.Action, out.Delay = Requeue, v.Delay
+		if h.republishes(v.Delay) {
+			failed := r.Attempt - 1 // a retry that is no fault of the message does not count
+			if v.Ran {
+				failed = r.Attempt
+			}
+			step := h.retry.step(v.Delay)
+			perr := h.retry.publish(ctx, d, step, failed)
+			if perr == nil {
+				out.Action, out.Delay = Republish, step
+				err = d.Ack(false)
+				break
+			}
+			out.Err = errors.Join(out.Err, fmt.Errorf("idemamqp: republish for a retry, requeued instead: %w", perr))
+		}
+		if !held {
+			hold(ctx, v.Delay)
+		}
 		err = d.Nack(false, true)
 	case delivery.Drop:
 		out.Action = Reject
@@ -210,6 +266,7 @@ func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Reque
 	if err != nil {
 		out.Err = errors.Join(out.Err, fmt.Errorf("idemamqp: %s: %w", out.Action, err))
 	}
+	h.attempts.settled(r, v, out.Action == Requeue)
 	h.log(d, out)
 	if h.cfg.report != nil {
 		h.cfg.report(ctx, d, out)
@@ -221,11 +278,12 @@ func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Reque
 // the effect, an acknowledgement not sent, a message rejected, a panic
 // (at Error, with its stack), a payload mismatch.
 func (h *Handler) log(d *amqp.Delivery, out Outcome) {
-	if (out.Err == nil && !out.Mismatch) || (out.Action == Requeue && errors.Is(out.Err, idemkit.ErrInProgress) && !out.Mismatch) {
+	retried := out.Action == Requeue || out.Action == Republish
+	if (out.Err == nil && !out.Mismatch) || (retried && errors.Is(out.Err, idemkit.ErrInProgress) && !out.Mismatch) {
 		return
 	}
 	level := slog.LevelInfo
-	if out.Action != Requeue || out.Mismatch {
+	if !retried || out.Mismatch {
 		level = slog.LevelWarn
 	}
 	if out.Panicked || out.Exhausted {

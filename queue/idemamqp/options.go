@@ -57,15 +57,17 @@ type config struct {
 	logger      *slog.Logger
 	report      func(context.Context, *amqp.Delivery, Outcome)
 	engineOpts  []idemkit.Option
+	retryConn   *amqp.Connection
+	retryQueue  string
 }
 
-// Retry defaults: a failing delivery is held 1 s, 2 s, 4 s, ... up to
-// 1 min before it is requeued, and rejected (dead-lettered where the
-// queue has a dead-letter exchange) when its tenth attempt fails: about
-// four minutes of retries.
+// Retry defaults: a failing delivery is retried after 1 s, 2 s, 4 s, ...
+// up to 1 min, and rejected (dead-lettered where the queue has a
+// dead-letter exchange) when its tenth attempt fails: about four minutes
+// of retries.
 const (
-	// DefaultRetryDelay is how long a delivery is held before it is
-	// requeued after its first failure.
+	// DefaultRetryDelay is how long a delivery waits before it is retried
+	// after its first failure.
 	DefaultRetryDelay = time.Second
 	// DefaultMaxRetryDelay caps the delay.
 	DefaultMaxRetryDelay = time.Minute
@@ -138,16 +140,18 @@ func WithFinal(final func(error) bool) Option {
 	}
 }
 
-// WithRetryDelay sets one hold for every failure (0 requeues at once): it
-// is WithBackoff(d, d).
+// WithRetryDelay sets one delay for every failure (0 requeues at once,
+// even with WithRetryQueue): it is WithBackoff(d, d).
 func WithRetryDelay(d time.Duration) Option {
 	return WithBackoff(d, d)
 }
 
-// WithBackoff sets how long a delivery is held before it is requeued
-// after a failure (a handler error that is not final, a panic, a store
-// failure): first after the first attempt, doubled for each later one,
-// capped at max (default DefaultRetryDelay and DefaultMaxRetryDelay).
+// WithBackoff sets how long a delivery waits before it is retried after a
+// failure (a handler error that is not final, a panic, a store failure):
+// first after the first attempt, doubled for each later one, capped at
+// max (default DefaultRetryDelay and DefaultMaxRetryDelay). With
+// WithRetryQueue each distinct delay, in whole milliseconds, is a delay
+// queue of its own (7 with the defaults).
 func WithBackoff(first, max time.Duration) Option {
 	return func(c *config) error {
 		if first < 0 || max < first {
@@ -170,6 +174,30 @@ func WithMaxAttempts(n int) Option {
 			return fmt.Errorf("idemamqp: %w: max attempts must be at least 1, got %d", idemkit.ErrInvalid, n)
 		}
 		c.backoff.Attempts = n
+		return nil
+	}
+}
+
+// WithRetryQueue has failed deliveries wait for their back-off delay in
+// delay queues instead of in the Serve loop, so a message that keeps
+// failing never holds up the ones behind it. queue is the queue the
+// Handler's deliveries come from; conn is a connection the Handler opens
+// a publishing channel on (in confirm mode; Close closes it). A delivery
+// to retry is copied, with AttemptHeader, to the delay queue of its
+// delay (RetryQueueName, declared by the Handler on first use), whose
+// messages expire after that delay and are dead-lettered back to queue;
+// the delivery is acked only once the broker has confirmed the copy, and
+// requeued (after the delay, in the loop) when it has not. See the
+// package doc. After a reconnect, build a Handler on the new connection.
+func WithRetryQueue(conn *amqp.Connection, queue string) Option {
+	return func(c *config) error {
+		switch {
+		case conn == nil:
+			return fmt.Errorf("idemamqp: %w: nil connection for the delay queues", idemkit.ErrInvalid)
+		case queue == "":
+			return fmt.Errorf("idemamqp: %w: empty queue name for the delay queues", idemkit.ErrInvalid)
+		}
+		c.retryConn, c.retryQueue = conn, queue
 		return nil
 	}
 }

@@ -46,6 +46,10 @@ type Claim struct {
 	// txTooLarge is the error CompleteIn returned after writing a terminal
 	// record for an oversized value, when it did.
 	txTooLarge error
+	// txErr is the error CompleteIn returned when it recorded nothing
+	// (ErrLeaseLost, a store error), so that Do never reports success for
+	// a result that was not recorded, whatever fn did with the error.
+	txErr error
 }
 
 func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *Claim {
@@ -209,7 +213,11 @@ func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) err
 			return tooLarge
 		}
 		if err := c.complete(ctx, s, stateTooLarge, sizePayload(len(value)), false); err != nil {
-			return errors.Join(tooLarge, err)
+			err = errors.Join(tooLarge, err)
+			c.mu.Lock()
+			c.txErr = err
+			c.mu.Unlock()
+			return err
 		}
 		c.mu.Lock()
 		c.txTooLarge = tooLarge
@@ -217,6 +225,9 @@ func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) err
 		return tooLarge
 	}
 	if err := c.complete(ctx, s, stateDone, value, false); err != nil {
+		c.mu.Lock()
+		c.txErr = err
+		c.mu.Unlock()
 		return err
 	}
 	c.mu.Lock()
@@ -281,12 +292,19 @@ func (c *Claim) completedInTx() bool {
 // retry runs again (unless fn released the claim itself); anything else
 // (the lease was lost) is left alone. Without a commit the result is fn's
 // value. err is fn's, joined with ErrUnavailable when the store could not
-// tell.
+// tell, and with the error CompleteIn returned when it recorded nothing
+// (ErrLeaseLost, say) and fn's err does not already wrap it: fn that
+// commits despite that error, or returns its value without an error after
+// rolling back, still gets an error, never a success whose result was
+// never recorded.
 func (c *Claim) afterTx(ctx context.Context, v []byte, err error) (Result, error) {
 	c.mu.Lock()
-	pending, value, tooLarge := c.inTx, c.txValue, c.txTooLarge
+	pending, value, tooLarge, txErr := c.inTx, c.txValue, c.txTooLarge, c.txErr
 	c.inTx = false
 	c.mu.Unlock()
+	if txErr != nil && !errors.Is(err, txErr) && !(errors.Is(txErr, ErrLeaseLost) && errors.Is(err, ErrLeaseLost)) {
+		err = errors.Join(err, txErr)
+	}
 	state, serr := c.recordState(ctx)
 	if serr != nil {
 		if pending {

@@ -48,7 +48,7 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 			continue
 		}
 		claims[i] = e.newClaim(cfg, ModeDo, r.Key, sk, r.Fingerprint)
-		items = append(items, store.BatchItem{Key: sk, Value: claims[i].enc, TTL: cfg.lease})
+		items = append(items, store.BatchItem{Key: sk, Value: claims[i].enc, TTL: e.claimTTL(cfg)})
 		index = append(index, i)
 	}
 	b, ok := e.store.(store.Batcher)
@@ -84,7 +84,7 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 
 // beginOne claims one request of a batch with SetNX.
 func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, r BatchRequest) BatchOutcome {
-	set, existing, err := e.claim(ctx, cfg, ModeDo, c.key, c.sk, c.enc, cfg.lease)
+	set, existing, err := e.claim(ctx, cfg, ModeDo, c.key, c.sk, c.enc, e.claimTTL(cfg))
 	switch {
 	case err != nil:
 		run, err := e.storeFailed(ctx, cfg, ModeDo, c.key, "claim", err)

@@ -52,7 +52,7 @@ func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint st
 	rec, enc := e.claimRecord(cfg, fingerprint)
 	delay := cfg.pollInterval
 	for {
-		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, enc, cfg.lease)
+		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, enc, e.claimTTL(cfg))
 		if err != nil {
 			run, err := e.storeFailed(ctx, cfg, ModeDo, key, "claim", err)
 			return nil, Result{Unguarded: run}, err

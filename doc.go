@@ -52,7 +52,11 @@
 // Do's first caller claims the key with an in-progress record that lives
 // for the lease TTL (WithLease), extended by a heartbeat while fn runs
 // (WithHeartbeat), runs fn, and records its result for the retention TTL
-// (WithRetention). When fn's result is over the size cap
+// (WithRetention). On an OnStore view no lease applies: the caller's
+// transaction holds the key, the claim lives for the retention, and a
+// transaction longer than the lease still records its result (see
+// OnStore for a claim committed without being ended). When fn's result
+// is over the size cap
 // (WithMaxResultSize), the call that ran fn gets it in Result.Value with
 // an error wrapping ErrResultTooLarge; by default (WithOversized) every
 // repeat then gets an error wrapping ErrResultTooLarge, with Replayed set,

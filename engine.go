@@ -31,6 +31,7 @@ type Engine struct {
 	instance [8]byte
 	beats    *beats  // the claims' heartbeats, shared with views; nil on OnStore views
 	scopes   *scopes // what store keys derive from scopes, shared with views
+	inTx     bool    // an OnStore view: claims live in the caller's transaction (see claimTTL)
 }
 
 // Result is the outcome of Do or UseToken.
@@ -102,6 +103,20 @@ func (e *Engine) With(opts ...Option) (*Engine, error) {
 // duplicate waits on the key until the transaction ends, and a crash rolls
 // everything back, so the view runs without heartbeats. The view shares
 // e's options, instance and key layout.
+//
+// No lease applies in this mode: the transaction's row lock, not the
+// record's TTL, keeps duplicates out, and no other caller sees the
+// in-progress record before the commit. A claim made through the view
+// therefore lives for the longer of the lease and the retention
+// (WithRetention), so a transaction longer than the lease still records
+// its result; bound a transaction's length with the transaction's own
+// timeout (a context deadline, statement_timeout, innodb_lock_wait_timeout).
+// A caller who commits a claim it never ended (Begin, then commit without
+// Complete, Fail or Release) has committed its work with no result: the
+// key then answers ErrInProgress until that claim's TTL ends, and never
+// runs the work a second time; Forget frees it at once. s must be bound to
+// a transaction: over a store that commits each write at once, a claim
+// left by a crash would hold its key for that long too.
 func (e *Engine) OnStore(s store.Store) (*Engine, error) {
 	if s == nil {
 		return nil, fmt.Errorf("idemkit: %w: nil store", ErrInvalid)
@@ -111,7 +126,21 @@ func (e *Engine) OnStore(s store.Store) (*Engine, error) {
 	v.valuer, _ = s.(store.SetNXValuer)
 	v.cfg.heartbeat = -1
 	v.beats = nil // and no per-call WithHeartbeat or With view of it beats the caller's transaction
+	v.inTx = true
 	return &v, nil
+}
+
+// claimTTL is the TTL of an in-progress record written with cfg: the
+// lease, or on an OnStore view, whose claims only the caller's
+// transaction can see until it commits, the longer of the lease and the
+// retention (see OnStore). A claim in a transaction is completed by a
+// swap that the store refuses once the in-progress record has expired,
+// and nothing there renews it.
+func (e *Engine) claimTTL(cfg *config) time.Duration {
+	if e.inTx {
+		return max(cfg.lease, cfg.retention)
+	}
+	return cfg.lease
 }
 
 // Store returns the store the engine works on.

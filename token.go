@@ -98,7 +98,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 	rec, enc := e.claimRecord(cfg, "") // the Claim is made only when the token is won
 	delay := cfg.pollInterval
 	for {
-		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, cfg.lease)
+		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, e.claimTTL(cfg))
 		if err != nil {
 			// The swap may have landed (a lost reply reports ok == false):
 			// put the token back if it holds our unique claim.

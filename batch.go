@@ -41,20 +41,22 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 	claims := make([]*Claim, len(reqs))
 	items := make([]store.BatchItem, 0, len(reqs))
 	index := make([]int, 0, len(reqs)) // item -> request
+	fps := make([]string, len(reqs))   // what the records keep of the fingerprints
 	for i, r := range reqs {
 		sk, err := e.storeKey(cfg, scope, spaceDo, r.Key)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		claims[i] = e.newClaim(cfg, ModeDo, r.Key, sk, r.Fingerprint)
+		fps[i] = e.keys.storedFingerprint(r.Fingerprint)
+		claims[i] = e.newClaim(cfg, ModeDo, scope, r.Key, sk, fps[i])
 		items = append(items, store.BatchItem{Key: sk, Value: claims[i].enc, TTL: e.claimTTL(cfg)})
 		index = append(index, i)
 	}
 	b, ok := e.store.(store.Batcher)
 	if !ok {
 		for _, i := range index {
-			out[i] = e.beginOne(ctx, cfg, claims[i], reqs[i])
+			out[i] = e.beginOne(ctx, cfg, claims[i], fps[i])
 		}
 		return out, nil
 	}
@@ -73,9 +75,9 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 			out[i] = e.admitted(ctx, cfg, c)
 			continue
 		}
-		res, xerr, again := e.existing(ctx, cfg, ModeDo, c.key, reqs[i].Fingerprint, r.Existing)
+		res, xerr, again := e.existing(ctx, cfg, ModeDo, c.scope, c.key, fps[i], r.Existing)
 		if again { // in progress, under WithWait
-			xerr = e.inProgress(ctx, cfg, c.key, r.Existing, ModeDo)
+			xerr = e.inProgress(ctx, cfg, c.scope, c.key, r.Existing, ModeDo)
 		}
 		out[i] = BatchOutcome{Result: res, Err: xerr}
 	}
@@ -83,18 +85,18 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 }
 
 // beginOne claims one request of a batch with SetNX.
-func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, r BatchRequest) BatchOutcome {
-	set, existing, err := e.claim(ctx, cfg, ModeDo, c.key, c.sk, c.enc, e.claimTTL(cfg))
+func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, fingerprint string) BatchOutcome {
+	set, existing, err := e.claim(ctx, cfg, ModeDo, c.scope, c.key, c.sk, c.enc, e.claimTTL(cfg))
 	switch {
 	case err != nil:
-		run, err := e.storeFailed(ctx, cfg, ModeDo, c.key, "claim", err)
+		run, err := e.storeFailed(ctx, cfg, ModeDo, c.scope, c.key, "claim", err)
 		return BatchOutcome{Result: Result{Unguarded: run}, Err: err}
 	case set:
 		return e.admitted(ctx, cfg, c)
 	}
-	res, err, again := e.existing(ctx, cfg, ModeDo, c.key, r.Fingerprint, existing)
+	res, err, again := e.existing(ctx, cfg, ModeDo, c.scope, c.key, fingerprint, existing)
 	if again {
-		err = e.inProgress(ctx, cfg, c.key, existing, ModeDo)
+		err = e.inProgress(ctx, cfg, c.scope, c.key, existing, ModeDo)
 	}
 	return BatchOutcome{Result: res, Err: err}
 }
@@ -111,9 +113,9 @@ func (e *Engine) admitted(ctx context.Context, cfg *config, c *Claim) BatchOutco
 func (e *Engine) batchFailed(ctx context.Context, cfg *config, c *Claim, err error) BatchOutcome {
 	if !errors.Is(err, store.ErrInvalid) {
 		if undone, uerr := e.store.CompareAndDelete(detach(ctx), c.sk, c.enc); undone || uerr != nil {
-			e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: ModeDo, Key: c.key, Err: errors.Join(err, uerr)})
+			e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: ModeDo, Key: c.key, scope: c.scope, Err: errors.Join(err, uerr)})
 		}
 	}
-	run, err := e.storeFailed(ctx, cfg, ModeDo, c.key, "claim batch", err)
+	run, err := e.storeFailed(ctx, cfg, ModeDo, c.scope, c.key, "claim batch", err)
 	return BatchOutcome{Result: Result{Unguarded: run}, Err: err}
 }

@@ -30,10 +30,12 @@ type Claim struct {
 	cfg  *config
 	mode Mode
 	key  string // the caller's key, for events
-	sk   string
-	rec  record
-	enc  []byte
-	hb   heartbeat
+	// scope is the caller's scope (a token's principal), for events
+	scope string
+	sk    string
+	rec   record
+	enc   []byte
+	hb    heartbeat
 
 	started time.Time   // when the claim was won (admit)
 	timed   atomic.Bool // an event ending the claim has carried its Duration
@@ -52,9 +54,9 @@ type Claim struct {
 	txErr error
 }
 
-func (e *Engine) newClaim(cfg *config, mode Mode, key, sk, fingerprint string) *Claim {
+func (e *Engine) newClaim(cfg *config, mode Mode, scope, key, sk, fingerprint string) *Claim {
 	rec, enc := e.claimRecord(cfg, fingerprint)
-	return e.claimOf(cfg, mode, key, sk, rec, enc)
+	return e.claimOf(cfg, mode, scope, key, sk, rec, enc)
 }
 
 // claimRecord returns a fresh in-progress record for fingerprint and its
@@ -66,15 +68,15 @@ func (e *Engine) claimRecord(cfg *config, fingerprint string) (record, []byte) {
 }
 
 // claimOf returns the Claim that wrote rec, encoded as enc, under sk.
-func (e *Engine) claimOf(cfg *config, mode Mode, key, sk string, rec record, enc []byte) *Claim {
-	return &Claim{e: e, cfg: cfg, mode: mode, key: key, sk: sk, rec: rec, enc: enc}
+func (e *Engine) claimOf(cfg *config, mode Mode, scope, key, sk string, rec record, enc []byte) *Claim {
+	return &Claim{e: e, cfg: cfg, mode: mode, scope: scope, key: key, sk: sk, rec: rec, enc: enc}
 }
 
 // admit reports the claim admitted and starts its clock: the Duration of
 // the event that ends it counts the work, not a wait before admission.
 func (c *Claim) admit(ctx context.Context) {
 	c.started = time.Now()
-	c.e.observe(ctx, c.cfg, Event{Kind: EventAdmitted, Mode: c.mode, Key: c.key})
+	c.e.observe(ctx, c.cfg, Event{Kind: EventAdmitted, Mode: c.mode, Key: c.key, scope: c.scope})
 }
 
 // Begin claims key the way Do does, but returns the claim instead of
@@ -99,7 +101,7 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 	if err != nil {
 		return nil, Result{}, err
 	}
-	c, res, err := e.begin(ctx, cfg, key, sk, fingerprint)
+	c, res, err := e.begin(ctx, cfg, scope, key, sk, e.keys.storedFingerprint(fingerprint))
 	if c != nil {
 		c.startHeartbeat(ctx)
 	}
@@ -173,7 +175,7 @@ func (c *Claim) Complete(ctx context.Context, value []byte) error {
 		// memstore's byte budget): the result cannot be kept, and the key
 		// keeps a terminal record, or is released, as for any oversized
 		// result.
-		c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key})
+		c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key, scope: c.scope})
 		tooLarge = fmt.Errorf("%w: the store refused the record: %w", ErrResultTooLarge, err)
 		if c.cfg.oversized == ReleaseKey {
 			c.release(ctx, false)
@@ -355,7 +357,7 @@ func (c *Claim) oversize(ctx context.Context, value []byte) error {
 	if len(value) <= c.cfg.maxResult && c.rec.encodedLen(len(value)) <= store.MaxValueLen {
 		return nil
 	}
-	c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key})
+	c.e.observe(ctx, c.cfg, Event{Kind: EventTooLarge, Mode: c.mode, Key: c.key, scope: c.scope})
 	return fmt.Errorf("%w: %d bytes, cap %d", ErrResultTooLarge, len(value), c.cfg.maxResult)
 }
 
@@ -386,7 +388,7 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 	enc := done.encode()
 	ok, err := s.CompareAndSwap(detach(ctx), c.sk, c.enc, enc, cfg.retention)
 	if err != nil {
-		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: err})
+		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, scope: c.scope, Err: err})
 		if !errors.Is(err, ErrUnavailable) {
 			if own {
 				c.release(ctx, false)
@@ -399,7 +401,7 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 		c.lost(ctx)
 		return ErrLeaseLost
 	}
-	c.ends(ctx, Event{Kind: EventCompleted, Mode: c.mode, Key: c.key})
+	c.ends(ctx, Event{Kind: EventCompleted, Mode: c.mode, Key: c.key, scope: c.scope})
 	return nil
 }
 
@@ -427,7 +429,7 @@ func (c *Claim) ends(ctx context.Context, ev Event) {
 // lost reports a claim that ended because another caller took the key
 // over (or an operator forgot it).
 func (c *Claim) lost(ctx context.Context) {
-	c.ends(ctx, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, Err: ErrLeaseLost})
+	c.ends(ctx, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, scope: c.scope, Err: ErrLeaseLost})
 }
 
 // release undoes the claim after a failure that is not final: an
@@ -450,9 +452,9 @@ func (c *Claim) release(ctx context.Context, afterTx bool) (bool, error) {
 	}
 	switch {
 	case err != nil:
-		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, Err: fmt.Errorf("release: %w", err)})
+		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, scope: c.scope, Err: fmt.Errorf("release: %w", err)})
 	case ok:
-		c.ends(ctx, Event{Kind: EventReleased, Mode: c.mode, Key: c.key})
+		c.ends(ctx, Event{Kind: EventReleased, Mode: c.mode, Key: c.key, scope: c.scope})
 	case !afterTx || !c.timed.Load():
 		// After a transaction, no record of ours means it committed, and
 		// its completion ended the claim; unless the completion wrote

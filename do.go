@@ -33,7 +33,7 @@ func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(contex
 	if err != nil {
 		return Result{}, err
 	}
-	c, res, err := e.begin(ctx, cfg, key, sk, fingerprint)
+	c, res, err := e.begin(ctx, cfg, scope, key, sk, e.keys.storedFingerprint(fingerprint))
 	if c == nil {
 		if err == nil && res.Unguarded {
 			v, err := fn(ctx)
@@ -46,23 +46,23 @@ func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(contex
 
 // begin claims sk for Do, waiting with WithWait, and reports the outcome
 // for Begin: a claim, or no claim and what the caller gets instead.
-func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint string) (*Claim, Result, error) {
+func (e *Engine) begin(ctx context.Context, cfg *config, scope, key, sk, fingerprint string) (*Claim, Result, error) {
 	// The Claim itself is made only when the key is won: a replay, the
 	// common outcome of a retry, allocates none.
 	rec, enc := e.claimRecord(cfg, fingerprint)
 	delay := cfg.pollInterval
 	for {
-		set, existing, err := e.claim(ctx, cfg, ModeDo, key, sk, enc, e.claimTTL(cfg))
+		set, existing, err := e.claim(ctx, cfg, ModeDo, scope, key, sk, enc, e.claimTTL(cfg))
 		if err != nil {
-			run, err := e.storeFailed(ctx, cfg, ModeDo, key, "claim", err)
+			run, err := e.storeFailed(ctx, cfg, ModeDo, scope, key, "claim", err)
 			return nil, Result{Unguarded: run}, err
 		}
 		if set {
-			c := e.claimOf(cfg, ModeDo, key, sk, rec, enc)
+			c := e.claimOf(cfg, ModeDo, scope, key, sk, rec, enc)
 			c.admit(ctx)
 			return c, Result{}, nil
 		}
-		res, err, again := e.existing(ctx, cfg, ModeDo, key, fingerprint, existing)
+		res, err, again := e.existing(ctx, cfg, ModeDo, scope, key, fingerprint, existing)
 		if !again {
 			return nil, res, err
 		}
@@ -75,8 +75,8 @@ func (e *Engine) begin(ctx context.Context, cfg *config, key, sk, fingerprint st
 
 // unguarded handles a store failure before fn ran: under fail-open it runs
 // fn without protection.
-func (e *Engine) unguarded(ctx context.Context, cfg *config, mode Mode, key, op string, err error, fn func(context.Context) ([]byte, error)) (Result, error) {
-	run, err := e.storeFailed(ctx, cfg, mode, key, op, err)
+func (e *Engine) unguarded(ctx context.Context, cfg *config, mode Mode, scope, key, op string, err error, fn func(context.Context) ([]byte, error)) (Result, error) {
+	run, err := e.storeFailed(ctx, cfg, mode, scope, key, op, err)
 	if !run {
 		return Result{}, err
 	}
@@ -86,41 +86,41 @@ func (e *Engine) unguarded(ctx context.Context, cfg *config, mode Mode, key, op 
 
 // existing decides what a caller gets when the key already holds a record.
 // again reports that the caller should wait and try once more.
-func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fingerprint string, ent store.Entry) (res Result, err error, again bool) {
+func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, scope, key, fingerprint string, ent store.Entry) (res Result, err error, again bool) {
 	rec, err := decodeRecord(ent.Value)
 	if err != nil {
-		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
-		return Result{}, fmt.Errorf("idemkit: record for key digest %s: %w", Event{Key: key}.KeyDigest(), err), false
+		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, scope: scope, Err: err})
+		return Result{}, fmt.Errorf("idemkit: record for key digest %s: %w", e.keys.logDigest(scope, key), err), false
 	}
 	if mode == ModeDo && string(rec.fp) != fingerprint {
-		e.observe(ctx, cfg, Event{Kind: EventMismatch, Mode: mode, Key: key})
+		e.observe(ctx, cfg, Event{Kind: EventMismatch, Mode: mode, Key: key, scope: scope})
 		return Result{}, ErrMismatch, false
 	}
 	switch rec.state {
 	case stateDone:
-		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key})
+		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key, scope: scope})
 		return Result{Value: rec.payload, Replayed: true}, nil, false
 	case stateFailed:
-		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key})
+		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key, scope: scope})
 		return Result{Replayed: true}, decodeFinal(cfg, rec.payload), false
 	case stateTooLarge:
-		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key})
+		e.observe(ctx, cfg, Event{Kind: EventReplayed, Mode: mode, Key: key, scope: scope})
 		return Result{Replayed: true}, tooLargeReplay(rec.payload), false
 	case stateSpent:
-		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: mode, Key: key, Err: ErrTokenUsed})
+		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: mode, Key: key, scope: scope, Err: ErrTokenUsed})
 		return Result{}, ErrTokenUsed, false
 	case stateIssued:
 		if mode != ModeToken {
 			err := fmt.Errorf("%w: unused-token record under an idempotency key", store.ErrCorrupt)
-			e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
-			return Result{}, fmt.Errorf("idemkit: record for key digest %s: %w", Event{Key: key}.KeyDigest(), err), false
+			e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, scope: scope, Err: err})
+			return Result{}, fmt.Errorf("idemkit: record for key digest %s: %w", e.keys.logDigest(scope, key), err), false
 		}
 		return Result{}, nil, true // a token restored meanwhile: claim again
 	}
 	if cfg.wait {
 		return Result{}, nil, true
 	}
-	return Result{}, e.inProgress(ctx, cfg, key, ent, mode), false
+	return Result{}, e.inProgress(ctx, cfg, scope, key, ent, mode), false
 }
 
 // inProgress reports a repeat that found the first execution running. The
@@ -128,12 +128,12 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, key, fing
 // sooner. An entry read without its TTL (zero: claimed through
 // store.SetNXValuer, see claim) gets the cap, bounded by this call's
 // lease, which a running execution's heartbeat keeps renewing.
-func (e *Engine) inProgress(ctx context.Context, cfg *config, key string, ent store.Entry, mode Mode) error {
+func (e *Engine) inProgress(ctx context.Context, cfg *config, scope, key string, ent store.Entry, mode Mode) error {
 	retry := min(max(ent.TTL, time.Millisecond), cfg.retryHint)
 	if ent.TTL == 0 {
 		retry = min(cfg.retryHint, cfg.lease)
 	}
-	e.observe(ctx, cfg, Event{Kind: EventInProgress, Mode: mode, Key: key, RetryAfter: retry})
+	e.observe(ctx, cfg, Event{Kind: EventInProgress, Mode: mode, Key: key, scope: scope, RetryAfter: retry})
 	return &ConflictError{Err: ErrInProgress, RetryAfter: retry}
 }
 

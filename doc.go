@@ -66,10 +66,44 @@
 //
 // Store key names hold only digests: <namespace>:<space>:<scope>:<key>,
 // where the scope (WithScope, the principal that owns the key; a token's
-// principal) and the key are SHA-256 digests, so nobody who can list the
-// store's keys learns idempotency keys, principals or tokens.
-// WithReadableKeys keeps them readable, for debugging. ScopeOf lets stores
-// keep per-scope quotas.
+// principal) and the key are digests. ScopeOf lets stores keep per-scope
+// quotas. WithReadableKeys writes them readable instead, for debugging.
+//
+// What the digests protect depends on WithKeySecret:
+//
+//   - Without a secret (the default) they are plain SHA-256. That hides a
+//     key or principal that cannot be guessed (a random idempotency key,
+//     a token, a UUID), and keeps names short, but it does not hide one
+//     that can: anyone who can list the store's keys (Redis SCAN, SELECT
+//     idem_key), read its values or read the logs can hash guesses and
+//     compare. A million guesses (first names, e-mail addresses, integers)
+//     take about a second and recover principals such as "alice",
+//     "bob@example.com" or "42" and keys such as "order-1". The stored
+//     fingerprint of a Do record is kept as the caller gave it, so a
+//     fingerprint that is itself a plain digest of something guessable
+//     (an adapter's digest of a key) can be reversed the same way.
+//   - With a secret (WithKeySecret, at least 32 random bytes, the same on
+//     every instance and in idemctl), key names, the fingerprints stored
+//     in Do records and the key digests of logs and error texts are
+//     HMAC-SHA-256 under it: nobody without the secret can test a guess.
+//     What stays visible: how many keys each scope has (the scope segment
+//     is one per scope), their mode, sizes and times, and stored results
+//     themselves (keep secrets out of results, or encrypt them).
+//
+// The log digest (Event.KeyDigest, (*Engine).KeyDigest) covers the scope
+// as well as the key, so the same key of two principals is logged as two
+// digests.
+//
+// Changing the secret changes every key name: records written under the
+// old secret are no longer found. It is a cut-over, not a rotation with a
+// fallback: for the retention after the change, a retry of a request
+// completed before it runs the work again, a request in flight across it
+// can run twice, and tokens issued before it are refused (ErrTokenInvalid);
+// Guard windows restart. Change it when that is acceptable (traffic
+// drained, or a maintenance window at least as long as the longest lease
+// and, for results that must replay, the retention), on every instance at
+// once; the old records expire by their TTLs. Adding a secret to a
+// deployment without one is such a change too.
 //
 // # Configuration
 //

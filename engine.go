@@ -31,6 +31,7 @@ type Engine struct {
 	instance [8]byte
 	beats    *beats  // the claims' heartbeats, shared with views; nil on OnStore views
 	scopes   *scopes // what store keys derive from scopes, shared with views
+	keys     *keyer  // the key secret (WithKeySecret), or nil; shared with views
 	inTx     bool    // an OnStore view: claims live in the caller's transaction (see claimTTL)
 }
 
@@ -66,7 +67,8 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("idemkit: %w: the scope is set per call, not per engine", ErrInvalid)
 	}
 	cfg.set = 0 // engine-wide options apply to the calls that use them
-	e := &Engine{store: s, cfg: cfg, beats: &beats{}, scopes: newScopes()}
+	keys := newKeyer(cfg.secret)
+	e := &Engine{store: s, cfg: cfg, beats: &beats{}, scopes: newScopes(keys), keys: keys}
 	e.valuer, _ = s.(store.SetNXValuer)
 	for i, space := range []string{"g", "i", "t"} {
 		e.prefix[i] = cfg.namespace + ":" + space + ":"
@@ -82,7 +84,8 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 // either are the same claims. Adapters build one view per route at start-up
 // instead of passing options on every call. It returns an error wrapping
 // ErrInvalid for an invalid option, or one that is set per engine
-// (WithNamespace, WithReadableKeys, WithClock) or per call (WithScope).
+// (WithNamespace, WithReadableKeys, WithClock, WithKeySecret) or per call
+// (WithScope).
 func (e *Engine) With(opts ...Option) (*Engine, error) {
 	cfg, scope, err := e.callConfig(opts)
 	if err != nil {
@@ -156,7 +159,7 @@ func (e *Engine) callConfig(opts []Option) (*config, string, error) {
 	}
 	cfg := new(config)
 	*cfg = e.cfg
-	cfg.clockSet = false
+	cfg.clockSet, cfg.secretSet = false, false
 	cfg.set = 0
 	for _, o := range opts {
 		o.applyTo(cfg)
@@ -169,6 +172,8 @@ func (e *Engine) callConfig(opts []Option) (*config, string, error) {
 		cfg.invalid("readable keys are set per engine, not per call")
 	case cfg.clockSet:
 		cfg.invalid("the clock is set per engine, not per call")
+	case cfg.secretSet:
+		cfg.invalid("the key secret is set per engine, not per call")
 	}
 	if cfg.err != nil {
 		return nil, "", fmt.Errorf("idemkit: %w", cfg.err)
@@ -237,22 +242,23 @@ func (e *Engine) observe(ctx context.Context, cfg *config, ev Event) {
 		return // WithObserver(nil): nothing to call, nothing to recover
 	}
 	defer func() { _ = recover() }()
+	ev.keys = e.keys
 	cfg.observer.Observe(ctx, ev)
 }
 
 // storeFailed applies the failure policy to a store error. It reports
 // whether the work should run unguarded (fail-open), or returns the error
 // to give the caller.
-func (e *Engine) storeFailed(ctx context.Context, cfg *config, mode Mode, key, op string, err error) (bool, error) {
+func (e *Engine) storeFailed(ctx context.Context, cfg *config, mode Mode, scope, key, op string, err error) (bool, error) {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return false, fmt.Errorf("idemkit: %s: %w", op, errors.Join(ctxErr, err))
 	}
-	e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, Err: err})
+	e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: mode, Key: key, scope: scope, Err: err})
 	if !errors.Is(err, ErrUnavailable) {
 		return false, fmt.Errorf("idemkit: %s: %w", op, err)
 	}
 	if cfg.failure == FailOpen {
-		e.observe(ctx, cfg, Event{Kind: EventFailOpen, Mode: mode, Key: key, Err: err})
+		e.observe(ctx, cfg, Event{Kind: EventFailOpen, Mode: mode, Key: key, scope: scope, Err: err})
 		return true, nil
 	}
 	return false, unavailable(op, err)
@@ -272,7 +278,7 @@ func (e *Engine) storeFailed(ctx context.Context, cfg *config, mode Mode, key, o
 // that also reads the TTL); the existing entry then has no TTL (zero),
 // and inProgress says so. Guard claims keep SetNX: a Guard's answer is
 // the window's remaining time.
-func (e *Engine) claim(ctx context.Context, cfg *config, mode Mode, key, sk string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+func (e *Engine) claim(ctx context.Context, cfg *config, mode Mode, scope, key, sk string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	var set bool
 	var existing store.Entry
 	var err error
@@ -286,7 +292,7 @@ func (e *Engine) claim(ctx context.Context, cfg *config, mode Mode, key, sk stri
 		if set || !errors.Is(err, store.ErrInvalid) {
 			undone, uerr := e.store.CompareAndDelete(detach(ctx), sk, value)
 			if uerr != nil || undone {
-				e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: mode, Key: key, Err: errors.Join(err, uerr)})
+				e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: mode, Key: key, scope: scope, Err: errors.Join(err, uerr)})
 			}
 		}
 		return false, store.Entry{}, err

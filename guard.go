@@ -24,9 +24,9 @@ func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context)
 		return err
 	}
 	claim := guardClaim(e.newNonce(), cfg.release)
-	set, existing, err := e.claim(ctx, cfg, ModeGuard, key, sk, claim, cfg.window)
+	set, existing, err := e.claim(ctx, cfg, ModeGuard, scope, key, sk, claim, cfg.window)
 	if err != nil {
-		unguarded, err := e.storeFailed(ctx, cfg, ModeGuard, key, "guard", err)
+		unguarded, err := e.storeFailed(ctx, cfg, ModeGuard, scope, key, "guard", err)
 		if !unguarded {
 			return err
 		}
@@ -34,11 +34,11 @@ func (e *Engine) Guard(ctx context.Context, key string, fn func(context.Context)
 	}
 	if !set {
 		retry := max(existing.TTL, time.Millisecond)
-		e.observe(ctx, cfg, Event{Kind: EventDuplicate, Mode: ModeGuard, Key: key, RetryAfter: retry})
+		e.observe(ctx, cfg, Event{Kind: EventDuplicate, Mode: ModeGuard, Key: key, scope: scope, RetryAfter: retry})
 		return &ConflictError{Err: ErrDuplicate, RetryAfter: retry}
 	}
-	e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeGuard, Key: key})
-	return e.runGuarded(ctx, cfg, key, sk, claim, fn)
+	e.observe(ctx, cfg, Event{Kind: EventAdmitted, Mode: ModeGuard, Key: key, scope: scope})
+	return e.runGuarded(ctx, cfg, scope, key, sk, claim, fn)
 }
 
 // Guard claims are a flag byte and the owner nonce. The flag tells a near
@@ -65,30 +65,30 @@ func isGuardClaim(value []byte) bool {
 
 // runGuarded runs fn under an admitted Guard claim and applies the release
 // behaviour, also when fn panics.
-func (e *Engine) runGuarded(ctx context.Context, cfg *config, key, sk string, owner []byte, fn func(context.Context) error) (err error) {
+func (e *Engine) runGuarded(ctx context.Context, cfg *config, scope, key, sk string, owner []byte, fn func(context.Context) error) (err error) {
 	if cfg.release == KeepUntilExpiry {
 		return fn(ctx)
 	}
 	returned := false
 	defer func() {
 		if !returned { // fn panicked or called runtime.Goexit
-			e.releaseGuard(ctx, cfg, key, sk, owner)
+			e.releaseGuard(ctx, cfg, scope, key, sk, owner)
 		}
 	}()
 	err = fn(ctx)
 	returned = true
 	if err != nil || cfg.release == ReleaseOnDone {
-		e.releaseGuard(ctx, cfg, key, sk, owner)
+		e.releaseGuard(ctx, cfg, scope, key, sk, owner)
 	}
 	return err
 }
 
-func (e *Engine) releaseGuard(ctx context.Context, cfg *config, key, sk string, owner []byte) {
+func (e *Engine) releaseGuard(ctx context.Context, cfg *config, scope, key, sk string, owner []byte) {
 	ok, err := e.store.CompareAndDelete(detach(ctx), sk, owner)
 	switch {
 	case err != nil:
-		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: ModeGuard, Key: key, Err: fmt.Errorf("release: %w", err)})
+		e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: ModeGuard, Key: key, scope: scope, Err: fmt.Errorf("release: %w", err)})
 	case ok:
-		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: ModeGuard, Key: key})
+		e.observe(ctx, cfg, Event{Kind: EventReleased, Mode: ModeGuard, Key: key, scope: scope})
 	}
 }

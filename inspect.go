@@ -51,13 +51,13 @@ type KeyInfo struct {
 // scope). An absent or expired key gives an error wrapping
 // store.ErrNotFound.
 func (e *Engine) Inspect(ctx context.Context, mode Mode, key string, opts ...Option) (KeyInfo, error) {
-	sk, _, err := e.modeKey("Inspect", mode, key, opts)
+	sk, _, scope, err := e.modeKey("Inspect", mode, key, opts)
 	if err != nil {
 		return KeyInfo{}, err
 	}
 	ent, err := e.store.Get(ctx, sk)
 	if err != nil {
-		return KeyInfo{}, fmt.Errorf("idemkit: inspect key digest %s: %w", Event{Key: key}.KeyDigest(), err)
+		return KeyInfo{}, fmt.Errorf("idemkit: inspect key digest %s: %w", e.keys.logDigest(scope, key), err)
 	}
 	return Describe(mode, ent)
 }
@@ -67,20 +67,20 @@ func (e *Engine) Inspect(ctx context.Context, mode Mode, key string, opts ...Opt
 // returns an error wrapping store.ErrNotFound when the key is absent or
 // holds no result.
 func (e *Engine) StoredResult(ctx context.Context, mode Mode, key string, opts ...Option) ([]byte, error) {
-	sk, _, err := e.modeKey("StoredResult", mode, key, opts)
+	sk, _, scope, err := e.modeKey("StoredResult", mode, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	ent, err := e.store.Get(ctx, sk)
 	if err != nil {
-		return nil, fmt.Errorf("idemkit: key digest %s: %w", Event{Key: key}.KeyDigest(), err)
+		return nil, fmt.Errorf("idemkit: key digest %s: %w", e.keys.logDigest(scope, key), err)
 	}
 	r, err := decodeRecord(ent.Value)
 	if err != nil {
 		return nil, err
 	}
 	if r.state != stateDone && r.state != stateFailed {
-		return nil, fmt.Errorf("idemkit: key digest %s: %w: no result stored (%s)", Event{Key: key}.KeyDigest(), store.ErrNotFound, stateName(r.state))
+		return nil, fmt.Errorf("idemkit: key digest %s: %w: no result stored (%s)", e.keys.logDigest(scope, key), store.ErrNotFound, stateName(r.state))
 	}
 	return r.payload, nil
 }
@@ -95,7 +95,7 @@ func stateName(s byte) State {
 // whether there was something to delete, and reports EventForgotten to the
 // observer. Forgetting a completed key lets its next request run again.
 func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Option) (bool, error) {
-	sk, cfg, err := e.modeKey("Forget", mode, key, opts)
+	sk, cfg, scope, err := e.modeKey("Forget", mode, key, opts)
 	if err != nil {
 		return false, err
 	}
@@ -104,23 +104,23 @@ func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Opti
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("idemkit: forget key digest %s: %w", Event{Key: key}.KeyDigest(), err)
+		return false, fmt.Errorf("idemkit: forget key digest %s: %w", e.keys.logDigest(scope, key), err)
 	}
-	e.observe(ctx, cfg, Event{Kind: EventForgotten, Mode: mode, Key: key})
+	e.observe(ctx, cfg, Event{Kind: EventForgotten, Mode: mode, Key: key, scope: scope})
 	return true, nil
 }
 
-func (e *Engine) modeKey(call string, mode Mode, key string, opts []Option) (string, *config, error) {
+func (e *Engine) modeKey(call string, mode Mode, key string, opts []Option) (string, *config, string, error) {
 	cfg, scope, err := e.callConfigFor(call, inspectOpts, opts)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	space, ok := map[Mode]int{ModeGuard: spaceGuard, ModeDo: spaceDo, ModeToken: spaceToken}[mode]
 	if !ok {
-		return "", nil, fmt.Errorf("idemkit: %w: unknown mode %q", ErrInvalid, mode)
+		return "", nil, "", fmt.Errorf("idemkit: %w: unknown mode %q", ErrInvalid, mode)
 	}
 	sk, err := e.storeKey(cfg, scope, space, key)
-	return sk, cfg, err
+	return sk, cfg, scope, err
 }
 
 // Describe decodes an entry the engine stored in mode, for tools that list

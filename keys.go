@@ -18,8 +18,10 @@ const (
 // is the first 72 bits of a digest of the caller's scope ("-" without one)
 // and the key the first 128 bits of a digest of scope and key together,
 // both unpadded base64url: nothing a caller passes (principals, tokens,
-// idempotency keys) is readable in a store's key names. WithReadableKeys
-// writes both with keying.Key instead, for debugging.
+// idempotency keys) is readable in a store's key names. The digests are
+// SHA-256, or HMAC-SHA-256 under the engine's key secret (WithKeySecret),
+// without which a guessable key or scope can be found by hashing guesses.
+// WithReadableKeys writes both with keying.Key instead, for debugging.
 //
 // The lengths keep a name with the default namespace at 42 bytes, under
 // the 44 up to which Redis keeps a string in one allocation with its
@@ -57,7 +59,7 @@ func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {
 	sc := e.scopes.get(scope)
 	var buf [128]byte // the name is built without a heap copy
 	out := append(append(append(buf[:0], p...), sc.text...), ':')
-	sum := keyDigest(sc, key)
+	sum := keyDigest(e.scopes.keys, sc, key)
 	return string(b64url.Append16(out, [keyDigestLen]byte(sum[:keyDigestLen])))
 }
 

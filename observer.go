@@ -2,8 +2,6 @@ package idemkit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -64,13 +62,21 @@ type Event struct {
 	// on EventAdmitted of ModeDo or ModeToken, -1 on any event with a
 	// Duration. Guard events carry no Duration.
 	Duration time.Duration
+
+	scope string // the call's scope (a token's principal), for KeyDigest
+	keys  *keyer // the engine's key secret, for KeyDigest
 }
 
-// KeyDigest returns a short, non-reversible digest of the event's key,
-// safe to log.
+// KeyDigest returns a short digest (12 hex digits) of the event's key and
+// scope, to log in place of the key. For an engine with a key secret
+// (WithKeySecret) it is keyed: nobody without the secret can tell which
+// key it names. Without a secret it is plain SHA-256, which hides a random
+// key but not a guessable one: anyone who reads the log can hash guesses
+// (integers, e-mail addresses, order numbers) until one matches. An Event
+// the engine did not deliver (built by the caller) has no scope and no
+// secret. (*Engine).KeyDigest computes the same digest from a key.
 func (e Event) KeyDigest() string {
-	sum := sha256.Sum256([]byte(e.Key))
-	return hex.EncodeToString(sum[:6])
+	return e.keys.logDigest(e.scope, e.Key)
 }
 
 // Observer receives every outcome. Observe is called synchronously on the

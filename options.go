@@ -103,8 +103,10 @@ type config struct {
 	scope        string // per call: the owner of the key
 	readable     bool   // per engine: keys not hashed (debugging)
 	clock        func() time.Time
-	clockSet     bool  // WithClock was applied (per engine only)
-	err          error // first invalid option
+	clockSet     bool   // WithClock was applied (per engine only)
+	secret       []byte // per engine: the key secret (WithKeySecret), or nil
+	secretSet    bool   // WithKeySecret was applied (per engine only)
+	err          error  // first invalid option
 }
 
 func defaultConfig() config {
@@ -126,7 +128,7 @@ func defaultConfig() config {
 // Option configures the engine in New, a view in With, or a single call
 // (Guard, Do, Begin, BeginBatch, IssueToken, UseToken) when passed to it.
 // Options that only make sense for the engine (WithNamespace,
-// WithReadableKeys, WithClock) are rejected per call, and so is a
+// WithReadableKeys, WithClock, WithKeySecret) are rejected per call, and so is a
 // mode-specific option given to a call that does not use it (WithWindow to
 // Do, WithWait to Guard, ...): Guard takes WithWindow and WithRelease; Do,
 // Begin and BeginBatch take WithLease, WithHeartbeat, WithoutHeartbeat,
@@ -404,7 +406,8 @@ func WithCodec(cd Codec) Option {
 
 // WithScope sets, for one call, the principal (user, tenant, client) that
 // owns the key. Keys of different scopes never meet, whatever their text,
-// and the scope is kept in store key names only as a digest. Stores that
+// and the scope is kept in store key names only as a digest (keyed with
+// WithKeySecret; see the package documentation, "Keys and scopes"). Stores that
 // keep per-scope quotas see it through ScopeOf. Per call only; a scope must
 // not be empty. IssueToken and UseToken refuse it: their principal
 // argument is the token's scope.
@@ -416,9 +419,10 @@ func WithScope(scope string) Option {
 }
 
 // WithReadableKeys makes store key names keep the caller's keys and scopes
-// (escaped with keying.Key) instead of their SHA-256 digests. It is meant
-// for debugging: anyone who can list the store's keys can then read
-// idempotency keys, principals and tokens, and spend the tokens.
+// (escaped with keying.Key) instead of their digests. It is meant for
+// debugging: anyone who can list the store's keys can then read
+// idempotency keys, principals and tokens, and spend the tokens; a key
+// secret (WithKeySecret) still keys stored fingerprints and log digests.
 // Engine-level only.
 func WithReadableKeys() Option {
 	return general(func(c *config) { c.readable = true })

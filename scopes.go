@@ -2,8 +2,6 @@ package idemkit
 
 import (
 	"crypto/sha256"
-	"encoding"
-	"encoding/base64"
 	"encoding/binary"
 	"hash"
 	"hash/maphash"
@@ -28,6 +26,8 @@ const scopeSlots = 256
 // caller's. Two scopes that share a slot take turns in it.
 type scopes struct {
 	seed  maphash.Seed
+	keys  *keyer      // the engine's secret (WithKeySecret), or nil
+	none  *scopeEntry // the entry of calls without a scope
 	slots [scopeSlots]atomic.Pointer[scopeEntry]
 }
 
@@ -35,25 +35,35 @@ type scopes struct {
 // is published.
 type scopeEntry struct {
 	scope string
-	text  string // the scope segment of store keys: scopeDigestLen bytes of SHA-256(scope), base64url
-	state []byte // the key digest's hash state after keyDigestPrefix(scope), marshaled
+	text  string // the scope segment of store keys: scopeDigestLen bytes of SHA-256(scope) (keyed: HMAC), base64url
+	// state is the key digest's hash state after keyDigestPrefix(scope),
+	// marshaled; with a secret, the HMAC's inner hash state after the
+	// secret's inner pad block and keyDigestPrefix(scope).
+	state []byte
 }
 
-func newScopes() *scopes { return &scopes{seed: maphash.MakeSeed()} }
+func newScopes(k *keyer) *scopes {
+	c := &scopes{seed: maphash.MakeSeed(), keys: k, none: unscoped}
+	if k != nil {
+		c.none = deriveScope(k, "")
+	}
+	return c
+}
 
-// unscoped is the entry of calls without a scope, which every engine shares.
-var unscoped = deriveScope("")
+// unscoped is the entry of calls without a scope, which every engine
+// without a secret shares.
+var unscoped = deriveScope(nil, "")
 
 // get returns scope's entry, deriving and publishing it on a miss.
 func (c *scopes) get(scope string) *scopeEntry {
 	if scope == "" {
-		return unscoped
+		return c.none
 	}
 	slot := &c.slots[maphash.String(c.seed, scope)&(scopeSlots-1)]
 	if e := slot.Load(); e != nil && e.scope == scope {
 		return e
 	}
-	e := deriveScope(scope)
+	e := deriveScope(c.keys, scope)
 	slot.Store(e)
 	return e
 }
@@ -62,20 +72,17 @@ func (c *scopes) get(scope string) *scopeEntry {
 // scope: it outlives the call, and some callers pass strings over memory
 // they reuse (fasthttp's request headers, converted without a copy), which
 // would turn a kept alias into another principal's scope.
-func deriveScope(scope string) *scopeEntry {
+func deriveScope(k *keyer, scope string) *scopeEntry {
 	scope = strings.Clone(scope)
 	e := &scopeEntry{scope: scope, text: noScope}
 	if scope != "" {
-		s := sha256.Sum256([]byte(scope))
-		e.text = base64.RawURLEncoding.EncodeToString(s[:scopeDigestLen])
+		e.text = k.scopeText(scope)
 	}
-	h := sha256.New()
-	h.Write(keyDigestPrefix(scope))
-	state, err := h.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
-	if err != nil {
-		panic("idemkit: sha256 state: " + err.Error()) // crypto/sha256 always marshals
+	var from []byte // a fresh hash
+	if k != nil {
+		from = k.inner
 	}
-	e.state = state
+	e.state = stateAfter(from, keyDigestPrefix(scope))
 	return e
 }
 
@@ -109,25 +116,29 @@ func keyDigestHeadLen(scope string) int {
 // hashes in one block (64 bytes less its 9 bytes of length padding).
 const shortKeyInput = sha256.BlockSize - 9
 
-// keyDigest returns the key digest of key in sc's scope. When domain,
-// scope length, scope and key fit one SHA-256 block they are hashed as
-// they are, in one call; otherwise the digest is SHA-256 of
-// keyDigestPrefix(scope) and key, resumed from sc's saved state so that
-// only the key's blocks are hashed. The first form is at most 55 bytes
-// long and the second at least 65, so no input of one is an input of the
-// other.
-func keyDigest(sc *scopeEntry, key string) [sha256.Size]byte {
-	if keyDigestHeadLen(sc.scope)+len(key) <= shortKeyInput {
+// keyDigest returns the key digest of key in sc's scope. Without a
+// secret (k nil), when domain, scope length, scope and key fit one
+// SHA-256 block they are hashed as they are, in one call; otherwise the
+// digest is SHA-256 of keyDigestPrefix(scope) and key, resumed from sc's
+// saved state so that only the key's blocks are hashed. The first form is
+// at most 55 bytes long and the second at least 65, so no input of one is
+// an input of the other. With a secret, the digest is always
+// HMAC-SHA-256 of keyDigestPrefix(scope) and key: the inner hash resumes
+// from sc's saved state and the outer from k's, so a name costs the key's
+// blocks and one outer block, never the pads or the scope again.
+func keyDigest(k *keyer, sc *scopeEntry, key string) [sha256.Size]byte {
+	if k == nil && keyDigestHeadLen(sc.scope)+len(key) <= shortKeyInput {
 		var buf [shortKeyInput]byte
 		return sha256.Sum256(append(appendKeyDigestHead(buf[:0], sc.scope), key...))
 	}
 	d := digests.Get().(*resumable)
 	defer d.put()
-	if err := d.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(sc.state); err != nil {
-		panic("idemkit: sha256 state: " + err.Error()) // a state this package marshaled
-	}
+	unmarshalState(d.h, sc.state)
 	d.buf = append(d.buf[:0], key...)
 	d.h.Write(d.buf)
+	if k != nil {
+		return k.finish(d)
+	}
 	d.buf = d.h.Sum(d.buf[:0])
 	return [sha256.Size]byte(d.buf)
 }

@@ -41,11 +41,11 @@ func (e *Engine) IssueToken(ctx context.Context, principal string, opts ...Optio
 		}
 		set, _, err := e.store.SetNX(ctx, e.tokenKey(cfg, principal, tok), issuedToken, cfg.tokenTTL)
 		if err != nil {
-			e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: ModeToken, Key: tok, Err: err})
+			e.observe(ctx, cfg, Event{Kind: EventStoreError, Mode: ModeToken, Key: tok, scope: principal, Err: err})
 			return Token{}, unavailable("issue token", err)
 		}
 		if set {
-			e.observe(ctx, cfg, Event{Kind: EventTokenIssued, Mode: ModeToken, Key: tok})
+			e.observe(ctx, cfg, Event{Kind: EventTokenIssued, Mode: ModeToken, Key: tok, scope: principal})
 			return Token{Value: tok, ExpiresIn: cfg.tokenTTL}, nil
 		}
 	}
@@ -91,7 +91,7 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 	ctx, end := trace(ctx, cfg, ModeToken, "UseToken")
 	defer func() { endTrace(end, err) }()
 	if !validTokenText(token) {
-		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token})
+		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token, scope: principal})
 		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)
 	}
 	sk := e.tokenKey(cfg, principal, token)
@@ -104,28 +104,28 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 			// put the token back if it holds our unique claim.
 			if !errors.Is(err, store.ErrInvalid) {
 				if undone, uerr := e.store.CompareAndSwap(detach(ctx), sk, enc, issuedToken, cfg.tokenTTL); undone || uerr != nil {
-					e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: ModeToken, Key: token, Err: errors.Join(err, uerr)})
+					e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: ModeToken, Key: token, scope: principal, Err: errors.Join(err, uerr)})
 				}
 			}
-			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
+			return e.unguarded(ctx, cfg, ModeToken, principal, token, "use token", err, fn)
 		}
 		if ok {
-			return e.runToken(ctx, cfg, token, sk, rec, enc, fn)
+			return e.runToken(ctx, cfg, principal, token, sk, rec, enc, fn)
 		}
 		ent, err := e.store.Get(ctx, sk)
 		if errors.Is(err, store.ErrNotFound) {
-			e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token})
+			e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: ModeToken, Key: token, scope: principal})
 			return Result{}, fmt.Errorf("%w: unknown or expired", ErrTokenInvalid)
 		}
 		if err != nil {
-			return e.unguarded(ctx, cfg, ModeToken, token, "use token", err, fn)
+			return e.unguarded(ctx, cfg, ModeToken, principal, token, "use token", err, fn)
 		}
 		if bytes.Equal(ent.Value, enc) {
 			// Our own claim: the swap landed but was reported as not
 			// applied (a client library retried it after losing the reply).
-			return e.runToken(ctx, cfg, token, sk, rec, enc, fn)
+			return e.runToken(ctx, cfg, principal, token, sk, rec, enc, fn)
 		}
-		res, err, again := e.existing(ctx, cfg, ModeToken, token, "", ent)
+		res, err, again := e.existing(ctx, cfg, ModeToken, principal, token, "", ent)
 		if !again {
 			return res, err
 		}
@@ -136,8 +136,8 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 }
 
 // runToken runs fn under the token claim that wrote rec, encoded as enc.
-func (e *Engine) runToken(ctx context.Context, cfg *config, token, sk string, rec record, enc []byte, fn func(context.Context) ([]byte, error)) (Result, error) {
-	c := e.claimOf(cfg, ModeToken, token, sk, rec, enc)
+func (e *Engine) runToken(ctx context.Context, cfg *config, principal, token, sk string, rec record, enc []byte, fn func(context.Context) ([]byte, error)) (Result, error) {
+	c := e.claimOf(cfg, ModeToken, principal, token, sk, rec, enc)
 	c.admit(ctx)
 	return c.run(ctx, fn)
 }

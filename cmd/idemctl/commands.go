@@ -63,8 +63,16 @@ func (k keyFlags) opts() []idemkit.Option {
 	return []idemkit.Option{idemkit.WithScope(k.scope)}
 }
 
-// digest names a key in output without showing it.
-func (k keyFlags) digest() string { return idemkit.Event{Key: k.key}.KeyDigest() }
+// digest names a key in output without showing it: the digest the
+// service's logs show for it (keyed with the service's key secret, when
+// idemctl has it).
+func (k keyFlags) digest(e *idemkit.Engine) string {
+	d, err := e.KeyDigest(k.key, k.opts()...)
+	if err != nil {
+		return "?" // KeyDigest takes the scope alone, which is all opts holds
+	}
+	return d
+}
 
 func get(ctx context.Context, e *idemkit.Engine, args []string, out *printer, stderr io.Writer) error {
 	k, err := parseKeyFlags("get", args, true, stderr)
@@ -73,7 +81,7 @@ func get(ctx context.Context, e *idemkit.Engine, args []string, out *printer, st
 	}
 	info, err := e.Inspect(ctx, k.mode, k.key, k.opts()...)
 	if errors.Is(err, store.ErrNotFound) {
-		out.notFound(k.digest())
+		out.notFound(k.digest(e))
 		return errNotFound
 	}
 	if err != nil {
@@ -85,7 +93,7 @@ func get(ctx context.Context, e *idemkit.Engine, args []string, out *printer, st
 			return err
 		}
 	}
-	return out.info(k.digest(), info, result, k.result)
+	return out.info(k.digest(e), info, result, k.result)
 }
 
 func forget(ctx context.Context, e *idemkit.Engine, args []string, out *printer, stderr io.Writer) error {
@@ -98,13 +106,13 @@ func forget(ctx context.Context, e *idemkit.Engine, args []string, out *printer,
 		return err
 	}
 	if !ok {
-		out.notFound(k.digest())
+		out.notFound(k.digest(e))
 		return errNotFound
 	}
-	return out.forgotten(k.digest())
+	return out.forgotten(k.digest(e))
 }
 
-func scan(ctx context.Context, e *idemkit.Engine, namespace string, readable bool, args []string, out *printer, stderr io.Writer) error {
+func scan(ctx context.Context, e *idemkit.Engine, namespace string, readable, keyed bool, args []string, out *printer, stderr io.Writer) error {
 	mode := idemkit.ModeDo
 	limit := 100
 	fs := flag.NewFlagSet("idemctl scan", flag.ContinueOnError)
@@ -135,7 +143,7 @@ func scan(ctx context.Context, e *idemkit.Engine, namespace string, readable boo
 			bad++
 			return true
 		}
-		shown, scope := safeStoreKey(key, readable)
+		shown, scope := safeStoreKey(key, readable, digester(e, keyed))
 		rows = append(rows, scanRow{StoreKey: shown, Scope: scope, Info: info})
 		return len(rows) < limit
 	})
@@ -160,9 +168,9 @@ const (
 // stored, so an operator can find them in the store. A segment that is not
 // a digest (a service with WithReadableKeys writes keys and principals in
 // clear), and every segment when readable says the service writes readable
-// keys, is printed as "sha256:" and a short digest instead: idemctl never
+// keys, is printed as digestOf names it instead: idemctl never
 // prints a key, token or principal.
-func safeStoreKey(name string, readable bool) (shown, scope string) {
+func safeStoreKey(name string, readable bool, digestOf func(string) string) (shown, scope string) {
 	ns, rest, ok1 := strings.Cut(name, ":")
 	space, rest, ok2 := strings.Cut(rest, ":")
 	scope, key, ok3 := strings.Cut(rest, ":")
@@ -178,8 +186,19 @@ func safeStoreKey(name string, readable bool) (shown, scope string) {
 	return ns + ":" + space + ":" + scope + ":" + key, scope
 }
 
-// digestOf names s by a short digest of it.
-func digestOf(s string) string { return "sha256:" + idemkit.Event{Key: s}.KeyDigest() }
+// digester returns the function that names a segment s by a short digest
+// of it: the engine's log digest of s, "sha256:" and 12 hex digits, or
+// "hmac:" and 12 hex digits when keyed by the service's key secret.
+func digester(e *idemkit.Engine, keyed bool) func(string) string {
+	label := "sha256:"
+	if keyed {
+		label = "hmac:"
+	}
+	return func(s string) string {
+		d, _ := e.KeyDigest(s) // no options: no error
+		return label + d
+	}
+}
 
 // isBase64URL reports whether s is n characters of the base64url alphabet.
 func isBase64URL(s string, n int) bool {

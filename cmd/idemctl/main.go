@@ -7,20 +7,26 @@
 //	idemctl -store URL scan   [-mode do|guard|token] [-limit N]
 //
 // The store URL is the one the service uses (IDEMKIT_STORE when -store is
-// not given). Keys are given as the service's caller gave them, with the
+// not given). A service that runs with a key secret
+// (idemkit.WithKeySecret) names its keys with it, and idemctl finds them
+// only with the same secret: the text of IDEMKIT_KEY_SECRET, or the
+// contents of the file named by -key-secret-file or IDEMKIT_KEY_SECRET_FILE
+// (one trailing newline removed), at least 32 bytes either way. The secret
+// is never printed. Keys are given as the service's caller gave them, with the
 // principal as -scope (for tokens, the token as KEY and its principal as
 // -scope); idemctl prints them only as digests, and prints a stored result
 // only with -result. scan prints the store key names the engine wrote as
 // digests (its default) as they are stored, and any segment that is not a
 // digest (keys written with idemkit.WithReadableKeys, and all of them with
-// -readable-keys) as "sha256:" and a short digest. Output is a table, or
-// JSON with -json.
+// -readable-keys) as "sha256:" and a short digest ("hmac:" with a key
+// secret). Output is a table, or JSON with -json.
 //
 // Exit status: 0 found (or forgotten), 3 not found, 2 usage error, 1 any
 // other error.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -61,12 +67,21 @@ func main() {
 	os.Exit(code)
 }
 
+// The environment variables that give the key secret, as the service's
+// (idemproxy, idemdemo) do.
+const (
+	envKeySecret     = "IDEMKIT_KEY_SECRET"      // the secret itself, as text
+	envKeySecretFile = "IDEMKIT_KEY_SECRET_FILE" // a file holding it
+)
+
 // globals are the flags before the command.
 type globals struct {
-	storeURL  string
-	namespace string
-	readable  bool
-	json      bool
+	storeURL   string
+	namespace  string
+	readable   bool
+	json       bool
+	secret     []byte // the key secret, or nil
+	secretFile string // -key-secret-file
 }
 
 // run runs one command line and returns the exit status.
@@ -84,6 +99,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if g.readable {
 		opts = append(opts, idemkit.WithReadableKeys())
 	}
+	if g.secret != nil {
+		opts = append(opts, idemkit.WithKeySecret(g.secret))
+	}
 	e, err := idemkit.New(s, opts...)
 	if err != nil {
 		return status(err, stderr)
@@ -95,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "forget":
 		err = forget(ctx, e, rest[1:], out, stderr)
 	case "scan":
-		err = scan(ctx, e, g.namespace, g.readable, rest[1:], out, stderr)
+		err = scan(ctx, e, g.namespace, g.readable, g.secret != nil, rest[1:], out, stderr)
 	default:
 		fmt.Fprintf(stderr, "idemctl: unknown command %q\n", rest[0])
 		usage(stderr)
@@ -138,6 +156,9 @@ func usage(w io.Writer) {
   -namespace NS  the engine's namespace (default idem)
   -readable-keys the service runs with idemkit.WithReadableKeys (scan then
                  prints every key and scope segment as a digest)
+  -key-secret-file F  the service's key secret (idemkit.WithKeySecret) is in
+                 file F (default $IDEMKIT_KEY_SECRET_FILE, or the text of
+                 $IDEMKIT_KEY_SECRET); at least 32 bytes
   -json          print JSON instead of a table
   -mode M        do (idempotency keys, default), guard (windows) or token
   -scope S       the principal the key belongs to (a token's owner)
@@ -157,10 +178,15 @@ func parseGlobals(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&g.namespace, "namespace", g.namespace, "engine namespace")
 	fs.BoolVar(&g.readable, "readable-keys", false, "readable store keys")
 	fs.BoolVar(&g.json, "json", false, "JSON output")
+	fs.StringVar(&g.secretFile, "key-secret-file", getenv(envKeySecretFile), "file holding the key secret")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return g, nil, err
 		}
+		return g, nil, errUsage
+	}
+	if err := g.loadSecret(getenv(envKeySecret)); err != nil {
+		fmt.Fprintln(stderr, "idemctl:", err)
 		return g, nil, errUsage
 	}
 	switch {
@@ -173,4 +199,30 @@ func parseGlobals(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	usage(stderr)
 	return g, nil, errUsage
+}
+
+// loadSecret sets g.secret from text (IDEMKIT_KEY_SECRET) or from the
+// file g.secretFile, whichever is given; giving both is an error, and so
+// is a secret shorter than idemkit.MinKeySecretLen. No error holds the
+// secret.
+func (g *globals) loadSecret(text string) error {
+	switch {
+	case text != "" && g.secretFile != "":
+		return fmt.Errorf("give the key secret by %s or by a file (-key-secret-file, %s), not both", envKeySecret, envKeySecretFile)
+	case text != "":
+		g.secret = []byte(text)
+	case g.secretFile != "":
+		b, err := os.ReadFile(g.secretFile)
+		if err != nil {
+			return fmt.Errorf("key secret: %w", err)
+		}
+		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+		g.secret = b
+	default:
+		return nil
+	}
+	if len(g.secret) < idemkit.MinKeySecretLen {
+		return fmt.Errorf("the key secret must have at least %d bytes, got %d", idemkit.MinKeySecretLen, len(g.secret))
+	}
+	return nil
 }

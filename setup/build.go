@@ -49,6 +49,9 @@ func Build(ctx context.Context, c Config) (*Stack, error) {
 		return nil, err
 	}
 	st := &Stack{desc: c.String(), openFn: c.Open, Options: []idemkit.Option{idemkit.WithFailureMode(c.OnStoreError)}}
+	if c.KeySecret != nil {
+		st.Options = append(st.Options, idemkit.WithKeySecret(c.KeySecret))
+	}
 	primary, err := st.open(ctx, "store", c.Store, c.budgetFor(c.Store))
 	if err != nil {
 		return nil, err

@@ -35,6 +35,12 @@ type Config struct {
 	// NearCache is the capacity, in keys, of a cache of settled results
 	// in front of the stack (policy.NearCache). Zero means no cache.
 	NearCache int
+	// KeySecret, when not nil, is the deployment secret the engines key
+	// their store key names, stored fingerprints and log digests with
+	// (idemkit.WithKeySecret): at least idemkit.MinKeySecretLen bytes.
+	// FromEnv reads it from IDEMKIT_KEY_SECRET or IDEMKIT_KEY_SECRET_FILE
+	// (LoadKeySecret). String and errors never show it.
+	KeySecret []byte
 	// OnTierEvent, when not nil, receives the fallback's breaker changes
 	// and copy problems (policy.WithTierObserver). Environment variables
 	// cannot set it.
@@ -58,7 +64,7 @@ const (
 	EnvNearCache    = "IDEMKIT_NEAR_CACHE"
 )
 
-var envNames = []string{EnvStore, EnvFallback, EnvOnStoreError, EnvBudget, EnvNearCache}
+var envNames = []string{EnvStore, EnvFallback, EnvOnStoreError, EnvBudget, EnvNearCache, EnvKeySecret, EnvKeySecretFile}
 
 // ErrConfig reports a configuration Build or FromEnv cannot use. Errors
 // wrapping it name the setting (or variable) at fault and never quote a
@@ -74,6 +80,7 @@ var ErrConfig = errors.New("setup: invalid configuration")
 func FromEnv(environ []string) (Config, error) {
 	var c Config
 	env := map[string]string{}
+	secretText := "" // the secret is used as it is, never trimmed
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "IDEMKIT_") {
@@ -82,10 +89,16 @@ func FromEnv(environ []string) (Config, error) {
 		if !slices.Contains(envNames, name) {
 			return Config{}, fmt.Errorf("%w: unknown variable %s (known: %s)", ErrConfig, name, strings.Join(envNames, ", "))
 		}
+		if name == EnvKeySecret {
+			secretText = value
+		}
 		env[name] = strings.TrimSpace(value)
 	}
 	c.Store, c.Fallback = env[EnvStore], env[EnvFallback]
 	var err error
+	if c.KeySecret, err = LoadKeySecret(secretText, env[EnvKeySecretFile]); err != nil {
+		return Config{}, err
+	}
 	if v := env[EnvOnStoreError]; v != "" {
 		if c.OnStoreError, err = ParseFailureMode(v); err != nil {
 			return Config{}, fmt.Errorf("%s: %w", EnvOnStoreError, err)
@@ -154,7 +167,7 @@ func (c Config) check() error {
 	case c.NearCache < 0:
 		return fmt.Errorf("%w: near cache capacity %d: want 0 (none) or more", ErrConfig, c.NearCache)
 	}
-	return nil
+	return checkKeySecret(c.KeySecret)
 }
 
 // localSchemes are the schemes of in-process stores, which get no time
@@ -189,5 +202,8 @@ func (c Config) String() string {
 		fmt.Fprintf(&b, ", near cache of %d keys", c.NearCache)
 	}
 	fmt.Fprintf(&b, ", on store error: %v", c.OnStoreError)
+	if c.KeySecret != nil {
+		b.WriteString(", keyed digests")
+	}
 	return b.String()
 }

@@ -39,6 +39,8 @@
 //	IDEMKIT_BUDGET          per-call time budget of the store, e.g. 500ms, or off
 //	                        (default policy.DefaultBudget, 1s, for network stores; off for mem:// and bolt://)
 //	IDEMKIT_NEAR_CACHE      near-cache capacity in keys, or off (the default)
+//	IDEMKIT_KEY_SECRET      key secret (idemkit.WithKeySecret), used as it is, at least 32 bytes
+//	IDEMKIT_KEY_SECRET_FILE file holding the key secret instead (one trailing newline removed)
 //
 // FromEnv refuses a variable it does not know that starts with IDEMKIT_,
 // and a value it cannot use, with an error that names the variable and

@@ -47,5 +47,5 @@ func ExampleFromEnv_refused() {
 	fmt.Println(err)
 	// Output:
 	// IDEMKIT_ON_STORE_ERROR: setup: invalid configuration: failure mode "fail-open": want closed or open
-	// setup: invalid configuration: unknown variable IDEMKIT_BUDGE (known: IDEMKIT_STORE, IDEMKIT_FALLBACK, IDEMKIT_ON_STORE_ERROR, IDEMKIT_BUDGET, IDEMKIT_NEAR_CACHE)
+	// setup: invalid configuration: unknown variable IDEMKIT_BUDGE (known: IDEMKIT_STORE, IDEMKIT_FALLBACK, IDEMKIT_ON_STORE_ERROR, IDEMKIT_BUDGET, IDEMKIT_NEAR_CACHE, IDEMKIT_KEY_SECRET, IDEMKIT_KEY_SECRET_FILE)
 }

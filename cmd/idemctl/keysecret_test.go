@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/setup"
 	"github.com/idemkit/idemkit/store/memstore"
 )
 
@@ -37,8 +38,8 @@ func TestKeySecretFindsKeysOfASecretEngine(t *testing.T) {
 		env  map[string]string
 		args []string
 	}{
-		"env":       {env: map[string]string{envKeySecret: ctlSecret}},
-		"env file":  {env: map[string]string{envKeySecretFile: file}},
+		"env":       {env: map[string]string{setup.EnvKeySecret: ctlSecret}},
+		"env file":  {env: map[string]string{setup.EnvKeySecretFile: file}},
 		"flag file": {args: []string{"-key-secret-file", file}},
 	} {
 		args := append(append([]string{"-store", url}, c.args...), "get", "-scope", user, doneKey)
@@ -61,11 +62,11 @@ func TestKeySecretFindsKeysOfASecretEngine(t *testing.T) {
 	if code, out, errOut := ctlEnv(t, nil, "-store", url, "get", "-scope", user, doneKey); code != exitNotFound {
 		t.Fatalf("without the secret get = %d, want %d\n%s%s", code, exitNotFound, out, errOut)
 	}
-	code, out, errOut := ctlEnv(t, map[string]string{envKeySecret: "short-secret"}, "-store", url, "get", "-scope", user, doneKey)
+	code, out, errOut := ctlEnv(t, map[string]string{setup.EnvKeySecret: "short-secret"}, "-store", url, "get", "-scope", user, doneKey)
 	if code != exitUsage || strings.Contains(out+errOut, "short-secret") {
 		t.Fatalf("a short secret = %d, want %d without the secret in the output\n%s%s", code, exitUsage, out, errOut)
 	}
-	code, _, errOut = ctlEnv(t, map[string]string{envKeySecret: ctlSecret, envKeySecretFile: file}, "-store", url, "get", doneKey)
+	code, _, errOut = ctlEnv(t, map[string]string{setup.EnvKeySecret: ctlSecret, setup.EnvKeySecretFile: file}, "-store", url, "get", doneKey)
 	if code != exitUsage {
 		t.Fatalf("both a secret and a file = %d, want %d\n%s", code, exitUsage, errOut)
 	}

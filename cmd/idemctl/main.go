@@ -26,7 +26,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -40,6 +39,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for postgres://
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/setup"
 	"github.com/idemkit/idemkit/store"
 	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
 	_ "github.com/idemkit/idemkit/store/memstore"   // mem://
@@ -66,13 +66,6 @@ func main() {
 	stop()
 	os.Exit(code)
 }
-
-// The environment variables that give the key secret, as the service's
-// (idemproxy, idemdemo) do.
-const (
-	envKeySecret     = "IDEMKIT_KEY_SECRET"      // the secret itself, as text
-	envKeySecretFile = "IDEMKIT_KEY_SECRET_FILE" // a file holding it
-)
 
 // globals are the flags before the command.
 type globals struct {
@@ -178,14 +171,15 @@ func parseGlobals(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&g.namespace, "namespace", g.namespace, "engine namespace")
 	fs.BoolVar(&g.readable, "readable-keys", false, "readable store keys")
 	fs.BoolVar(&g.json, "json", false, "JSON output")
-	fs.StringVar(&g.secretFile, "key-secret-file", getenv(envKeySecretFile), "file holding the key secret")
+	fs.StringVar(&g.secretFile, "key-secret-file", getenv(setup.EnvKeySecretFile), "file holding the key secret")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return g, nil, err
 		}
 		return g, nil, errUsage
 	}
-	if err := g.loadSecret(getenv(envKeySecret)); err != nil {
+	var err error
+	if g.secret, err = setup.LoadKeySecret(getenv(setup.EnvKeySecret), g.secretFile); err != nil {
 		fmt.Fprintln(stderr, "idemctl:", err)
 		return g, nil, errUsage
 	}
@@ -199,30 +193,4 @@ func parseGlobals(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	usage(stderr)
 	return g, nil, errUsage
-}
-
-// loadSecret sets g.secret from text (IDEMKIT_KEY_SECRET) or from the
-// file g.secretFile, whichever is given; giving both is an error, and so
-// is a secret shorter than idemkit.MinKeySecretLen. No error holds the
-// secret.
-func (g *globals) loadSecret(text string) error {
-	switch {
-	case text != "" && g.secretFile != "":
-		return fmt.Errorf("give the key secret by %s or by a file (-key-secret-file, %s), not both", envKeySecret, envKeySecretFile)
-	case text != "":
-		g.secret = []byte(text)
-	case g.secretFile != "":
-		b, err := os.ReadFile(g.secretFile)
-		if err != nil {
-			return fmt.Errorf("key secret: %w", err)
-		}
-		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
-		g.secret = b
-	default:
-		return nil
-	}
-	if len(g.secret) < idemkit.MinKeySecretLen {
-		return fmt.Errorf("the key secret must have at least %d bytes, got %d", idemkit.MinKeySecretLen, len(g.secret))
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -94,6 +95,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		detail := quoted.ReplaceAllString(err.Error(), "(…)")
 		return nil, fmt.Errorf("store: open %s: %w: %s (percent-encode / ? # @ : in a password)", Redact(rawURL), ErrInvalid, detail)
 	}
+	if _, err := Query(u); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", Redact(rawURL), err)
+	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("store: open %s: %w: a store URL needs a scheme (%s)", Redact(rawURL), ErrInvalid, strings.Join(Schemes(), "://, ")+"://")
 	}
@@ -150,7 +154,11 @@ func Redact(rawURL string) string {
 		// in the user's place (redis://SECRET@host).
 		u.User = url.User("xxxxx")
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		u.RawQuery = redactRawQuery(u.RawQuery)
+		return u.String()
+	}
 	hidden := false
 	for name := range q {
 		if secretParam(name) {
@@ -164,24 +172,87 @@ func Redact(rawURL string) string {
 	return u.String()
 }
 
+// redactRawQuery hides the secret values of a query that url.ParseQuery
+// refuses (a ';', a bad percent-escape), keeping its text otherwise. Each
+// '&'-separated pair is read as ';'-separated ones too, as some parsers
+// do; a secret's value is hidden up to the next '&', so that no part of
+// a value holding a ';' shows.
+func redactRawQuery(raw string) string {
+	pairs := strings.Split(raw, "&")
+	for i, pair := range pairs {
+		parts := strings.Split(pair, ";")
+		for j, part := range parts {
+			name, _, _ := strings.Cut(part, "=")
+			if n, err := url.QueryUnescape(name); err == nil {
+				name = n
+			}
+			if secretParam(name) {
+				parts = append(parts[:j], strings.SplitN(part, "=", 2)[0]+"=xxxxx")
+				break
+			}
+		}
+		pairs[i] = strings.Join(parts, ";")
+	}
+	return strings.Join(pairs, "&")
+}
+
+// Query returns the query parameters of u, as u.Query does, but refuses
+// with an error wrapping ErrInvalid what u.Query drops without a word: a
+// pair holding a ';' (which Go no longer takes as a separator), or a
+// malformed percent-escape. The error names the parameters concerned but
+// no value. Store URL parsers use it, or Params, never u.Query.
+func Query(u *url.URL) (url.Values, error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err == nil {
+		return q, nil
+	}
+	var names []string
+	bad := ";"
+	if !strings.Contains(u.RawQuery, ";") {
+		bad = "%"
+	}
+	for pair := range strings.SplitSeq(u.RawQuery, "&") {
+		if !strings.Contains(pair, bad) {
+			continue
+		}
+		name, _, _ := strings.Cut(pair, "=")
+		name, _, _ = strings.Cut(name, ";")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		names = append(names, strconv.Quote(name))
+	}
+	where := "parameter(s) " + strings.Join(names, ", ")
+	if bad == ";" {
+		return nil, fmt.Errorf("%w: %s: a ';' in the query, which Go's URL parser would drop with its pair: separate parameters with '&', and write a ';' in a value as %%3B", ErrInvalid, where)
+	}
+	return nil, fmt.Errorf("%w: %s: a malformed percent-escape in the query ('%%' must start %%XX; write a '%%' in a value as %%25)", ErrInvalid, where)
+}
+
 // Params reads a store URL's query parameters and makes sure every one of
 // them was read: a backend takes each parameter it knows with String, then
 // calls Done, which reports the ones it did not take.
 type Params struct {
 	q    url.Values
 	used map[string]bool
+	err  error // the query does not parse (see Query)
 }
 
 // NewParams returns the query parameters of u. A parameter given twice is
-// an error when read.
+// an error when read. A query that Query refuses makes every read, and
+// Done, return Query's error.
 func NewParams(u *url.URL) *Params {
-	return &Params{q: u.Query(), used: map[string]bool{}}
+	q, err := Query(u)
+	return &Params{q: q, used: map[string]bool{}, err: err}
 }
 
 // String returns the value of parameter name and whether it was given. A
 // parameter given more than once is an error wrapping ErrInvalid.
 func (p *Params) String(name string) (string, bool, error) {
 	p.used[name] = true
+	if p.err != nil {
+		return "", false, p.err
+	}
 	vs, ok := p.q[name]
 	switch {
 	case !ok:
@@ -195,6 +266,9 @@ func (p *Params) String(name string) (string, bool, error) {
 // Done returns an error wrapping ErrInvalid that names every parameter
 // that was given but never read, or nil.
 func (p *Params) Done() error {
+	if p.err != nil {
+		return p.err
+	}
 	var unknown []string
 	for name := range p.q {
 		if !p.used[name] {

@@ -115,7 +115,11 @@ func parseRedisURL(u *url.URL) (*clientOptions, []Option, error) {
 	if err := checkShape(u, topology); err != nil {
 		return nil, nil, err
 	}
-	q, opts, err := ownParams(u.Query())
+	all, err := store.Query(u)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, opts, err := ownParams(all)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -65,6 +65,10 @@ func openMySQL(ctx context.Context, u *url.URL) (store.Store, error) {
 // the driver gets and the options they select.
 func urlOptions(u *url.URL) (*url.URL, urlOpts, error) {
 	var o urlOpts
+	q, err := store.Query(u)
+	if err != nil {
+		return nil, o, fmt.Errorf("store: open %s: %w", store.Redact(u.String()), err)
+	}
 	p := store.NewParams(&url.URL{RawQuery: u.RawQuery})
 	table, ok, err := p.String("table")
 	if err != nil {
@@ -84,7 +88,6 @@ func urlOptions(u *url.URL) (*url.URL, urlOpts, error) {
 		return nil, o, fmt.Errorf("store: open %s: %w", store.Redact(u.String()), err)
 	}
 	dsn := *u
-	q := dsn.Query()
 	q.Del("table")
 	q.Del("create_table")
 	dsn.RawQuery = q.Encode()

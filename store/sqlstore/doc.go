@@ -19,12 +19,28 @@
 //	postgresql://...                                                   the same
 //	mysql://user:password@host:3306/db?table=idem                      driver "mysql"
 //
-// sqlstore reads two parameters, table (WithTable) and create_table=true
-// (CreateTable on open), and hands every other one to the driver, in its
-// DSN form, to judge. Open fails with store.ErrInvalid when the driver is
-// not imported (saying which import it needs) and pings the database
-// (store.ErrUnavailable when it does not answer). The Store then owns the
-// pool: Close closes it. Passwords never appear in errors.
+// sqlstore reads these parameters and hands every other one to the
+// driver, in its DSN form, to judge:
+//
+//	table=NAME           WithTable(NAME)
+//	create_table=true    CreateTable on open
+//	max_open=N           at most N connections, N >= 1 (default DefaultURLMaxOpen, 16)
+//	max_idle=N           at most N idle connections, 0 to max_open (default max_open)
+//	max_lifetime=D       close a connection D after it opened; 0s: never (default 30m)
+//	max_idle_time=D      close a connection idle for D; 0s: never (default 5m)
+//
+// The pool is always bounded: each operation waiting on a row holds a
+// connection, and an unbounded pool under a burst opens one per request,
+// up to the server's limit, which it shares with every other client
+// (PostgreSQL then refuses everyone with "too many clients"). Operations
+// beyond max_open wait for a connection, within their context. A value
+// that is not a valid bound, a parameter given twice, and a query holding
+// a ';' (which Go's URL parser would drop with its pair) are refused with
+// store.ErrInvalid before any connection is made. Open fails with
+// store.ErrInvalid when the driver is not imported (saying which import
+// it needs) and pings the database (store.ErrUnavailable when it does not
+// answer). The Store then owns the pool: Close closes it. Passwords never
+// appear in errors. A pool given to New keeps the caller's settings.
 //
 // # Schema
 //
@@ -170,7 +186,9 @@
 //     committed record, or claims the key if it rolled back. A crash rolls
 //     everything back, so no lease is needed; each waiting duplicate holds
 //     a connection, so bound the wait with its context and the server's
-//     lock timeout.
+//     lock timeout. In a bounded pool (store.Open's) duplicates beyond its
+//     size wait for a connection instead; the transaction that holds the
+//     row must not need a second connection of a full pool to end.
 //
 // In a View on MySQL, SetNX and Consume read with locking reads, which
 // see the latest committed row whatever the isolation level. Under

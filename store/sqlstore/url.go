@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -61,42 +62,105 @@ func openMySQL(ctx context.Context, u *url.URL) (store.Store, error) {
 	return openURL(ctx, u, MySQL, MySQLDriver, `_ "github.com/go-sql-driver/mysql"`, mysqlDSN, opts)
 }
 
+// Pool defaults of a Store opened by store.Open; the URL parameters
+// max_open, max_idle, max_lifetime and max_idle_time change them. A pool
+// that New is given is the caller's, and keeps the caller's settings.
+const (
+	// DefaultURLMaxOpen bounds the connections the pool opens
+	// (sql.DB.SetMaxOpenConns): each waiting operation holds one, and a
+	// server's connection limit is shared by every client (PostgreSQL's
+	// max_connections is 100 by default).
+	DefaultURLMaxOpen = 16
+	// DefaultURLMaxLifetime is how long a connection is used at most
+	// (sql.DB.SetConnMaxLifetime), so that a pool follows a failover or a
+	// DNS change.
+	DefaultURLMaxLifetime = 30 * time.Minute
+	// DefaultURLMaxIdleTime is how long a connection stays idle before it
+	// is closed (sql.DB.SetConnMaxIdleTime).
+	DefaultURLMaxIdleTime = 5 * time.Minute
+)
+
+// ownParams are the URL parameters sqlstore reads; the driver gets the
+// others.
+var ownParams = []string{"table", "create_table", "max_open", "max_idle", "max_lifetime", "max_idle_time"}
+
 // urlOptions takes sqlstore's own parameters out of u, returning the URL
 // the driver gets and the options they select.
 func urlOptions(u *url.URL) (*url.URL, urlOpts, error) {
-	var o urlOpts
 	q, err := store.Query(u)
-	if err != nil {
-		return nil, o, fmt.Errorf("store: open %s: %w", store.Redact(u.String()), err)
+	if err == nil {
+		var o urlOpts
+		if o, err = readParams(store.NewParams(u)); err == nil {
+			dsn := *u
+			for _, name := range ownParams {
+				q.Del(name)
+			}
+			dsn.RawQuery = q.Encode()
+			return &dsn, o, nil
+		}
 	}
-	p := store.NewParams(&url.URL{RawQuery: u.RawQuery})
+	return nil, urlOpts{}, fmt.Errorf("store: open %s: %w", store.Redact(u.String()), err)
+}
+
+// readParams reads sqlstore's own parameters. The others are the driver's:
+// Done is not called.
+func readParams(p *store.Params) (urlOpts, error) {
+	o := urlOpts{maxOpen: DefaultURLMaxOpen, maxLifetime: DefaultURLMaxLifetime, maxIdleTime: DefaultURLMaxIdleTime}
 	table, ok, err := p.String("table")
 	if err != nil {
-		return nil, o, fmt.Errorf("store: open %s: %w", store.Redact(u.String()), err)
+		return o, err
 	}
 	if ok {
 		o.opts = append(o.opts, WithTable(table))
 	}
-	create, ok, err := p.String("create_table")
-	if err == nil && ok {
-		o.create, err = strconv.ParseBool(create)
-		if err != nil {
-			err = fmt.Errorf("%w: create_table=%q is not a boolean", store.ErrInvalid, create)
+	if create, ok, err := p.String("create_table"); err != nil {
+		return o, err
+	} else if ok {
+		if o.create, err = strconv.ParseBool(create); err != nil {
+			return o, fmt.Errorf("%w: create_table=%q is not a boolean", store.ErrInvalid, create)
 		}
 	}
-	if err != nil {
-		return nil, o, fmt.Errorf("store: open %s: %w", store.Redact(u.String()), err)
+	if n, ok, err := p.Int("max_open", 1); err != nil {
+		return o, err
+	} else if ok {
+		o.maxOpen = n
 	}
-	dsn := *u
-	q.Del("table")
-	q.Del("create_table")
-	dsn.RawQuery = q.Encode()
-	return &dsn, o, nil
+	o.maxIdle = o.maxOpen
+	if n, ok, err := p.Int("max_idle", 0); err != nil {
+		return o, err
+	} else if ok {
+		if n > o.maxOpen {
+			return o, fmt.Errorf("%w: parameter max_idle=%d: at most max_open (%d)", store.ErrInvalid, n, o.maxOpen)
+		}
+		o.maxIdle = n
+	}
+	if d, ok, err := p.Duration("max_lifetime", 0); err != nil {
+		return o, err
+	} else if ok {
+		o.maxLifetime = d
+	}
+	if d, ok, err := p.Duration("max_idle_time", 0); err != nil {
+		return o, err
+	} else if ok {
+		o.maxIdleTime = d
+	}
+	return o, nil
 }
 
 type urlOpts struct {
 	opts   []Option
 	create bool
+	// the pool's bounds: max_open, max_idle, max_lifetime, max_idle_time
+	maxOpen, maxIdle         int
+	maxLifetime, maxIdleTime time.Duration
+}
+
+// configure applies o's pool bounds to db.
+func (o urlOpts) configure(db *sql.DB) {
+	db.SetMaxOpenConns(o.maxOpen)
+	db.SetMaxIdleConns(o.maxIdle)
+	db.SetConnMaxLifetime(o.maxLifetime)
+	db.SetConnMaxIdleTime(o.maxIdleTime)
 }
 
 // openURL opens the pool, pings it, creates the table if asked, and
@@ -110,6 +174,7 @@ func openURL(ctx context.Context, u *url.URL, d Dialect, driver, importLine, dsn
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", where, store.ErrInvalid, scrub(err, secrets(u)))
 	}
+	o.configure(db)
 	s, err := New(db, d, o.opts...)
 	if err != nil {
 		db.Close()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,9 +77,11 @@ func checkPoolBound(t *testing.T, s *sqlstore.Store, count func() int, bound int
 		t.Fatalf("SetNX in the transaction = %v, %v", set, err)
 	}
 	var wg sync.WaitGroup
+	var ended atomic.Int32
 	errs := make([]error, poolOps)
 	for i := range errs {
 		wg.Go(func() {
+			defer ended.Add(1)
 			set, e, err := s.SetNX(ctx, "k", []byte("dup"+strconv.Itoa(i)), time.Minute)
 			if err == nil && (set || string(e.Value) != "done") {
 				err = fmt.Errorf("SetNX = %v, %q; want false, the committed record", set, e.Value)
@@ -97,6 +100,10 @@ func checkPoolBound(t *testing.T, s *sqlstore.Store, count func() int, bound int
 			break
 		}
 		if st := s.DB().Stats(); st.WaitCount >= int64(poolOps-(bound-1)) && n == bound {
+			break
+		}
+		if ended.Load() > 0 {
+			t.Errorf("%d operations ended while the row was held", ended.Load())
 			break
 		}
 		if ctx.Err() != nil {

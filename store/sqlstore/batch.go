@@ -172,7 +172,8 @@ func (v *View) pgBatch(ctx context.Context, items []store.BatchItem, pending []i
 // INSERT locked every row of the batch, holds the latest versions of those
 // rows (a locking read there, under READ COMMITTED, measured a deadlock in
 // most overlapping batches). In a caller's transaction, whose snapshot may
-// be older, the read is a locking one, LOCK IN SHARE MODE, as getShared. Every row
+// be older, the read is a locking one, LOCK IN SHARE MODE (the INSERT
+// already holds each row exclusively, so it waits on nothing). Every row
 // the INSERT writes gets the same fresh random revision (see myUpsert):
 // the call set exactly the keys whose row it then reads with that
 // revision. The statement text has a row count that is a power of two

@@ -39,7 +39,7 @@ type dialect struct {
 	quote  func(ident string) string
 	schema []string // CREATE statements, T for the table, I for the index
 	// statement templates; see queries
-	get, setnx, setnxAsync, upsert, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
+	get, setnx, setnxAsync, upsert, upsertRow, lockRow, insert, reclaim, cas, cad, consume, consumeRead, consumeRev, sweep, sweepLock, sweepDelete, scan, scanBounded string
 	// SetNXBatch's statements: PostgreSQL's, over arrays, for any number
 	// of keys; MySQL's, templates that batchQueries repeats to n rows.
 	setnxBatch, setnxBatchAsync                   string
@@ -155,13 +155,13 @@ var mysql = dialect{
 	// MariaDB 10.5 or later: the Store's SetNX in one statement. The assignments
 	// run in order, each seeing the ones before, so expires_at, which the
 	// others test, comes last.
-	upsert: `INSERT INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, ?)
-ON DUPLICATE KEY UPDATE
-	rev = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(rev), rev),
-	idem_value = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(idem_value), idem_value),
-	expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
-RETURNING rev, idem_value, ` + myTTL,
-	insert: `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
+	upsert: myUpsert + "\nRETURNING rev, idem_value, " + myTTL,
+	// A View's SetNX on MySQL: upsert without RETURNING, which takes the
+	// key's row exclusively at once, then a read of the row it left
+	// (lockRow, under the lock the upsert took).
+	upsertRow: myUpsert,
+	lockRow:   `SELECT rev, idem_value, ` + myTTL + ` FROM T WHERE idem_key = ? FOR UPDATE`,
+	insert:    `INSERT IGNORE INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, 0)`,
 	reclaim: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
 WHERE idem_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
 	cas: `UPDATE T SET idem_value = ?, expires_at = ` + myExpiry + `, rev = rev + 1
@@ -188,6 +188,17 @@ WHERE idem_key = ? AND idem_value = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	readBatch:   `SELECT idem_key, rev, idem_value, ` + myTTL + ` FROM T WHERE idem_key IN (KEYS)`,
 }
 
+// myUpsert inserts a row, or replaces an expired one, or leaves a live one
+// as it is; its revision tells which (see View.myUpsert). On a duplicate
+// key it takes the row's exclusive lock at once, where INSERT IGNORE takes
+// a shared one: two transactions that each hold the shared lock and then
+// ask for the exclusive one deadlock.
+const myUpsert = `INSERT INTO T (idem_key, idem_value, expires_at, rev) VALUES (?, ?, ` + myExpiry + `, ?)
+ON DUPLICATE KEY UPDATE
+	rev = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(rev), rev),
+	idem_value = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(idem_value), idem_value),
+	expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)`
+
 // myInsertBatch is upsert's INSERT for the rows ROWS, without RETURNING.
 const myInsertBatch = `INSERT INTO T (idem_key, idem_value, expires_at, rev) VALUES ROWS
 ON DUPLICATE KEY UPDATE
@@ -209,9 +220,10 @@ type queries struct {
 	*dialect          // a copy with the table name filled in
 	base     *dialect // Postgres.d or MySQL.d
 	table    string   // quoted
-	// MySQL locking reads, for Views: they read the latest committed row
-	// whatever the transaction's isolation level, and lock it.
-	getShared, consumeLock string
+	// MySQL's locking read for a View's Consume: it reads the latest
+	// committed row whatever the transaction's isolation level, and locks
+	// it.
+	consumeLock string
 	// MySQL's SetNXBatch statements by number of rows (see batchQueries).
 	batchMu sync.Mutex
 	batch   map[int]*myBatch
@@ -220,12 +232,11 @@ type queries struct {
 func newQueries(d *dialect, table string) *queries {
 	q := &queries{dialect: d, base: d, table: quoteTable(d, table)}
 	c := *d
-	for _, s := range []*string{&c.setnxBatch, &c.setnxBatchAsync, &c.upsertBatch, &c.insertBatch, &c.readBatch, &c.get, &c.setnx, &c.setnxAsync, &c.upsert, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
+	for _, s := range []*string{&c.setnxBatch, &c.setnxBatchAsync, &c.upsertBatch, &c.insertBatch, &c.readBatch, &c.get, &c.setnx, &c.setnxAsync, &c.upsert, &c.upsertRow, &c.lockRow, &c.insert, &c.reclaim, &c.cas, &c.cad, &c.consume, &c.consumeRead, &c.consumeRev, &c.sweep, &c.sweepLock, &c.sweepDelete, &c.scan, &c.scanBounded} {
 		*s = q.fill(*s)
 	}
 	q.dialect = &c
 	if d == &mysql {
-		q.getShared = c.get + " LOCK IN SHARE MODE"
 		q.consumeLock = c.consumeRead + " FOR UPDATE"
 	}
 	return q

@@ -77,8 +77,12 @@
 // earlier read without a condition or a lock: SetNX reads a live row (a
 // replay: one round trip), else INSERT IGNORE (a new claim: two), else
 // replaces an expired row with a conditional UPDATE (three). A View's
-// SetNX, on both, runs INSERT IGNORE first (a new claim: one round trip),
-// then the UPDATE, then a locking read. CompareAndSwap and
+// SetNX takes the key's row exclusively with its first statement, so that
+// concurrent claims of one key queue on the row instead of deadlocking: on
+// MariaDB 10.5 or later it is the Store's one statement; on MySQL the same
+// INSERT ... ON DUPLICATE KEY UPDATE without RETURNING, then a locking
+// read of the row's revision (two round trips; one when it replaced an
+// expired row). CompareAndSwap and
 // CompareAndDelete are one conditional statement. Consume is one DELETE
 // ... RETURNING on MariaDB 10.5 or later, and elsewhere a read of the
 // row's revision and a DELETE of exactly that revision.
@@ -190,11 +194,16 @@
 //     size wait for a connection instead; the transaction that holds the
 //     row must not need a second connection of a full pool to end.
 //
-// In a View on MySQL, SetNX and Consume read with locking reads, which
-// see the latest committed row whatever the isolation level. Under
-// REPEATABLE READ (MySQL's default) concurrent claims of one absent key
-// may end in a deadlock error that rolls back the caller's transaction;
-// READ COMMITTED avoids the gap locks behind it. On every server a claim
+// In a View on MySQL, SetNX and Consume take the key's row exclusively
+// before they read it, with statements that see the latest committed row
+// whatever the isolation level: concurrent claims and replays of one key,
+// in transactions at READ COMMITTED, REPEATABLE READ (MySQL's default) or
+// SERIALIZABLE, wait for each other in turn and never deadlock (an INSERT
+// IGNORE's shared lock, then an exclusive one, deadlocked up to a third of
+// the replays of a completed key by three concurrent callers). A replay in a View thus
+// holds the row until its transaction ends: keep such transactions short,
+// as with PostgreSQL, where INSERT ... ON CONFLICT locks the row it finds
+// too. On every server a claim
 // of a key that another transaction claimed and has not committed waits
 // for it. A claim of a key whose completion a transaction has written and
 // not committed yet waits for it too, then replays the completed record,

@@ -122,29 +122,30 @@ func (v *View) pgSetNX(ctx context.Context, key string, value []byte, ms int64) 
 	return false, entry(val, ttl), true, nil
 }
 
-// mySetNX claims key. On the Store's own pool on MariaDB 10.5 or later it
-// is one statement (see myUpsert). Otherwise it takes at most three
-// statements, each atomic on its own: read a live row; insert if no row;
-// replace an expired row. On the Store's own pool the read comes first,
-// so that a replay costs one round trip. In a View the read comes last,
-// as a locking read: a plain read in a REPEATABLE READ transaction would
-// see the transaction's snapshot, not the row that made the insert fail.
-// A View claims new keys, its common case, with the INSERT IGNORE alone,
-// which measured cheaper there than myUpsert's result set.
+// mySetNX claims key. On MariaDB 10.5 or later it is one statement (see
+// myUpsert), on the Store's own pool and in a View alike. Otherwise, on
+// the Store's own pool, it takes at most three autocommit statements, each
+// atomic on its own: read a live row (a replay costs one round trip);
+// insert if no row; replace an expired row. In a View it is myUpsertRow.
+//
+// In a View the first statement takes the key's row exclusively, so that
+// concurrent claims of one key queue on it. An INSERT IGNORE of a
+// duplicate key takes a shared lock, which the transaction keeps: two
+// duplicates holding it that then ask for the exclusive one (to replace
+// the row, or to complete it) deadlock, one rolled back by the server.
 func (v *View) mySetNX(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
-	if v.own {
-		if ret, err := v.s.mysqlReturning(ctx, v.c); err != nil || ret {
-			if err != nil {
-				return false, store.Entry{}, false, err
-			}
-			return v.myUpsert(ctx, key, value, ms)
-		}
+	ret, err := v.s.mysqlReturning(ctx, v.c)
+	switch {
+	case err != nil:
+		return false, store.Entry{}, false, err
+	case ret:
+		return v.myUpsert(ctx, key, value, ms)
+	case !v.own:
+		return v.myUpsertRow(ctx, key, value, ms)
 	}
 	q, k := v.s.q, []byte(key)
-	if v.own {
-		if e, found, err := v.read(ctx, q.get, k); err != nil || found {
-			return false, e, found, err
-		}
+	if e, found, err := v.read(ctx, q.get, k); err != nil || found {
+		return false, e, found, err
 	}
 	for _, st := range []struct {
 		query string
@@ -155,12 +156,38 @@ func (v *View) mySetNX(ctx context.Context, key string, value []byte, ms int64) 
 			return n == 1, store.Entry{}, n == 1, err
 		}
 	}
-	if !v.own {
-		if e, found, err := v.read(ctx, q.getShared, k); err != nil || found {
-			return false, e, found, err
-		}
-	}
 	return false, store.Entry{}, false, nil
+}
+
+// myUpsertRow is a View's SetNX on MySQL, which has no RETURNING: myUpsert's
+// statement without it, which takes the row exclusively whatever it
+// finds, then a read of the row under that lock. The read is a locking
+// one, which sees the latest committed row (and the transaction's own
+// write) whatever the isolation level; the row's revision tells whether
+// the statement wrote it. An affected-row count of 2 (an expired row
+// replaced) says so without the read; 1 does not, since a client with
+// the found-rows flag counts a live row left as it was as 1 too.
+func (v *View) myUpsertRow(ctx context.Context, key string, value []byte, ms int64) (set bool, e store.Entry, done bool, err error) {
+	rev := rand.Int64N(maxRev-minRev) + minRev
+	k := []byte(key)
+	n, err := v.c.Exec(ctx, v.s.q.upsertRow, k, value, ms*1000, rev)
+	if err != nil || n == 2 {
+		return n == 2, store.Entry{}, n == 2, err
+	}
+	var got, ttl int64
+	var val []byte
+	found, err := queryOne(ctx, v.c, v.s.q.lockRow, []any{k}, &got, &val, &ttl)
+	switch {
+	case err != nil || !found:
+		return false, store.Entry{}, false, err
+	case got == rev:
+		return true, store.Entry{}, true, nil
+	case ttl <= 0:
+		// The live row the statement found expired before the read: run
+		// again, to replace it.
+		return false, store.Entry{}, false, nil
+	}
+	return false, entry(val, ttl), true, nil
 }
 
 // myUpsert claims key in one statement, INSERT ... ON DUPLICATE KEY

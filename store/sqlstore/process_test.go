@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,7 @@ func TestCrossProcessRace(t *testing.T) {
 			for i := range raceKeys {
 				mustSet(t, s, "consume:"+strconv.Itoa(i), []byte("stored-"+strconv.Itoa(i)), time.Hour)
 			}
-			lines := runChildren(t, b, s.Table())
+			lines := runChildren(t, b, s.Table(), "TestRaceChild", nil, "SET ", "CONSUMED ")
 			set, consumed := map[string]string{}, map[string]string{}
 			for _, l := range lines {
 				f := strings.Fields(l)
@@ -70,9 +71,11 @@ func TestCrossProcessRace(t *testing.T) {
 	}
 }
 
-// runChildren starts the children, releases them together (each waits
-// for a line on stdin) and returns the lines they printed.
-func runChildren(t *testing.T, b *backend, table string) []string {
+// runChildren starts raceProcs children running the test named child,
+// with env added to their environment, releases them together (each waits
+// for a line on stdin) and returns the lines they printed that start with
+// one of prefixes.
+func runChildren(t *testing.T, b *backend, table, child string, env []string, prefixes ...string) []string {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	var (
@@ -83,8 +86,8 @@ func runChildren(t *testing.T, b *backend, table string) []string {
 	)
 	starts := make([]func(), 0, raceProcs)
 	for p := range raceProcs {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRaceChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envChild+"=1", envChildDSN+"="+b.dsn, envChildTable+"="+table,
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+		cmd.Env = append(append(os.Environ(), env...), envChild+"=1", envChildDSN+"="+b.dsn, envChildTable+"="+table,
 			envChildDialect+"="+b.name, envChildProc+"="+strconv.Itoa(p))
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
@@ -105,10 +108,11 @@ func runChildren(t *testing.T, b *backend, table string) []string {
 			defer wg.Done()
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
-				switch l := sc.Text(); {
+				l := sc.Text()
+				switch {
 				case l == "READY":
 					close(ready)
-				case strings.HasPrefix(l, "SET ") || strings.HasPrefix(l, "CONSUMED "):
+				case slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(l, p) }):
 					mu.Lock()
 					lines = append(lines, l)
 					mu.Unlock()

@@ -6,16 +6,25 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
+// checkDeadline bounds one Check of a refStore, which takes about two
+// seconds even on a loaded machine: a suite that loops on a broken store
+// must end with a report, not hang until go test's timeout.
+const checkDeadline = time.Minute
+
 // violations runs Check against refStores with faults f and returns what
-// it found, failing the test on an error that is not a violation.
+// it found, failing the test on an error that is not a violation (Check
+// stopped by checkDeadline among them).
 func violations(t *testing.T, f faults) []*storetest.Violation {
 	t.Helper()
-	err := storetest.Check(t.Context(), func() (store.Store, error) { return newRefStore(f), nil })
+	ctx, cancel := context.WithTimeout(t.Context(), checkDeadline)
+	defer cancel()
+	err := storetest.Check(ctx, func() (store.Store, error) { return newRefStore(f), nil })
 	var found []*storetest.Violation
 	for _, e := range unjoin(err) {
 		var v *storetest.Violation
@@ -61,6 +70,8 @@ func TestCheckReportsEachBrokenRule(t *testing.T) {
 			[]string{"Invalid/SetNX", "Invalid/Get", "Invalid/CompareAndSwap", "Invalid/CompareAndDelete", "Invalid/Consume",
 				"SetNXValue/Invalid"}, nil},
 		{"SwapKeepsTTL", faults{casKeepsTTL: true}, "and its TTL with ttl", []string{"CompareAndSwap/Match"}, nil},
+		{"SwapComparesNew", faults{casComparesNew: true}, "only if the current value equals old",
+			[]string{"CompareAndSwap/Match", "Race/StaleValueNeverWins", "Race/CompareAndSwapCounter"}, nil},
 		{"ConsumeKeeps", faults{consumeKeeps: true}, "Consume deletes key",
 			[]string{"Consume/Present", "Consume/EmptyValue", "Race/ConsumeOneWinner", "Race/LockstepConsume"}, nil},
 		{"IgnoredContext", faults{ignoreCtx: true}, "wraps ctx.Err()",

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -234,7 +235,9 @@ func testStale(c *checker, s store.Store) {
 
 // testRaceCounter increments a counter with read-then-CompareAndSwap loops
 // from many goroutines: a CompareAndSwap that accepted a stale value would
-// lose an increment.
+// lose an increment, and one that refused the value it was given would
+// make a loop retry; increment bounds the retries, so such a store fails
+// the case instead of hanging it.
 func testRaceCounter(c *checker, s store.Store) {
 	const workers, increments = 8, 25
 	if !c.set(s, "counter", []byte("0"), longTTL) {
@@ -243,22 +246,44 @@ func testRaceCounter(c *checker, s store.Store) {
 	errs := make([]error, workers)
 	race(workers, func(i int) {
 		for range increments {
-			if errs[i] = increment(c, s, "counter"); errs[i] != nil {
+			if errs[i] = increment(c, s, "counter", workers*increments); errs[i] != nil {
 				return
 			}
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
-		c.errorf(ruleConcurrent, "incrementing a counter with Get and CompareAndSwap from %d goroutines: %v", workers, err)
+	failed := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			first = cmp.Or(first, err)
+		}
+	}
+	if first != nil {
+		rule := ruleConcurrent
+		if errors.Is(first, errNoProgress) {
+			rule = ruleCAS
+		}
+		c.errorf(rule, "incrementing a counter with Get and CompareAndSwap from %d goroutines, %d failed; the first: %v",
+			workers, failed, first)
 		return
 	}
 	c.holds(s, "counter", []byte(strconv.Itoa(workers*increments)), ruleAtomic)
 }
 
-// increment adds one to the decimal counter under key, retrying until its
-// CompareAndSwap wins.
-func increment(c *checker, s store.Store, key string) error {
-	for {
+// errNoProgress marks an increment that CompareAndSwap kept refusing.
+var errNoProgress = errors.New("no progress")
+
+// increment adds one to the decimal counter under key, retrying while its
+// CompareAndSwap loses to another increment. With a correct store each
+// refusal means another increment happened since this attempt's Get, so
+// the next Get reads a larger value; the counter stays below total until
+// this increment lands, so more than total attempts prove the store
+// refused a key holding old: that returns an error wrapping
+// errNoProgress.
+func increment(c *checker, s store.Store, key string, total int) error {
+	var old, next []byte
+	for range total + 1 {
 		e, err := s.Get(c.ctx, key)
 		if err != nil {
 			return err
@@ -267,9 +292,13 @@ func increment(c *checker, s store.Store, key string) error {
 		if err != nil {
 			return err
 		}
-		ok, err := s.CompareAndSwap(c.ctx, key, e.Value, []byte(strconv.Itoa(n+1)), longTTL)
+		old, next = e.Value, []byte(strconv.Itoa(n+1))
+		ok, err := s.CompareAndSwap(c.ctx, key, old, next, longTTL)
 		if err != nil || ok {
 			return err
 		}
 	}
+	return fmt.Errorf("%w: CompareAndSwap(%s, old %s, new %s) reported false %d times in a row, each right after Get read old, "+
+		"but a correct store refuses only when another increment came between, and only %d exist",
+		errNoProgress, show(key), show(old), show(next), total+1, total)
 }

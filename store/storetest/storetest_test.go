@@ -23,6 +23,7 @@ type faults struct {
 	ignoreTTL      bool // nothing ever expires
 	acceptInvalid  bool // skips argument checks
 	casKeepsTTL    bool // CompareAndSwap keeps the old TTL
+	casComparesNew bool // CompareAndSwap compares the current value with new, not old
 	consumeKeeps   bool // Consume returns the value without deleting it
 	batchLastWins  bool // a key repeated in a batch takes its last value
 	batchPartial   bool // a batch writes the items before an invalid one
@@ -188,7 +189,11 @@ func (r *refStore) CompareAndSwap(ctx context.Context, key string, old, new []by
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.live(key)
-	if !ok || !bytes.Equal(e.value, old) {
+	want := old
+	if r.f.casComparesNew {
+		want = new
+	}
+	if !ok || !bytes.Equal(e.value, want) {
 		return false, nil
 	}
 	r.put(key, new, ttl)

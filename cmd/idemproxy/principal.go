@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
@@ -210,7 +211,13 @@ func (v *jwtVerifier) keyFor(t *jwt.Token) (any, error) {
 	return jwt.VerificationKeySet{Keys: found}, nil
 }
 
-// principal reads and verifies the bearer token of r.
+// principal reads and verifies the bearer token of r, and returns its
+// principal: the configured claim when an issuer is pinned, otherwise the
+// token's issuer and that claim together (see issuerPrincipal), so that
+// the same subject from two issuers whose keys the proxy holds names two
+// callers. A token whose header has crit (RFC 7515 section 4.1.11: the
+// proxy understands no extension) or whose header or claims name a member
+// twice is refused.
 func (v *jwtVerifier) principal(r *http.Request) (string, error) {
 	h := r.Header.Values("Authorization")
 	if len(h) != 1 {
@@ -219,6 +226,9 @@ func (v *jwtVerifier) principal(r *http.Request) (string, error) {
 	scheme, raw, ok := strings.Cut(h[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
 		return "", fmt.Errorf("%w: Authorization is not a bearer token", idemhttp.ErrNoPrincipal)
+	}
+	if err := checkJOSE(raw); err != nil {
+		return "", fmt.Errorf("%w: %v", idemhttp.ErrNoPrincipal, err)
 	}
 	claims := jwt.MapClaims{}
 	if _, err := v.parser.ParseWithClaims(raw, claims, v.keyFor); err != nil {
@@ -230,7 +240,98 @@ func (v *jwtVerifier) principal(r *http.Request) (string, error) {
 	if !ok || p == "" {
 		return "", fmt.Errorf("%w: the token has no string claim %q", idemhttp.ErrNoPrincipal, v.claim)
 	}
-	return p, nil
+	if v.cfg.Issuer != "" {
+		return p, nil // the parser checked iss
+	}
+	iss := ""
+	if c, present := claims["iss"]; present {
+		if iss, ok = c.(string); !ok {
+			return "", fmt.Errorf("%w: the token's iss is not a string", idemhttp.ErrNoPrincipal)
+		}
+	}
+	return issuerPrincipal(iss, p), nil
+}
+
+// maxJSONDepth bounds the nesting of a token's header and claims.
+const maxJSONDepth = 32
+
+// checkJOSE refuses what the jwt package would accept silently: a crit
+// header, and a member named twice in the header, the claims or any object
+// inside them (encoding/json keeps the last). A token that is not three
+// base64url parts is left to the parser, which refuses it. Errors name no
+// part of the token but a member name.
+func checkJOSE(raw string) error {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return nil
+	}
+	header, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+	claims, err2 := base64.RawURLEncoding.DecodeString(parts[1])
+	if errors.Join(err1, err2) != nil {
+		return nil
+	}
+	if err := uniqueMembers(header); err != nil {
+		return fmt.Errorf("token header: %w", err)
+	}
+	if err := uniqueMembers(claims); err != nil {
+		return fmt.Errorf("token claims: %w", err)
+	}
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(header, &h); err != nil {
+		return fmt.Errorf("token header: %w", err)
+	}
+	if _, ok := h["crit"]; ok {
+		return errors.New("the token header has crit: this proxy understands no JWS extension (RFC 7515 section 4.1.11)")
+	}
+	return nil
+}
+
+// uniqueMembers reports the first member name that an object of the JSON
+// document b repeats (after unescaping).
+func uniqueMembers(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return uniqueIn(dec, 0)
+}
+
+// uniqueIn reads one JSON value from dec, checking every object in it.
+func uniqueIn(dec *json.Decoder, depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("nested over %d levels", maxJSONDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			name, _ := k.(string) // an object's keys are strings
+			if seen[name] {
+				return fmt.Errorf("duplicate member %.64q", name)
+			}
+			seen[name] = true
+			if err := uniqueIn(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return err
+	case json.Delim('['):
+		for dec.More() {
+			if err := uniqueIn(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return err
+	}
+	return nil
 }
 
 // parsePublicKeyPEM reads the first PUBLIC KEY or CERTIFICATE block of b.
@@ -341,4 +442,14 @@ func b64int(s string) (*big.Int, error) {
 		return nil, errors.New("bad base64url integer")
 	}
 	return new(big.Int).SetBytes(b), nil
+}
+
+// issuerPrincipal is the principal of claim value p in a token of issuer
+// iss when no issuer is pinned: the JSON array [iss, p], e.g.
+// ["https://issuer.test","alice"]. JSON encodes each string whole, quotes
+// and all, so no two pairs give the same principal, whatever characters
+// they hold.
+func issuerPrincipal(iss, p string) string {
+	b, _ := json.Marshal([2]string{iss, p}) // strings always marshal
+	return string(b)
 }

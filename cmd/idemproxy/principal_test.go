@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,8 +160,10 @@ func TestJWTConfiguredClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := v.principal(bearer(sign(t, jwt.SigningMethodRS256, k.rsa, claims("alice"), ""))); err != nil || p != "t-alice" {
-		t.Fatalf("principal %q, %v", p, err)
+	// No issuer is pinned: the claim is scoped by the token's issuer.
+	want := issuerPrincipal("https://issuer.test", "t-alice")
+	if p, err := v.principal(bearer(sign(t, jwt.SigningMethodRS256, k.rsa, claims("alice"), ""))); err != nil || p != want {
+		t.Fatalf("principal %q, %v; want %q", p, err, want)
 	}
 	// Only RS256 is configured: an HS256 token is refused even though
 	// it is well formed.
@@ -314,4 +317,144 @@ func TestJWKSReloadRotatesKeysAndAFailedReloadKeepsThem(t *testing.T) {
 		t.Fatalf("reload of an empty JWKS: %v", err)
 	}
 	check("after a failed reload", false, true)
+}
+
+// signRaw signs header and claims, given as JSON text, with HS256: the
+// tests below need members the jwt package would not write (a repeated
+// name, a crit header).
+func signRaw(t *testing.T, key []byte, header, claims string) string {
+	t.Helper()
+	enc := base64.RawURLEncoding.EncodeToString
+	signing := enc([]byte(header)) + "." + enc([]byte(claims))
+	sig, err := jwt.SigningMethodHS256.Sign(signing, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signing + "." + enc(sig)
+}
+
+// hsVerifier is an HS256 verifier over k's secret, its issuer pinned or
+// not.
+func hsVerifier(t *testing.T, k *jwtKeys, issuer string) *jwtVerifier {
+	t.Helper()
+	v, err := newJWTVerifier(jwtCfg{Algorithms: []string{"HS256"}, HMACKeyFile: k.hmacFile, Issuer: issuer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestJWTCritHeader: RFC 7515 section 4.1.11 makes a recipient that does
+// not understand an extension crit names reject the token. The proxy
+// understands none.
+func TestJWTCritHeader(t *testing.T) {
+	k := newJWTKeys(t)
+	v := hsVerifier(t, k, "")
+	exp := time.Now().Add(time.Hour).Unix()
+	body := `{"sub":"alice","iss":"https://issuer.test","exp":` + strconv.FormatInt(exp, 10) + `}`
+	if _, err := v.principal(bearer(signRaw(t, k.hmac, `{"alg":"HS256","typ":"JWT"}`, body))); err != nil {
+		t.Fatalf("the same token without crit: %v", err)
+	}
+	for name, header := range map[string]string{
+		"unknown extension":  `{"alg":"HS256","typ":"JWT","crit":["exp-policy"],"exp-policy":"strict"}`,
+		"b64 (RFC 7797)":     `{"alg":"HS256","crit":["b64"],"b64":true}`,
+		"empty list":         `{"alg":"HS256","crit":[]}`,
+		"not a list":         `{"alg":"HS256","crit":"exp-policy"}`,
+		"names a registered": `{"alg":"HS256","crit":["alg"]}`,
+	} {
+		p, err := v.principal(bearer(signRaw(t, k.hmac, header, body)))
+		if !errors.Is(err, idemhttp.ErrNoPrincipal) || !strings.Contains(err.Error(), "crit") {
+			t.Errorf("%s: principal %q, err %v; want ErrNoPrincipal naming crit", name, p, err)
+		}
+	}
+}
+
+// TestJWTDuplicateMembers: a member named twice in the header or the
+// claims is refused, not read as its last occurrence (which could name a
+// different subject than another reader of the same token sees).
+func TestJWTDuplicateMembers(t *testing.T) {
+	k := newJWTKeys(t)
+	v := hsVerifier(t, k, "https://issuer.test")
+	exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	hdr := `{"alg":"HS256","typ":"JWT"}`
+	for name, tc := range map[string]struct{ header, claims string }{
+		"two sub":           {hdr, `{"sub":"alice","sub":"mallory","iss":"https://issuer.test","exp":` + exp + `}`},
+		"two iss":           {hdr, `{"sub":"alice","iss":"https://evil.test","iss":"https://issuer.test","exp":` + exp + `}`},
+		"two exp":           {hdr, `{"sub":"alice","iss":"https://issuer.test","exp":1,"exp":` + exp + `}`},
+		"escaped duplicate": {hdr, `{"sub":"alice","s\u0075b":"mallory","iss":"https://issuer.test","exp":` + exp + `}`},
+		"nested duplicate":  {hdr, `{"sub":"alice","iss":"https://issuer.test","exp":` + exp + `,"ctx":{"a":1,"a":2}}`},
+		"two alg":           {`{"alg":"none","alg":"HS256","typ":"JWT"}`, `{"sub":"alice","iss":"https://issuer.test","exp":` + exp + `}`},
+		"two kid":           {`{"alg":"HS256","kid":"a","kid":"b"}`, `{"sub":"alice","iss":"https://issuer.test","exp":` + exp + `}`},
+	} {
+		p, err := v.principal(bearer(signRaw(t, k.hmac, tc.header, tc.claims)))
+		if !errors.Is(err, idemhttp.ErrNoPrincipal) || !strings.Contains(err.Error(), "duplicate") {
+			t.Errorf("%s: principal %q, err %v; want ErrNoPrincipal naming the duplicate", name, p, err)
+		}
+	}
+	ok := signRaw(t, k.hmac, hdr, `{"sub":"alice","iss":"https://issuer.test","exp":`+exp+`,"ctx":{"a":1},"aud":["x","x"]}`)
+	if p, err := v.principal(bearer(ok)); err != nil || p != "alice" {
+		t.Errorf("distinct members (a repeated array value is no duplicate member): principal %q, %v", p, err)
+	}
+}
+
+// TestJWTPrincipalScopedByIssuer: with no issuer pinned, any issuer whose
+// key the proxy holds is accepted, so the same sub from two issuers names
+// two callers; the principal is the issuer and the claim together. With
+// the issuer pinned it is the claim alone.
+func TestJWTPrincipalScopedByIssuer(t *testing.T) {
+	k := newJWTKeys(t)
+	tok := func(iss any, sub string) string {
+		c := jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}
+		if iss != nil {
+			c["iss"] = iss
+		}
+		return sign(t, jwt.SigningMethodHS256, k.hmac, c, "")
+	}
+	open := hsVerifier(t, k, "")
+	principal := func(tok string) string {
+		t.Helper()
+		p, err := open.principal(bearer(tok))
+		if err != nil {
+			t.Fatalf("principal: %v", err)
+		}
+		return p
+	}
+	a, b := principal(tok("https://a.test", "alice")), principal(tok("https://b.test", "alice"))
+	if a == b {
+		t.Errorf("sub alice of two issuers is one principal %q", a)
+	}
+	if a != principal(tok("https://a.test", "alice")) {
+		t.Errorf("one issuer's alice is not stable")
+	}
+	if want := issuerPrincipal("https://a.test", "alice"); a != want {
+		t.Errorf("principal %q, want %q", a, want)
+	}
+	// No separator makes two pairs one string.
+	pairs := [][2]string{
+		{"https://a.test", "alice"}, {"https://a.test/", "/alice"}, {"https://a.test/alice", ""},
+		{`x","y`, "z"}, {"x", `y","z`}, {"", "https://a.test alice"}, {"a\x00b", "c"}, {"a", "\x00bc"},
+	}
+	seen := map[string][2]string{}
+	for _, pr := range pairs {
+		var p string
+		if pr[1] == "" {
+			continue // an empty claim is refused before it is scoped
+		}
+		p = principal(tok(pr[0], pr[1]))
+		if prev, dup := seen[p]; dup {
+			t.Errorf("issuer/claim pairs %q and %q are one principal %q", prev, pr, p)
+		}
+		seen[p] = pr
+	}
+	noIss := principal(tok(nil, "alice"))
+	if noIss == a || noIss == "alice" {
+		t.Errorf("a token without iss gets principal %q, the same as one with an issuer or the bare sub", noIss)
+	}
+	if p, err := open.principal(bearer(tok(42, "alice"))); !errors.Is(err, idemhttp.ErrNoPrincipal) {
+		t.Errorf("numeric iss: principal %q, err %v; want ErrNoPrincipal", p, err)
+	}
+	pinned := hsVerifier(t, k, "https://a.test")
+	if p, err := pinned.principal(bearer(tok("https://a.test", "alice"))); err != nil || p != "alice" {
+		t.Errorf("pinned issuer: principal %q, %v; want the bare sub", p, err)
+	}
 }

@@ -41,6 +41,23 @@ import (
 // browserBudget bounds the whole browser test, browser start included.
 const browserBudget = 85 * time.Second
 
+// stepTimeout bounds each wait and each browser action of the test. A step
+// takes well under a second on an idle machine; one that takes this long
+// has missed its event, and the test fails naming it rather than using up
+// browserBudget.
+const stepTimeout = 20 * time.Second
+
+// browserWindow is the dedup window of the browser demo's POST
+// /orders/quick. window_five_clicks needs its five clicks inside one
+// window, which the default of a few seconds does not promise on a loaded
+// machine.
+const browserWindow = time.Minute
+
+// readyJS is true once app.js attached every handler of the page (the
+// mark main sets last). A page restored from the back-forward cache keeps
+// it, as it keeps its handlers.
+const readyJS = `document.documentElement.dataset.ready === "true"`
+
 // chromiumPath returns the browser binary, or skips the test when there is
 // none and none was required.
 func chromiumPath(t *testing.T) string {
@@ -65,7 +82,52 @@ type browserDemo struct {
 	orders   *memoryOrders
 	inflight atomic.Int64 // POST requests being handled
 	posts    atomic.Int64 // POST requests received
+
+	// held, when not nil, is a channel closed when the answers to POST
+	// requests may go out (see holdAnswers).
+	held atomic.Pointer[chan struct{}]
 }
+
+// holdAnswers makes the answer to every POST request that arrives from now
+// wait, its handler's work done, until release is called (at the latest
+// when t ends) or the browser abandons the request. A form post's answer
+// replaces the page: held back, it cannot take the form away between the
+// clicks of a multi-click test, however slowly a loaded machine lets the
+// test click, and a reload lands on the page it was meant for. The server
+// still receives, orders and runs every request as it comes.
+func (d *browserDemo) holdAnswers(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	d.held.Store(&gate)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			d.held.Store(nil)
+			close(gate)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// heldWriter delays the first byte of an answer until wait returns.
+type heldWriter struct {
+	http.ResponseWriter
+	once sync.Once
+	wait func()
+}
+
+func (h *heldWriter) WriteHeader(status int) {
+	h.once.Do(h.wait)
+	h.ResponseWriter.WriteHeader(status)
+}
+
+func (h *heldWriter) Write(b []byte) (int, error) {
+	h.once.Do(h.wait)
+	return h.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (h *heldWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 func startBrowserDemo(t *testing.T) *browserDemo {
 	t.Helper()
@@ -75,16 +137,25 @@ func startBrowserDemo(t *testing.T) *browserDemo {
 	e, err := idemkit.New(st, idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	d := &browserDemo{orders: newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)}
-	h, err := newHandler(e, d.orders, defaultConfig().window, discardLogger())
+	h, err := newHandler(e, d.orders, browserWindow, discardLogger())
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if os.Getenv("IDEMDEMO_TRACE") != "" {
 			t.Logf("%s %s %s", time.Now().Format("05.000"), r.Method, r.URL.Path)
 		}
 		if r.Method == http.MethodPost { // not the page's polling of GET /orders
-			d.posts.Add(1)
 			d.inflight.Add(1)
 			defer d.inflight.Add(-1)
+			if gate := d.held.Load(); gate != nil {
+				done := r.Context().Done() // the browser abandoned the request
+				w = &heldWriter{ResponseWriter: w, wait: func() {
+					select {
+					case <-*gate:
+					case <-done:
+					}
+				}}
+			}
+			d.posts.Add(1) // last: a caller that saw it sees the request counted in flight and held
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -123,14 +194,20 @@ func (d *browserDemo) settle(ctx context.Context, t *testing.T) {
 	waitUntil(ctx, t, "the server to finish every request", func() bool { return d.inflight.Load() == 0 })
 }
 
-// waitUntil polls cond until it holds, or fails the test when ctx ends.
+// waitUntil polls cond until it holds, or fails the test when stepTimeout
+// passes or ctx ends first.
 func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(25 * time.Millisecond):
+			t.Fatalf("gave up waiting for %s after %v: %v", what, time.Since(start).Round(time.Millisecond), ctx.Err())
+		case <-tick.C:
 		}
 	}
 }
@@ -170,15 +247,24 @@ type tab struct {
 	d   *browserDemo
 }
 
+// step returns the context of one browser action, bounded by stepTimeout.
+func (b tab) step() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(b.ctx, stepTimeout)
+}
+
 func (b tab) do(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	require.NoError(b.t, chromedp.Do(b.ctx, steps...))
+	ctx, cancel := b.step()
+	defer cancel()
+	require.NoError(b.t, chromedp.Do(ctx, steps...))
 }
 
 // eval evaluates a JavaScript expression of type T.
 func eval[T any](b tab, expr string) T {
 	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	ctx, cancel := b.step()
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
 	require.NoError(b.t, err, "evaluate %s", expr)
 	return v
 }
@@ -196,27 +282,33 @@ func (b tab) waitJS(what, expr string) {
 }
 
 // reload reloads the page, as the user's reload button does, while a form
-// submission is under way. The reload cancels the submission's navigation,
-// and chromedp.Reload may report that navigation's net::ERR_ABORTED as its
-// own failure although the reload goes on; the caller's next wait checks
-// that the page came back.
+// submission is under way, and waits for the new document with its
+// handlers. The reload cancels the submission's navigation, and
+// chromedp.Reload may report that navigation's net::ERR_ABORTED as its
+// own failure although the reload goes on; the mark open left on the old
+// document tells the wait that the page has not come back yet.
 func (b tab) reload() {
 	b.t.Helper()
-	err := chromedp.Do(b.ctx, chromedp.Reload())
+	ctx, cancel := b.step()
+	defer cancel()
+	err := chromedp.Do(ctx, chromedp.Reload())
 	if err != nil && !strings.Contains(err.Error(), "net::ERR_ABORTED") {
 		require.NoError(b.t, err)
 	}
+	b.waitJS("the reloaded page", `window.idemdemoOldDocument === undefined && `+readyJS)
 }
 
 // open loads a fresh render of the page (a new token, a new key state)
-// with the slow server on or off.
+// with the slow server on or off, once its script attached its handlers,
+// and marks the document as one a reload replaces.
 func (b tab) open(slow bool) {
 	b.t.Helper()
 	b.do(chromedp.Navigate(b.d.url + "/"))
-	b.waitJS("the page", `document.querySelector("#order-count") !== null && document.querySelector("#slow") !== null`)
+	b.waitJS("the page and its script", `document.querySelector("#slow") !== null && `+readyJS)
 	want := map[bool]string{true: "true", false: "false"}[slow]
 	eval[bool](b, `(() => { const s = document.querySelector("#slow"); if (s.checked !== `+want+`) s.click(); return true })()`)
 	b.waitJS("the slow toggle", `[...document.querySelectorAll('input[name="slow"]')].every(f => f.value === (`+want+` ? "1" : ""))`)
+	eval[bool](b, `(window.idemdemoOldDocument = true)`) // for reload, which cannot mark it once a post is pending
 }
 
 // clicks clicks the selected button n times with real mouse events. Each
@@ -227,20 +319,26 @@ func (b tab) open(slow bool) {
 // submission in flight, is one whose request has left.
 // The clicks go to the button's place on the screen, found by script:
 // the protocol's DOM node IDs do not survive a pending navigation or a
-// page restored from the back-forward cache.
+// page restored from the back-forward cache, and the protocol evaluates
+// no script while a form post's navigation is pending. A form post's
+// answer replaces the page, so a multi-click on a form holds the answers
+// (holdAnswers) until the clicks are done: otherwise a click that comes
+// after the answer lands on the result page, sends nothing, and the wait
+// for its submission fails.
 func (b tab) clicks(sel string, n int) {
 	b.t.Helper()
-	b.waitJS(sel, `document.readyState === "complete" && document.querySelector("`+sel+`") !== null`)
+	b.waitJS(sel+" with the page's handlers", `document.querySelector("`+sel+`") !== null && `+readyJS)
 	at := eval[[]float64](b, `(() => {
 		const el = document.querySelector("`+sel+`");
 		el.scrollIntoView({block: "center"});
 		const r = el.getBoundingClientRect();
 		return [r.left + r.width / 2, r.top + r.height / 2];
 	})()`)
-	for range n {
+	for i := range n {
 		sent := b.d.posts.Load()
 		b.do(chromedp.MouseClickXY(at[0], at[1]))
-		waitUntil(b.ctx, b.t, "the click's submission to reach the server", func() bool { return b.d.posts.Load() > sent })
+		waitUntil(b.ctx, b.t, fmt.Sprintf("the submission of click %d of %d on %s to reach the server", i+1, n, sel),
+			func() bool { return b.d.posts.Load() > sent })
 	}
 }
 
@@ -267,8 +365,8 @@ func (b tab) back() {
 // order number and whether the page says it was replayed.
 func (b tab) resultPage() (id string, replayed bool) {
 	b.t.Helper()
-	b.waitJS("the result page", `document.body !== null && document.body.classList.contains("result") && document.readyState === "complete"`)
-	// app.js marks a replay once it ran (deferred, before "complete").
+	b.waitJS("the result page", `document.body !== null && document.body.classList.contains("result") && `+readyJS)
+	// app.js marks a replay before the page is ready.
 	id = eval[string](b, `document.querySelector("#order-id").textContent`)
 	replayed = eval[bool](b, `!document.querySelector("#replayed").hidden`)
 	return id, replayed
@@ -310,7 +408,7 @@ func TestBrowser(t *testing.T) {
 		first, replayed := b.resultPage()
 		require.False(t, replayed)
 		b.back()
-		b.waitJS("the form again", `document.querySelector("#token-form") !== null && document.readyState === "complete"`)
+		b.waitJS("the form again", `document.querySelector("#token-form") !== null && `+readyJS)
 		require.Equal(t, token, eval[string](b, `document.querySelector("#token").value`),
 			"the back button shows the same render, with the same token")
 		b.clicks("#token-form button", 1)
@@ -328,10 +426,11 @@ func TestBrowser(t *testing.T) {
 		before := d.count(skuToken)
 		b.open(true)
 		token := eval[string](b, `document.querySelector("#token").value`)
+		release := d.holdAnswers(t) // the reload comes while the order runs, however slow the test
 		b.clicks("#token-form button", 1)
-		waitUntil(b.ctx, t, "the submission to reach the server", func() bool { return d.inflight.Load() > 0 })
 		b.reload()
-		b.waitJS("the page again", `document.querySelector("#token-form") !== null`)
+		release()
+		require.True(t, eval[bool](b, `document.querySelector("#token-form") !== null`), "the reload shows the form")
 		require.NotEqual(t, token, eval[string](b, `document.querySelector("#token").value`),
 			"a reload renders the page again, with a new token")
 		d.settle(b.ctx, t)
@@ -344,10 +443,10 @@ func TestBrowser(t *testing.T) {
 		b := tab{t: t, ctx: b.ctx, d: d}
 		before := d.count(skuKey)
 		b.open(true)
+		release := d.holdAnswers(t) // the reload comes while the order runs, however slow the test
 		b.clicks("#key-form button", 1)
-		waitUntil(b.ctx, t, "the submission to reach the server", func() bool { return d.inflight.Load() > 0 })
 		b.reload()
-		b.waitJS("the page again", `document.querySelector("#key-log") !== null`)
+		release()
 		b.waitLog("#key-log", 1, "ok", "replay")
 		d.settle(b.ctx, t)
 		lines := b.logLines("#key-log")
@@ -361,6 +460,9 @@ func TestBrowser(t *testing.T) {
 		b := tab{t: t, ctx: b.ctx, d: d}
 		tctx, cancel := chromedp.NewContext(b.ctx) // a second tab of the same browser
 		defer cancel()
+		// Open the tab on its own context: the first action's context is the
+		// tab's lifetime, and the steps' contexts end with their step.
+		require.NoError(t, chromedp.Do(tctx), "open a second tab")
 		b2 := tab{t: t, ctx: tctx, d: d}
 		before := d.count(skuToken)
 		b.open(true)
@@ -403,7 +505,9 @@ func TestBrowser(t *testing.T) {
 		b := tab{t: t, ctx: b.ctx, d: d}
 		before := d.count(skuUnprotected)
 		b.open(true)
+		release := d.holdAnswers(t)
 		b.clicks("#unprotected-form button", 5)
+		release()
 		b.resultPage()
 		d.settle(b.ctx, t)
 		made := d.count(skuUnprotected) - before
@@ -415,7 +519,9 @@ func TestBrowser(t *testing.T) {
 		b := tab{t: t, ctx: b.ctx, d: d}
 		before := d.count(skuToken)
 		b.open(true)
+		release := d.holdAnswers(t)
 		b.clicks("#token-form button", 5)
+		release()
 		id, replayed := b.resultPage()
 		d.settle(b.ctx, t)
 		made := d.count(skuToken) - before

@@ -224,6 +224,9 @@ function main() {
   refreshOrders();
   window.addEventListener("pageshow", refreshOrders);
   setInterval(refreshOrders, 1000);
+  // Every handler is attached: what drives the page (the browser tests)
+  // waits for this before it clicks.
+  document.documentElement.dataset.ready = "true";
 }
 
 main();

@@ -143,3 +143,33 @@ func TestRecorderFailedHijackKeepsTheResponseGuarded(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, runs.Load())
 }
+
+// net/http sends the first final status and ignores a second WriteHeader
+// (it only logs "superfluous response.WriteHeader call"): a handler that
+// writes 201 and then 500 has answered 201, so the client gets 201 and the
+// stored record, replayed to a retry, is 201 too, never the overriding 500.
+func TestRecorderKeepsTheFirstFinalStatus(t *testing.T) {
+	var runs atomic.Int32
+	h := func(w http.ResponseWriter, _ *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"id":1}`)
+	}
+	bare := httptest.NewServer(http.HandlerFunc(h))
+	defer bare.Close()
+	want, err := bare.Client().Post(bare.URL, "", nil)
+	require.NoError(t, err)
+	_ = want.Body.Close()
+	require.Equal(t, http.StatusCreated, want.StatusCode, "what net/http itself sends")
+
+	srv, c := liveServer(t, h)
+	fresh, fb := livePost(t, srv, c, "twice", nil)
+	again, ab := livePost(t, srv, c, "twice", nil)
+	assert.Equal(t, http.StatusCreated, fresh.StatusCode, "fresh response")
+	assert.Equal(t, http.StatusCreated, again.StatusCode, "replay of the stored record")
+	assert.Equal(t, "true", again.Header.Get(idemhttp.ReplayedHeader))
+	assert.Equal(t, string(fb), string(ab))
+	assert.Equal(t, int32(2), runs.Load()) // one through the middleware, one bare
+}

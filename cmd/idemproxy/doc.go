@@ -52,9 +52,19 @@
 // are sent as they come and not stored: by default the key keeps a
 // terminal record, so a retry gets 500 response-not-stored instead of a
 // second execution, or with unstored = "release" the retry reaches the
-// upstream again. Protocol upgrades (WebSocket) pass through unguarded; an
-// upgrade request skips the route's principal check too, since
-// nothing is stored for it. Request bodies are bounded (413).
+// upstream again. Request bodies are bounded (413).
+//
+// # Protocol upgrades
+//
+// Only a real WebSocket opening handshake (a GET without a body, with
+// Connection: Upgrade, Upgrade: websocket, Sec-WebSocket-Version: 13 and a
+// Sec-WebSocket-Key) on a guarded route skips the route's key, window or
+// token, since a switched connection cannot be replayed: it still needs
+// the route's principal (401 without one), and is counted
+// (upgrades_unguarded on the health endpoint) and logged. Any other
+// request is guarded whatever its Connection and Upgrade headers say, and
+// its Upgrade header is not forwarded, so the upstream answers it as an
+// ordinary request.
 //
 // # Principal
 //

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,7 +177,8 @@ func (p *proxy) route(rc routeCfg, engines routeEngines, principal principalFunc
 	if err != nil {
 		return nil, err
 	}
-	return p.limit(rc.MaxBody, &guarded{p: p, guard: guard(http.HandlerFunc(p.forward)), cookies: rc.SetCookie}), nil
+	return p.limit(rc.MaxBody, &guarded{p: p, guard: guard(http.HandlerFunc(p.forward)), cookies: rc.SetCookie,
+		principal: principal}), nil
 }
 
 // routeOptions translates a route's configuration into middleware options.
@@ -268,16 +270,23 @@ type stateKey struct{}
 
 // guarded runs a guarded route: the idemhttp middleware around forward.
 type guarded struct {
-	p       *proxy
-	guard   http.Handler
-	cookies string
+	p         *proxy
+	guard     http.Handler
+	cookies   string
+	principal principalFunc
 }
 
 func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if isUpgrade(r) {
-		// A protocol switch cannot be replayed: it passes unguarded.
+	if isWebSocketHandshake(r) {
+		// A protocol switch cannot be replayed: a real handshake passes
+		// without a key, but only for an identified caller.
+		if id, err := g.principal(r); err != nil || id == "" {
+			writeProblem(w, r, http.StatusUnauthorized, idemhttp.ProblemUnauthenticated, "Unauthenticated",
+				"the caller of this request could not be identified")
+			return
+		}
 		g.p.upgrades.Add(1)
-		g.p.log.WarnContext(r.Context(), "upgrade request on a guarded route passed through unguarded",
+		g.p.log.WarnContext(r.Context(), "WebSocket handshake on a guarded route passed through without a key",
 			"method", r.Method, "pattern", r.Pattern)
 		g.p.rp.ServeHTTP(w, r)
 		return
@@ -290,19 +299,43 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // every response without a Content-Length (chunked) as if it were a
 // stream, which would make the middleware let it through unrecorded: the
 // gate keeps those flushes from the middleware unless the upstream really
-// streams (server-sent events).
+// streams (server-sent events). A guarded request is never a protocol
+// switch: its Upgrade header is not forwarded, so the upstream answers it
+// as an ordinary request, whose response is recorded.
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 	st, _ := r.Context().Value(stateKey{}).(*reqState)
+	if _, ok := r.Header["Upgrade"]; ok {
+		r = r.Clone(r.Context())
+		r.Header.Del("Upgrade")
+	}
 	p.rp.ServeHTTP(&flushGate{ResponseWriter: w, st: st}, r)
 }
 
-func isUpgrade(r *http.Request) bool {
-	if r.Header.Get("Upgrade") == "" {
+// isWebSocketHandshake reports whether r is a WebSocket opening handshake
+// (RFC 6455 section 4.1): a GET without a body whose Connection names
+// upgrade, whose Upgrade is websocket, with version 13 and a key of 16
+// bytes in base64. Only such a request passes a guarded route without a
+// key; any other, whatever its Connection and Upgrade headers, is guarded.
+func isWebSocketHandshake(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.ContentLength != 0 || len(r.TransferEncoding) > 0 ||
+		!hasToken(r.Header.Values("Connection"), "upgrade") || !hasToken(r.Header.Values("Upgrade"), "websocket") ||
+		r.Header.Get("Sec-WebSocket-Version") != "13" {
 		return false
 	}
-	for _, v := range r.Header.Values("Connection") {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return false
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0]))
+	return err == nil && len(b) == 16
+}
+
+// hasToken reports whether the comma-separated header values hold token,
+// compared without case.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
 				return true
 			}
 		}

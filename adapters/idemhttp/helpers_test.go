@@ -92,7 +92,7 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ 
 	require.Equal(t, status, w.Code, "body: %s", w.Body)
 	assert.Equal(t, idemhttp.ProblemContentType, w.Header().Get("Content-Type"))
 	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
-	if typ == idemhttp.ProblemResponseNotStored {
+	if typ == idemhttp.ProblemResponseNotStored || typ == idemhttp.ProblemOutcomeUnknown {
 		assert.Equal(t, "true", w.Header().Get(idemhttp.ReplayedHeader), "a stored outcome is marked replayed")
 	} else {
 		assert.Empty(t, w.Header().Get(idemhttp.ReplayedHeader))
@@ -107,7 +107,8 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ 
 		assert.Equal(t, w.Header().Get("Retry-After") != "", *p.Retryable, "retryable agrees with Retry-After")
 	}
 	switch {
-	case typ == idemhttp.ProblemTokenUsed, typ == idemhttp.ProblemPayloadReused, typ == idemhttp.ProblemResponseNotStored:
+	case typ == idemhttp.ProblemTokenUsed, typ == idemhttp.ProblemPayloadReused, typ == idemhttp.ProblemResponseNotStored,
+		typ == idemhttp.ProblemOutcomeUnknown:
 		assert.Empty(t, w.Header().Get("Retry-After"), "no retry can change this answer")
 	case status == http.StatusConflict || status == http.StatusServiceUnavailable:
 		assert.NotEmpty(t, w.Header().Get("Retry-After"), "409 and 503 carry Retry-After")

@@ -32,6 +32,7 @@ const (
 	ProblemBodyUnreadable    = DefaultProblemBase + "body-unreadable"     // 400: request body could not be read
 	ProblemUnauthenticated   = DefaultProblemBase + "unauthenticated"     // 401: the principal function failed
 	ProblemResponseNotStored = DefaultProblemBase + "response-not-stored" // 500: replay of a response too large or streamed to keep
+	ProblemOutcomeUnknown    = DefaultProblemBase + "outcome-unknown"     // 500: replay of a request whose handler could not learn its outcome (OutcomeUnknown)
 	ProblemUnavailable       = DefaultProblemBase + "unavailable"         // 503: store down (fail-closed); Retry-After
 	ProblemInternal          = DefaultProblemBase + "internal"            // 500: unexpected engine error
 )
@@ -88,6 +89,7 @@ const (
 	kindBodyUnreadable
 	kindUnauthenticated
 	kindResponseNotStored
+	kindOutcomeUnknown
 	kindUnavailable
 	kindInternal
 	numKinds
@@ -120,6 +122,8 @@ var problemTypes = [numKinds]ProblemType{
 		"The caller of the request could not be identified, and duplicate protection is kept per caller. Authenticate and send the request again."},
 	kindResponseNotStored: {"response-not-stored", http.StatusInternalServerError, "Response not stored",
 		"The first request with this key or token was processed, but its response was too large or streamed, so it could not be kept for replay. The request is not processed again; its outcome must be looked up another way. A retry gets this answer again."},
+	kindOutcomeUnknown: {"outcome-unknown", http.StatusInternalServerError, "Outcome unknown",
+		"The first request with this key or token may have been processed, but the server could not learn its outcome (a service behind it timed out or broke off its answer). The request is not processed again, so that it cannot run twice; its outcome must be looked up another way. A retry gets this answer again."},
 	kindUnavailable: {"unavailable", http.StatusServiceUnavailable, "Service unavailable",
 		"Duplicate protection is unavailable for a moment, so the request was not processed. Retry with the same key or token after the Retry-After delay."},
 	kindInternal: {"internal", http.StatusInternalServerError, "Internal error",

@@ -125,7 +125,7 @@ func TestProblemTypesDocumentEveryType(t *testing.T) {
 		idemhttp.ProblemKeyMismatch: 422, idemhttp.ProblemPayloadReused: 409, idemhttp.ProblemDuplicate: 409,
 		idemhttp.ProblemTokenMissing: 400, idemhttp.ProblemTokenInvalid: 400, idemhttp.ProblemTokenUsed: 409,
 		idemhttp.ProblemBodyTooLarge: 413, idemhttp.ProblemBodyUnreadable: 400, idemhttp.ProblemUnauthenticated: 401,
-		idemhttp.ProblemResponseNotStored: 500, idemhttp.ProblemUnavailable: 503, idemhttp.ProblemInternal: 500,
+		idemhttp.ProblemResponseNotStored: 500, idemhttp.ProblemOutcomeUnknown: 500, idemhttp.ProblemUnavailable: 503, idemhttp.ProblemInternal: 500,
 	}
 	types := idemhttp.ProblemTypes()
 	require.Len(t, types, len(constants))

@@ -31,6 +31,9 @@ type recorder struct {
 	in     bodyReader // the request body restored for the handler
 
 	txResponse []byte // the response CompleteIn recorded in the handler's transaction
+
+	unknown  bool // the handler called OutcomeUnknown
+	panicked any  // what the handler panicked with after OutcomeUnknown
 }
 
 type recState uint8
@@ -193,9 +196,24 @@ func (rec *recorder) passThrough(st recState) {
 // runs next, then encodes the captured response for the store, or a
 // terminal record when it cannot be stored (WithUnstored), or returns an
 // error so that the engine releases the key.
-func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Request, rb *reqBody) ([]byte, error) {
+func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Request, rb *reqBody) (enc []byte, err error) {
 	rb.restore(r, &rec.in)
+	defer func() {
+		// A handler that marked the outcome unknown may then abort
+		// (http.ErrAbortHandler, to cut off a response it had begun to
+		// send): the key still keeps its terminal record, and finish
+		// panics again once it is stored.
+		if rec.unknown {
+			if v := recover(); v != nil {
+				rec.panicked = v
+				enc, err = terminalRecord(reasonOutcomeUnknown), nil
+			}
+		}
+	}()
 	next.ServeHTTP(rec, withRecorder(r, ctx, rec))
+	if rec.unknown {
+		return terminalRecord(reasonOutcomeUnknown), nil
+	}
 	if rec.txResponse != nil {
 		return nil, nil // the engine settles by the transaction's outcome
 	}
@@ -212,7 +230,7 @@ func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Reque
 	if !c.store(rec.status) {
 		return nil, errNotStored
 	}
-	enc := encodeResponse(rec.status, rec.w.Header(), c.replayHeaders, rec.body)
+	enc = encodeResponse(rec.status, rec.w.Header(), c.replayHeaders, rec.body)
 	if len(enc) > c.maxStored {
 		// The headers took it over the cap; the response itself is
 		// still to be sent (writeFresh).
@@ -274,8 +292,9 @@ func bodyAllowed(status int) bool {
 // Window mode.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	in     bodyReader // the request body restored for the handler
+	status  int
+	in      bodyReader // the request body restored for the handler
+	unknown bool       // the handler called OutcomeUnknown
 }
 
 func (sw *statusWriter) WriteHeader(code int) {

@@ -29,25 +29,29 @@ const (
 const (
 	reasonTooLarge byte = 1 + iota
 	reasonStreamed
+	reasonOutcomeUnknown // the handler called OutcomeUnknown
 )
 
 // terminalRecord returns the stored value that stands for a response not
 // kept for the given reason.
 func terminalRecord(reason byte) []byte { return []byte{terminalVersion, reason} }
 
-// terminalReason reports whether b is a terminal record and, if so, says
-// why the response was not stored.
-func terminalReason(b []byte) (string, bool) {
+// terminalReason reports whether b is a terminal record and, if so, the
+// problem a retry gets: its kind and a detail that says why the response
+// was not stored.
+func terminalReason(b []byte) (problemKind, string, bool) {
 	if len(b) != 2 || b[0] != terminalVersion {
-		return "", false
+		return 0, "", false
 	}
 	switch b[1] {
 	case reasonTooLarge:
-		return "the first request with this key was processed, but its response was too large to keep; it is not processed again", true
+		return kindResponseNotStored, "the first request with this key was processed, but its response was too large to keep; it is not processed again", true
 	case reasonStreamed:
-		return "the first request with this key was processed, but its response was streamed and could not be kept; it is not processed again", true
+		return kindResponseNotStored, "the first request with this key was processed, but its response was streamed and could not be kept; it is not processed again", true
+	case reasonOutcomeUnknown:
+		return kindOutcomeUnknown, "the first request with this key may have been processed, but its outcome could not be learned; it is not processed again", true
 	}
-	return "", false
+	return 0, "", false
 }
 
 var errCorruptResponse = errors.New("idemhttp: corrupt stored response")

@@ -314,6 +314,11 @@ func (rt *route) params(r *http.Request, all bool) url.Values {
 // in Token mode.
 func (rt *route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, res idemkit.Result, err error, key string,
 	mapErr func(error) (answer, bool)) {
+	if rec != nil && rec.panicked != nil {
+		// The handler marked the outcome unknown and then panicked; the
+		// terminal record is stored, the panic goes on.
+		panic(rec.panicked)
+	}
 	if rec != nil && rec.txResponse != nil {
 		rt.afterTx(w, r, rec, res, err, key)
 		return
@@ -339,8 +344,8 @@ func (rt *route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, r
 
 // replay answers with a stored outcome.
 func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, key string) {
-	if why, ok := terminalReason(value); ok {
-		rt.p.write(w, r, answer{kind: kindResponseNotStored, detail: why, key: key, replay: true})
+	if kind, why, ok := terminalReason(value); ok {
+		rt.p.write(w, r, answer{kind: kind, detail: why, key: key, replay: true})
 		return
 	}
 	if err := sendResponse(w, value, r.Method, rt.c.replayHeader, true); err != nil {
@@ -359,6 +364,8 @@ func (rt *route) afterRun(r *http.Request, rec *recorder, err error) {
 		rt.warn(ctx, "idemhttp: encoded response over the engine's result cap (idemkit.WithMaxResultSize); not stored", r)
 	case err != nil && !errors.Is(err, errNotStored) && !errors.Is(err, errPassedThrough):
 		rt.warn(ctx, "idemhttp: handler ran but its response could not be recorded", r, slog.String("error", describe(err)))
+	case rec.unknown:
+		rt.warn(ctx, "idemhttp: handler could not learn the outcome of its work; the key keeps an outcome-unknown record", r)
 	}
 }
 
@@ -377,7 +384,7 @@ func common(err error) (answer, bool) {
 	case errors.Is(err, idemkit.ErrResultTooLarge):
 		// The engine's terminal record of a response over its result cap
 		// (idemkit.WithOversized): the handler ran and does not run again.
-		why, _ := terminalReason(terminalRecord(reasonTooLarge))
+		_, why, _ := terminalReason(terminalRecord(reasonTooLarge))
 		return answer{kind: kindResponseNotStored, detail: why, replay: true}, true
 	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return answer{kind: kindUnavailable, retry: unavailableRetry,

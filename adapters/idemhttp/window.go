@@ -45,16 +45,29 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, transient(appendOperation(op[:0], r)),
 		h.params(r, false), body.b))
 	ran := false
-	err := h.e.Guard(r.Context(), key, func(context.Context) error {
+	var panicked any // what the handler panicked with after OutcomeUnknown
+	err := h.e.Guard(r.Context(), key, func(context.Context) (err error) {
 		ran = true
 		sw := &statusWriter{ResponseWriter: w}
 		body.restore(r, &sw.in)
-		h.next.ServeHTTP(sw, r)
-		if !h.c.store(sw.result()) {
+		defer func() {
+			// After OutcomeUnknown the claim is kept, also when the
+			// handler then aborts; the panic goes on after Guard.
+			if sw.unknown {
+				if v := recover(); v != nil {
+					panicked, err = v, nil
+				}
+			}
+		}()
+		h.next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), windowKey{}, sw)))
+		if !sw.unknown && !h.c.store(sw.result()) {
 			return errNotStored
 		}
 		return nil
 	}, scope(principal))
+	if panicked != nil {
+		panic(panicked)
+	}
 	if ran {
 		return
 	}

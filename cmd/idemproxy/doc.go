@@ -46,13 +46,32 @@
 // headers (Content-Type, Content-Encoding, Location, and each route's
 // replay_headers); Set-Cookie is sent on the fresh response only, unless a
 // route says set_cookie = "replay" or "strip". Hop-by-hop headers are never
-// stored. Upstream 5xx, timeouts (504) and unreachable upstreams (502) are
-// not stored: a retry reaches the upstream again. Server-sent events
+// stored. Upstream 5xx and unreachable upstreams (502, the connection
+// could not be opened) are not stored: a retry reaches the upstream again.
+// Server-sent events
 // (counted and logged) and responses over max_stored_response (logged)
 // are sent as they come and not stored: by default the key keeps a
 // terminal record, so a retry gets 500 response-not-stored instead of a
 // second execution, or with unstored = "release" the retry reaches the
 // upstream again. Request bodies are bounded (413).
+//
+// # When the upstream's outcome is unknown
+//
+// A guarded request's key is held (409 with Retry-After to duplicates)
+// while the upstream works, also after the client has gone away: the
+// upstream call is not cancelled with the client's request, but is bounded
+// by upstream_timeout to the response headers, and by upstream_timeout more
+// once the client has gone. When the proxy cannot learn whether the
+// upstream ran, the key is not released, since a retry might run the work
+// twice: after an upstream timeout (504), a connection lost after the
+// request was sent (502), or a 2xx response the upstream broke off (502
+// upstream-broken, or a cut-off response when part of it had been sent),
+// the key keeps a terminal record and every retry gets 500
+// https://idemkit.dev/problems/outcome-unknown, marked replayed (see
+// idemhttp.OutcomeUnknown). Such a 502 or 504 says retryable false and has
+// no Retry-After; the client must learn the outcome another way, and send
+// a new key for a request that is meant to run again. In window mode the
+// window is kept instead.
 //
 // # Protocol upgrades
 //

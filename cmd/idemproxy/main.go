@@ -220,6 +220,7 @@ func tlsConfig(c tlsCfg) (*tls.Config, error) {
 func (p *proxy) serve(ctx context.Context, ln net.Listener) error {
 	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutOff()
+	p.cut = base // set before the first request is served
 	srv := &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: 10 * time.Second,

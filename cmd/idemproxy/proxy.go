@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ const (
 	problemBase            = "https://idemkit.dev/problems/proxy/"
 	problemUpstreamDown    = problemBase + "upstream-unavailable" // 502
 	problemUpstreamTimeout = problemBase + "upstream-timeout"     // 504
+	problemUpstreamBroken  = problemBase + "upstream-broken"      // 502: the upstream broke off its response
 	problemBodyTooLarge    = idemhttp.ProblemBodyTooLarge         // 413
 )
 
@@ -39,6 +41,10 @@ const healthTimeout = 2 * time.Second
 // concurrent use.
 type proxy struct {
 	cfg      *config
+	// cut is cancelled when shutdown cuts off the requests still running
+	// (serve): it ends their upstream calls, which the clients' going
+	// away does not.
+	cut      context.Context
 	log      *slog.Logger
 	rp       *httputil.ReverseProxy
 	stores   *stores
@@ -58,7 +64,7 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: upstream: %v", errConfig, err)
 	}
-	p := &proxy{cfg: cfg, log: log, stores: st}
+	p := &proxy{cfg: cfg, log: log, stores: st, cut: context.Background()}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
@@ -264,6 +270,7 @@ func (p *proxy) limit(n int64, next http.Handler) http.Handler {
 type reqState struct {
 	stream  bool   // the upstream answers with a stream: let its flushes through
 	cookies string // set_cookie of the route
+	status  int    // the status the upstream answered with, once it has
 }
 
 type stateKey struct{}
@@ -302,13 +309,82 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // streams (server-sent events). A guarded request is never a protocol
 // switch: its Upgrade header is not forwarded, so the upstream answers it
 // as an ordinary request, whose response is recorded.
+//
+// The upstream call does not end when the client goes away: the upstream
+// may be doing the work, and the claim must be held (a retry meanwhile
+// gets 409) until it answers, when its response is recorded. It is
+// bounded instead: upstream_timeout to the response headers, and
+// upstream_timeout more once the client has gone; shutdown's cut-off ends
+// it at once. An upstream that breaks off a 2xx response leaves the key an
+// "outcome unknown" record (brokenResponse).
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 	st, _ := r.Context().Value(stateKey{}).(*reqState)
+	ctx, cancel := p.upstreamContext(r.Context())
+	defer cancel()
 	if _, ok := r.Header["Upgrade"]; ok {
-		r = r.Clone(r.Context())
+		r = r.Clone(ctx)
 		r.Header.Del("Upgrade")
+	} else {
+		r = r.WithContext(ctx)
 	}
+	defer p.brokenResponse(w, r, st)
 	p.rp.ServeHTTP(&flushGate{ResponseWriter: w, st: st}, r)
+}
+
+// upstreamContext returns the context of a guarded upstream call: reqCtx's
+// values without its cancellation. It is cancelled by the cut-off
+// (p.cut), upstream_timeout after reqCtx is done (the client went away),
+// or by the returned function.
+func (p *proxy) upstreamContext(reqCtx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(reqCtx))
+	stopCut := context.AfterFunc(p.cut, cancel)
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopGone := context.AfterFunc(reqCtx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() == nil {
+			timer = time.AfterFunc(p.cfg.UpstreamTimeout.Duration, cancel)
+		}
+	})
+	return ctx, func() {
+		stopCut()
+		stopGone()
+		cancel()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+	}
+}
+
+// brokenResponse, deferred by forward, handles the ReverseProxy's abort
+// (http.ErrAbortHandler) when the upstream breaks off a response after its
+// 2xx status: the upstream ran, so the key must not be released, as the
+// abort would. It marks the outcome unknown (idemhttp.OutcomeUnknown) and
+// answers 502 upstream-broken, or, when part of the response has gone to
+// the client already, lets the abort go on, which cuts that response off;
+// either way retries get the replayed outcome-unknown problem. Any other
+// panic goes on as it is.
+func (p *proxy) brokenResponse(w http.ResponseWriter, r *http.Request, st *reqState) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler && st != nil && st.status >= 200 && st.status < 300 {
+		discarded, err := idemhttp.OutcomeUnknown(r)
+		p.log.WarnContext(r.Context(), "upstream broke off its response; the key keeps an outcome-unknown record",
+			"method", r.Method, "pattern", r.Pattern, "status", st.status)
+		if err == nil && discarded {
+			clear(w.Header())
+			writeProblemRetry(w, r, http.StatusBadGateway, problemUpstreamBroken, "Upstream response broken",
+				"the upstream service broke off its response; whether it processed the request is not known, so it is not processed again",
+				false)
+			return
+		}
+	}
+	panic(v)
 }
 
 // isWebSocketHandshake reports whether r is a WebSocket opening handshake
@@ -367,6 +443,7 @@ func (p *proxy) modifyResponse(res *http.Response) error {
 	if st == nil {
 		return nil
 	}
+	st.status = res.StatusCode
 	if st.cookies == cookieStrip {
 		res.Header.Del("Set-Cookie")
 	}
@@ -380,24 +457,46 @@ func (p *proxy) modifyResponse(res *http.Response) error {
 }
 
 // upstreamError answers a request the upstream did not answer: 413 for a
-// body over the cap, 504 for a timeout, else 502. None is stored: a retry
-// reaches the upstream again.
+// body over the cap, 504 for a timeout, else 502. On a guarded route the
+// request may have reached the upstream and run there unless the
+// connection itself failed (notSent) or shutdown cut the call off: the
+// proxy cannot tell, so the key is not released but keeps an "outcome
+// unknown" record (idemhttp.OutcomeUnknown), and the answer says a retry
+// cannot succeed. Otherwise nothing is stored: a retry reaches the
+// upstream again.
 func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	var tooLarge *http.MaxBytesError
 	var ne net.Error
-	switch {
-	case errors.As(err, &tooLarge):
+	if errors.As(err, &tooLarge) {
 		writeProblem(w, r, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
 			fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit))
 		return
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		writeProblem(w, r, http.StatusGatewayTimeout, problemUpstreamTimeout, "Upstream timeout",
-			"the upstream service did not answer in time")
-	default:
-		writeProblem(w, r, http.StatusBadGateway, problemUpstreamDown, "Upstream unavailable",
-			"the upstream service could not be reached")
 	}
-	p.log.WarnContext(r.Context(), "upstream error", "method", r.Method, "path", r.URL.Path, "error", err)
+	retryable := true
+	if st, _ := r.Context().Value(stateKey{}).(*reqState); st != nil && !notSent(err) && p.cut.Err() == nil {
+		if _, merr := idemhttp.OutcomeUnknown(r); merr == nil {
+			retryable = false
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		writeProblemRetry(w, r, http.StatusGatewayTimeout, problemUpstreamTimeout, "Upstream timeout",
+			"the upstream service did not answer in time", retryable)
+	default:
+		writeProblemRetry(w, r, http.StatusBadGateway, problemUpstreamDown, "Upstream unavailable",
+			"the upstream service could not be reached", retryable)
+	}
+	p.log.WarnContext(r.Context(), "upstream error", "method", r.Method, "path", r.URL.Path,
+		"outcome_unknown", !retryable, "error", err)
+}
+
+// notSent reports whether err says the request never reached the
+// upstream: the connection could not be opened, or the upstream's TLS
+// certificate was refused.
+func notSent(err error) bool {
+	var op *net.OpError
+	var cert *tls.CertificateVerificationError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &cert)
 }
 
 // upstreamRetry is the Retry-After of the proxy's 502 and 504 answers.
@@ -407,7 +506,12 @@ const upstreamRetry = "1"
 // writes: a urn:uuid instance, and retryable (with Retry-After) for the
 // upstream's failures, which nothing stored and a retry may fix.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, typ, title, detail string) {
-	retryable := status == http.StatusBadGateway || status == http.StatusGatewayTimeout
+	writeProblemRetry(w, r, status, typ, title, detail, status == http.StatusBadGateway || status == http.StatusGatewayTimeout)
+}
+
+// writeProblemRetry is writeProblem with retryable (and Retry-After) as
+// given.
+func writeProblemRetry(w http.ResponseWriter, r *http.Request, status int, typ, title, detail string, retryable bool) {
 	body, _ := json.Marshal(idemhttp.Problem{Type: typ, Title: title, Status: status, Detail: detail,
 		Instance: idemhttp.UUIDInstance(r), Retryable: &retryable})
 	h := w.Header()

@@ -3,10 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"io"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"

@@ -158,8 +158,8 @@ func (c *config) check() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Upstream == "" {
 		bad("upstream is required")
-	} else if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("upstream %q must be an http:// or https:// URL with a host", c.Upstream)
+	} else if err := checkUpstream(c.Upstream); err != nil {
+		errs = append(errs, err)
 	}
 	if !strings.HasPrefix(c.HealthPath, "/") {
 		bad("health_path %q must start with /", c.HealthPath)
@@ -198,6 +198,24 @@ func (c *config) check() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w:\n%w", errConfig, err)
+	}
+	return nil
+}
+
+// checkUpstream checks the upstream URL. Its errors never hold the URL:
+// it may carry credentials, which are refused. The proxy does not send
+// credentials of its own to the upstream (the ReverseProxy drops user
+// information); a service that needs them is reached through a gateway
+// that adds them, or authenticates the proxy by mTLS or network.
+func checkUpstream(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return errors.New("upstream is not a URL (it is not repeated here: it may hold a password)")
+	case u.User != nil:
+		return errors.New("upstream must not hold credentials (user:password@): the proxy never sends them; remove them from the URL")
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("upstream %q must be an http:// or https:// URL with a host", u.Redacted())
 	}
 	return nil
 }

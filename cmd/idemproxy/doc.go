@@ -10,7 +10,10 @@
 //
 // Flags override the environment (IDEMPROXY_CONFIG, IDEMPROXY_LISTEN,
 // IDEMPROXY_UPSTREAM, IDEMPROXY_STORE, or the shared IDEMKIT_STORE), which overrides the file. Keep the
-// store URL's password in the environment rather than in the file.
+// store URL's password in the environment rather than in the file. An
+// upstream URL with credentials (user:password@) is refused, with an
+// error that does not repeat it: the proxy never sends credentials to the
+// upstream.
 //
 // # Routes
 //

@@ -40,7 +40,7 @@ const healthTimeout = 2 * time.Second
 // proxy is the handler of one idemproxy instance. Its methods are safe for
 // concurrent use.
 type proxy struct {
-	cfg      *config
+	cfg *config
 	// cut is cancelled when shutdown cuts off the requests still running
 	// (serve): it ends their upstream calls, which the clients' going
 	// away does not.
@@ -60,10 +60,10 @@ type proxy struct {
 
 // newProxy builds the proxy for a checked configuration over opened stores.
 func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
-	up, err := url.Parse(cfg.Upstream)
-	if err != nil {
-		return nil, fmt.Errorf("%w: upstream: %v", errConfig, err)
+	if err := checkUpstream(cfg.Upstream); err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
+	up, _ := url.Parse(cfg.Upstream)
 	p := &proxy{cfg: cfg, log: log, stores: st, cut: context.Background()}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -48,20 +48,22 @@ const (
 // config is the proxy's configuration: the file, then the environment,
 // then the flags.
 type config struct {
-	Listen          string       `toml:"listen"`
-	Upstream        string       `toml:"upstream"`
-	Store           string       `toml:"store"`
-	Namespace       string       `toml:"namespace"`
-	HealthPath      string       `toml:"health_path"`
-	MetricsPath     string       `toml:"metrics_path"`
-	MaxBody         int64        `toml:"max_body"`
-	UpstreamTimeout duration     `toml:"upstream_timeout"`
-	StoreBudget     duration     `toml:"store_budget"`
-	ShutdownTimeout duration     `toml:"shutdown_timeout"`
-	LogLevel        string       `toml:"log_level"`
-	Principal       principalCfg `toml:"principal"`
-	TLS             tlsCfg       `toml:"tls"`
-	Routes          []routeCfg   `toml:"route"`
+	Listen          string   `toml:"listen"`
+	Upstream        string   `toml:"upstream"`
+	Store           string   `toml:"store"`
+	Namespace       string   `toml:"namespace"`
+	HealthPath      string   `toml:"health_path"`
+	MetricsPath     string   `toml:"metrics_path"`
+	MaxBody         int64    `toml:"max_body"`
+	UpstreamTimeout duration `toml:"upstream_timeout"`
+	StoreBudget     duration `toml:"store_budget"`
+	ShutdownTimeout duration `toml:"shutdown_timeout"`
+	LogLevel        string   `toml:"log_level"`
+	// CaseSensitivePaths matches routes with case (see normalizePath).
+	CaseSensitivePaths bool         `toml:"case_sensitive_paths"`
+	Principal          principalCfg `toml:"principal"`
+	TLS                tlsCfg       `toml:"tls"`
+	Routes             []routeCfg   `toml:"route"`
 }
 
 type principalCfg struct {
@@ -278,6 +280,8 @@ func (r *routeCfg) check(c *config) []error {
 	method, path, ok := strings.Cut(r.Match, " ")
 	if !ok || !validToken(method) || !strings.HasPrefix(path, "/") {
 		bad("match must be a method and a path pattern, such as \"POST /orders/{id}\"")
+	} else if path != "/" && path != "/{$}" && (strings.HasSuffix(path, "/") || strings.HasSuffix(path, "/{$}")) {
+		bad("the path must not end in / or /{$}: request paths are matched without a trailing slash (use {name...} for a subtree)")
 	}
 	if path == c.HealthPath || path == c.MetricsPath {
 		bad("the path is the proxy's health_path or metrics_path")

@@ -31,6 +31,24 @@
 //
 // Requests no route matches are forwarded as they are.
 //
+// # Paths
+//
+// Routes match a normalised request path, so that every spelling the
+// upstream's framework routes to a handler is guarded by that handler's
+// route and shares its keys' records. A path holding an encoded slash,
+// backslash or semicolon (%2F, %5C, %3B), an encoded NUL, a backslash or
+// a dot segment ("." or "..", also encoded or with ;parameters, as in
+// "..;") is read in different ways by different servers and gets 400
+// (https://idemkit.dev/problems/proxy/ambiguous-path), whatever the route.
+// Otherwise each segment loses its ;parameters (/orders;jsessionid=1 is
+// /orders, as in Tomcat and Spring) and is percent-decoded, empty segments
+// go (//orders and /orders/ are /orders, as in Express), and, unless
+// case_sensitive_paths = true, the path and the route patterns are
+// lower-cased (/ORDERS is /orders, as in Express); set it for an upstream
+// that routes /Orders and /orders apart. A route's path must therefore
+// not end in / or /{$}; a subtree is written /files/{path...}, which
+// matches /files too. The upstream gets the path as the client sent it.
+//
 // # When the store fails
 //
 // Each route says what happens: failure = "closed" (the default) answers

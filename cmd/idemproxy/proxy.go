@@ -67,6 +67,7 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 	p := &proxy{cfg: cfg, log: log, stores: st, cut: context.Background()}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			originalPath(pr.In, pr.Out)
 			pr.SetURL(up)
 			pr.SetXForwarded()
 		},
@@ -86,19 +87,33 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+cfg.HealthPath, p.health)
-	mux.Handle("GET "+cfg.MetricsPath, tel.Metrics)
+	fold := func(pattern string) string { return pattern }
+	if !cfg.CaseSensitivePaths {
+		fold = foldPattern
+	}
+	mux.HandleFunc(fold("GET "+cfg.HealthPath), p.health)
+	mux.Handle(fold("GET "+cfg.MetricsPath), tel.Metrics)
 	engines, err := p.engines(st, tel.Observer)
 	if err != nil {
 		return nil, err
+	}
+	patterns := map[string]bool{}
+	for _, rc := range cfg.Routes {
+		patterns[fold(rc.Match)] = true
 	}
 	for _, rc := range cfg.Routes {
 		h, err := p.route(rc, engines, principal)
 		if err != nil {
 			return nil, fmt.Errorf("%w: route %s: %w", errConfig, rc.Match, err)
 		}
-		if err := register(mux, rc.Match, h); err != nil {
+		if err := register(mux, fold(rc.Match), h); err != nil {
 			return nil, err
+		}
+		if root, ok := patternRoot(fold(rc.Match)); ok && !patterns[root] {
+			patterns[root] = true
+			if err := register(mux, root, h); err != nil {
+				return nil, err
+			}
 		}
 	}
 	mux.Handle("/", p.limit(cfg.MaxBody, p.rp))
@@ -549,5 +564,9 @@ func (p *proxy) health(w http.ResponseWriter, r *http.Request) {
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.inflight.Add(1)
 	defer p.inflight.Done()
+	r, ok := p.normalized(w, r)
+	if !ok {
+		return
+	}
 	p.handler.ServeHTTP(w, r)
 }

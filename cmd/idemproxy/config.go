@@ -58,7 +58,11 @@ type config struct {
 	UpstreamTimeout duration `toml:"upstream_timeout"`
 	StoreBudget     duration `toml:"store_budget"`
 	ShutdownTimeout duration `toml:"shutdown_timeout"`
-	LogLevel        string   `toml:"log_level"`
+	// ReadHeaderTimeout bounds reading a request's headers; BodyTimeout,
+	// reading its body, from when the headers have been read.
+	ReadHeaderTimeout duration `toml:"read_header_timeout"`
+	BodyTimeout       duration `toml:"body_timeout"`
+	LogLevel          string   `toml:"log_level"`
 	// CaseSensitivePaths matches routes with case (see normalizePath).
 	CaseSensitivePaths bool         `toml:"case_sensitive_paths"`
 	Principal          principalCfg `toml:"principal"`
@@ -100,6 +104,7 @@ type routeCfg struct {
 	TokenTTL      duration `toml:"token_ttl"`
 	Wait          bool     `toml:"wait"`
 	MaxBody       int64    `toml:"max_body"`
+	BodyTimeout   duration `toml:"body_timeout"`
 	ReplayHeaders []string `toml:"replay_headers"`
 	SetCookie     string   `toml:"set_cookie"`
 	OptionalKey   bool     `toml:"optional_key"`
@@ -124,16 +129,18 @@ func (d *duration) UnmarshalText(b []byte) error {
 // defaults is the configuration before the file.
 func defaults() config {
 	return config{
-		Listen:          "127.0.0.1:8080",
-		Store:           "mem://",
-		Namespace:       "idem",
-		HealthPath:      "/healthz",
-		MetricsPath:     "/metrics",
-		MaxBody:         1 << 20,
-		UpstreamTimeout: duration{30 * time.Second},
-		StoreBudget:     duration{time.Second},
-		ShutdownTimeout: duration{10 * time.Second},
-		LogLevel:        "info",
+		Listen:            "127.0.0.1:8080",
+		Store:             "mem://",
+		Namespace:         "idem",
+		HealthPath:        "/healthz",
+		MetricsPath:       "/metrics",
+		MaxBody:           1 << 20,
+		UpstreamTimeout:   duration{30 * time.Second},
+		StoreBudget:       duration{time.Second},
+		ShutdownTimeout:   duration{10 * time.Second},
+		ReadHeaderTimeout: duration{10 * time.Second},
+		BodyTimeout:       duration{30 * time.Second},
+		LogLevel:          "info",
 	}
 }
 
@@ -175,7 +182,8 @@ func (c *config) check() error {
 	for _, d := range []struct {
 		name string
 		d    duration
-	}{{"upstream_timeout", c.UpstreamTimeout}, {"store_budget", c.StoreBudget}, {"shutdown_timeout", c.ShutdownTimeout}} {
+	}{{"upstream_timeout", c.UpstreamTimeout}, {"store_budget", c.StoreBudget}, {"shutdown_timeout", c.ShutdownTimeout},
+		{"read_header_timeout", c.ReadHeaderTimeout}, {"body_timeout", c.BodyTimeout}} {
 		if d.d.Duration <= 0 {
 			bad("%s must be positive, got %v", d.name, d.d.Duration)
 		}
@@ -324,10 +332,13 @@ func (r *routeCfg) check(c *config) []error {
 	for _, d := range []struct {
 		name string
 		d    duration
-	}{{"window", r.Window}, {"lease", r.Lease}, {"retention", r.Retention}, {"token_ttl", r.TokenTTL}} {
+	}{{"window", r.Window}, {"lease", r.Lease}, {"retention", r.Retention}, {"token_ttl", r.TokenTTL}, {"body_timeout", r.BodyTimeout}} {
 		if d.d.Duration < 0 {
 			bad("%s must be positive, got %v", d.name, d.d.Duration)
 		}
+	}
+	if r.BodyTimeout.Duration == 0 {
+		r.BodyTimeout = c.BodyTimeout
 	}
 	if r.Mode != modeWindow && r.Window.Duration != 0 {
 		bad("window applies to mode window only")

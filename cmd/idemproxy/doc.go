@@ -74,7 +74,12 @@
 // are sent as they come and not stored: by default the key keeps a
 // terminal record, so a retry gets 500 response-not-stored instead of a
 // second execution, or with unstored = "release" the retry reaches the
-// upstream again. Request bodies are bounded (413).
+// upstream again. Request bodies are bounded in size (max_body: 413) and
+// in time: a client gets read_header_timeout (default 10s) to send its
+// headers, then body_timeout (default 30s, per route overridable) to send
+// its body, so a request is read within their sum; a slower client is
+// disconnected, or answered 408 (400 body-unreadable on a guarded route).
+// The bound ends with the body: a slow upstream answer is not cut off.
 //
 // # When the upstream's outcome is unknown
 //

@@ -223,7 +223,7 @@ func (p *proxy) serve(ctx context.Context, ln net.Listener) error {
 	p.cut = base // set before the first request is served
 	srv := &http.Server{
 		Handler:           p,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: p.cfg.ReadHeaderTimeout.Duration, // the body: body_timeout, per route (limit)
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),

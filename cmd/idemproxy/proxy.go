@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +33,7 @@ const (
 	problemUpstreamDown    = problemBase + "upstream-unavailable" // 502
 	problemUpstreamTimeout = problemBase + "upstream-timeout"     // 504
 	problemUpstreamBroken  = problemBase + "upstream-broken"      // 502: the upstream broke off its response
+	problemBodyTimeout     = problemBase + "body-timeout"         // 408: the request body was not read within body_timeout
 	problemBodyTooLarge    = idemhttp.ProblemBodyTooLarge         // 413
 )
 
@@ -116,7 +119,7 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 			}
 		}
 	}
-	mux.Handle("/", p.limit(cfg.MaxBody, p.rp))
+	mux.Handle("/", p.limit(cfg.MaxBody, cfg.BodyTimeout.Duration, p.rp))
 	p.handler = mux
 	return p, nil
 }
@@ -175,7 +178,7 @@ func (p *proxy) engines(st *stores, obs idemkit.Observer) (routeEngines, error) 
 // route builds the handler of one configured route.
 func (p *proxy) route(rc routeCfg, engines routeEngines, principal principalFunc) (http.Handler, error) {
 	if rc.Mode == modePass {
-		return p.limit(rc.MaxBody, p.rp), nil
+		return p.limit(rc.MaxBody, rc.BodyTimeout.Duration, p.rp), nil
 	}
 	e := engines.primary
 	if rc.Fallback {
@@ -187,7 +190,13 @@ func (p *proxy) route(rc routeCfg, engines routeEngines, principal principalFunc
 	var err error
 	switch rc.Mode {
 	case modeIssueToken:
-		return idemhttp.TokenIssuer(e, opts...)
+		// The issuer reads no body, but net/http would, after it: the
+		// bound holds for that read too.
+		issuer, err := idemhttp.TokenIssuer(e, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return p.limit(rc.MaxBody, rc.BodyTimeout.Duration, issuer), nil
 	case modeKey:
 		guard, err = idemhttp.Idempotency(e, opts...)
 	case modeWindow:
@@ -198,7 +207,7 @@ func (p *proxy) route(rc routeCfg, engines routeEngines, principal principalFunc
 	if err != nil {
 		return nil, err
 	}
-	return p.limit(rc.MaxBody, &guarded{p: p, guard: guard(http.HandlerFunc(p.forward)), cookies: rc.SetCookie,
+	return p.limit(rc.MaxBody, rc.BodyTimeout.Duration, &guarded{p: p, guard: guard(http.HandlerFunc(p.forward)), cookies: rc.SetCookie,
 		principal: principal}), nil
 }
 
@@ -265,8 +274,9 @@ func (p *proxy) routeOptions(rc routeCfg, method string, principal principalFunc
 
 // limit bounds the request body: a larger one gets 413, before the
 // upstream sees it when its length is declared, else from the middleware
-// (guarded routes) or upstreamError when the forwarded body runs over.
-func (p *proxy) limit(n int64, next http.Handler) http.Handler {
+// (guarded routes) or upstreamError when the forwarded body runs over. It
+// bounds the time to read the body too (timeout, see bodyClock).
+func (p *proxy) limit(n int64, timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > n {
 			writeProblem(w, r, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
@@ -274,10 +284,47 @@ func (p *proxy) limit(n int64, next http.Handler) http.Handler {
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
+			bc := &bodyClock{ReadCloser: r.Body, rc: http.NewResponseController(w)}
+			if bc.rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
+				r = r.WithContext(context.WithValue(r.Context(), bodyClockKey{}, bc))
+				r.Body = bc
+			}
 			r.Body = http.MaxBytesReader(w, r.Body, n)
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyClock is a request body read under a deadline on the connection
+// (body_timeout), so that a client that sends it a byte at a time cannot
+// hold the connection and its handler for as long as it likes. The
+// deadline is lifted once the body has been read to the end: net/http
+// then reads the connection in the background to notice the client going
+// away, and a deadline passing there would cancel the request (and end a
+// slow upstream's response) instead of bounding the body.
+type bodyClock struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	timedOut atomic.Bool
+}
+
+type bodyClockKey struct{}
+
+func (bc *bodyClock) Read(p []byte) (int, error) {
+	n, err := bc.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		_ = bc.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		bc.timedOut.Store(true)
+	}
+	return n, err
+}
+
+// bodyTimedOut reports whether r's body was cut off by body_timeout.
+func bodyTimedOut(r *http.Request) bool {
+	bc, _ := r.Context().Value(bodyClockKey{}).(*bodyClock)
+	return bc != nil && bc.timedOut.Load()
 }
 
 // reqState is what the proxy learns about a guarded request while it is
@@ -485,6 +532,11 @@ func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	if errors.As(err, &tooLarge) {
 		writeProblem(w, r, http.StatusRequestEntityTooLarge, problemBodyTooLarge, "Request body too large",
 			fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit))
+		return
+	}
+	if bodyTimedOut(r) {
+		writeProblemRetry(w, r, http.StatusRequestTimeout, problemBodyTimeout, "Request body too slow",
+			"the request body did not arrive within the time allowed", false)
 		return
 	}
 	retryable := true

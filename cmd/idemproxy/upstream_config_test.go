@@ -77,6 +77,8 @@ func TestExampleConfigStatesTheDefaults(t *testing.T) {
 		{"shutdown_timeout", ex.ShutdownTimeout, def.ShutdownTimeout},
 		{"log_level", ex.LogLevel, def.LogLevel},
 		{"listen", ex.Listen, def.Listen},
+		{"read_header_timeout", ex.ReadHeaderTimeout, def.ReadHeaderTimeout},
+		{"body_timeout", ex.BodyTimeout, def.BodyTimeout},
 		{"case_sensitive_paths", ex.CaseSensitivePaths, def.CaseSensitivePaths},
 		{"principal.jwt.leeway", ex.Principal.JWT.Leeway, def.Principal.JWT.Leeway},
 		{"principal.jwt.claim", ex.Principal.JWT.Claim, def.Principal.JWT.Claim},

@@ -114,6 +114,14 @@
 // WithUnstored(ReleaseKey, ReleaseKey) releases the key instead, so a
 // retry runs the handler again.
 //
+// A handler whose work may have run but whose outcome it could not learn
+// (a service it called timed out, or broke off its answer) calls
+// OutcomeUnknown: the key keeps a terminal record whatever the response,
+// and a retry gets 500 ProblemOutcomeUnknown, marked replayed, instead of
+// running the work a second time (Window mode keeps its claim for the
+// window). The sidecar cmd/idemproxy does so for upstream timeouts and
+// broken responses.
+//
 // # Database transactions
 //
 // A handler behind Idempotency can record its response in its own
@@ -160,6 +168,7 @@
 //	413 body-too-large        request body over WithMaxBody
 //	422 key-mismatch          key reused with another payload
 //	500 response-not-stored   replay of a response too large or streamed to keep
+//	500 outcome-unknown       replay of a request whose outcome the handler could not learn
 //	500 internal              unexpected engine outcome
 //	503 unavailable           store down, fail-closed; Retry-After
 //

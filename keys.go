@@ -2,9 +2,9 @@ package idemkit
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/idemkit/idemkit/internal/b64url"
+	"github.com/idemkit/idemkit/internal/layout"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -69,17 +69,5 @@ func (e *Engine) composeKey(cfg *config, space int, scope, key string) string {
 // not write. Stores that keep per-scope quotas take it as their scope
 // function, so one principal's flood cannot push out another's records.
 func ScopeOf(storeKey string) string {
-	_, rest, ok := strings.Cut(storeKey, ":")
-	if !ok {
-		return ""
-	}
-	space, rest, ok := strings.Cut(rest, ":")
-	if !ok || len(space) != 1 {
-		return ""
-	}
-	scope, _, ok := strings.Cut(rest, ":")
-	if !ok || scope == "" {
-		return ""
-	}
-	return scope
+	return layout.ScopeOf(storeKey)
 }

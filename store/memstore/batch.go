@@ -26,7 +26,7 @@ func (s *Store) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]stor
 	idx := make([]int, len(items))
 	scopes := make([]string, len(items))
 	for i, it := range items {
-		idx[i], scopes[i] = s.shardIndex(it.Key)
+		idx[i], scopes[i] = s.shardIndex(it.Key, true)
 	}
 	locked := slices.Compact(slices.Sorted(slices.Values(idx)))
 	for _, i := range locked {
@@ -34,15 +34,19 @@ func (s *Store) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]stor
 	}
 	var evicted []string
 	var err error
+	failed := -1 // the item whose insert failed
 	if s.closed.Load() {
 		err = errClosed("SetNXBatch")
 	} else {
-		evicted, err = s.claimAll(items, idx, scopes, out)
+		evicted, failed, err = s.claimAll(items, idx, scopes, out)
 	}
 	for _, i := range locked {
 		s.shards[i].mu.Unlock()
 	}
 	s.evicted(evicted)
+	if failed >= 0 {
+		return nil, s.writeFailed(fmt.Sprintf("SetNXBatch: item %d", failed), items[failed].Key, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +54,9 @@ func (s *Store) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]stor
 }
 
 // claimAll claims the items under their shards' locks, undoing its own
-// inserts when one fails.
-func (s *Store) claimAll(items []store.BatchItem, idx []int, scopes []string, out []store.BatchResult) ([]string, error) {
+// inserts when one fails; it then returns the index of the item that
+// failed, and otherwise -1.
+func (s *Store) claimAll(items []store.BatchItem, idx []int, scopes []string, out []store.BatchResult) ([]string, int, error) {
 	now := s.now()
 	var evicted []string
 	for i, it := range items {
@@ -79,11 +84,11 @@ func (s *Store) claimAll(items []store.BatchItem, idx []int, scopes []string, ou
 					}
 				}
 			}
-			return evicted, fmt.Errorf("memstore: SetNXBatch: item %d: %w", i, err)
+			return evicted, i, err
 		}
 		out[i].Set = true
 	}
-	return evicted, nil
+	return evicted, -1, nil
 }
 
 // firstOccurrence is the entry a later occurrence of item's key in a batch

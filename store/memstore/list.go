@@ -54,30 +54,36 @@ func (l *list) move(n *node) {
 }
 
 // Segments of a segmented LRU: entries enter probation and move to
-// protected when rewritten by CompareAndSwap.
+// protected when rewritten by CompareAndSwap; claims in progress, which
+// are never evicted while live, are kept apart in claimed.
 const (
 	probation = 0
 	protected = 1
+	claimed   = 2
 )
 
 // segments is a segmented LRU: one list per segment.
-type segments [2]list
+type segments [3]list
 
 // of returns the list of n's segment.
 func (s *segments) of(n *node) *list {
-	if n.protected {
-		return &s[protected]
-	}
-	return &s[probation]
+	return &s[n.seg%3]
 }
 
 // init prepares empty lists chained through links[w].
 func (s *segments) init(w int) {
-	s[probation] = list{w: w}
-	s[protected] = list{w: w}
+	for i := range s {
+		s[i] = list{w: w}
+	}
 }
 
-// len returns the number of nodes in both segments.
+// len returns the number of nodes in every segment.
 func (s *segments) len() int {
+	return s[probation].len + s[protected].len + s[claimed].len
+}
+
+// evictable returns the number of nodes that may be evicted while live:
+// those of probation and protected.
+func (s *segments) evictable() int {
 	return s[probation].len + s[protected].len
 }

@@ -25,6 +25,19 @@ var ErrClosed = errors.New("memstore: store is closed")
 // store.ErrInvalid: the write changed nothing.
 var ErrTooLarge = fmt.Errorf("memstore: entry exceeds a shard's byte budget: %w", store.ErrInvalid)
 
+// ErrFull is returned, wrapped together with store.ErrUnavailable, by a
+// write that needs room the Store could make only by evicting a claim in
+// progress (see the package doc's "Eviction" section). The write changed
+// nothing; a retry succeeds once a claim ends or expires. Store.Refusals
+// counts these refusals and WithOnFull reports each one.
+var ErrFull = errors.New("memstore: store full")
+
+// The refusals insert and rewrite return, before the Store wraps them.
+var (
+	errFull      = fmt.Errorf("%w: making room would evict a claim in progress", ErrFull)
+	errScopeFull = fmt.Errorf("%w: the key's scope holds its quota in claims in progress", ErrFull)
+)
+
 // errTooLarge returns the error of a write of an entry of cost bytes to a
 // shard whose budget is budget bytes.
 func errTooLarge(cost, budget int64) error {
@@ -38,8 +51,11 @@ type Store struct {
 	seed      maphash.Seed
 	epoch     time.Time // monotonic origin of entry expiry times
 	scopeOf   func(key string) string
+	byScope   bool // a scope's keys share a shard (WithScopeQuota)
 	onEvict   func(key string)
+	onFull    func(key string)
 	evictions atomic.Uint64
+	refusals  atomic.Uint64
 	closed    atomic.Bool
 	closeOnce sync.Once
 	stop      chan struct{} // closed by Close to stop the janitor
@@ -64,7 +80,9 @@ func New(opts ...Option) (*Store, error) {
 		seed:    maphash.MakeSeed(),
 		epoch:   time.Now(),
 		scopeOf: c.scopeOf,
+		byScope: c.quota > 0,
 		onEvict: c.onEvict,
+		onFull:  c.onFull,
 		stop:    make(chan struct{}),
 	}
 	for i := range s.shards {
@@ -79,12 +97,13 @@ func New(opts ...Option) (*Store, error) {
 
 // SetNX implements store.Store. A new entry may evict others (see the
 // package doc); one larger than a shard's byte budget fails with
-// ErrTooLarge.
+// ErrTooLarge, and one that finds no room but claims in progress with
+// ErrFull.
 func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	if err := s.begin(ctx, "SetNX", store.CheckSet(key, value, ttl)); err != nil {
 		return false, store.Entry{}, err
 	}
-	sh, scopeName := s.shardFor(key)
+	sh, scopeName := s.shardOf(key, true)
 	sh.mu.Lock()
 	if s.closed.Load() {
 		sh.mu.Unlock()
@@ -100,7 +119,7 @@ func (s *Store) SetNX(ctx context.Context, key string, value []byte, ttl time.Du
 	sh.mu.Unlock()
 	s.evicted(evicted)
 	if err != nil {
-		return false, store.Entry{}, fmt.Errorf("memstore: SetNX: %w", err)
+		return false, store.Entry{}, s.writeFailed("SetNX", key, err)
 	}
 	return true, store.Entry{}, nil
 }
@@ -110,7 +129,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 	if err := s.begin(ctx, "Get", store.CheckKey(key)); err != nil {
 		return store.Entry{}, err
 	}
-	sh, _ := s.shardFor(key)
+	sh, _ := s.shardOf(key, false)
 	sh.mu.Lock()
 	if s.closed.Load() {
 		sh.mu.Unlock()
@@ -128,13 +147,15 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 }
 
 // CompareAndSwap implements store.Store. The swapped entry moves to the
-// protected segment (see the package doc); a new value that alone exceeds
-// a shard's byte budget fails with ErrTooLarge.
+// protected segment, or stays with the claims in progress if new is one
+// (see the package doc); a new value that alone exceeds a shard's byte
+// budget fails with ErrTooLarge, and one that grows the entry past what
+// evictions can free with ErrFull.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	if err := s.begin(ctx, "CompareAndSwap", store.CheckSwap(key, old, new, ttl)); err != nil {
 		return false, err
 	}
-	sh, _ := s.shardFor(key)
+	sh, _ := s.shardOf(key, false)
 	sh.mu.Lock()
 	if s.closed.Load() {
 		sh.mu.Unlock()
@@ -154,7 +175,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old, new []byte,
 	sh.mu.Unlock()
 	s.evicted(evicted)
 	if err != nil {
-		return false, fmt.Errorf("memstore: CompareAndSwap: %w", err)
+		return false, s.writeFailed("CompareAndSwap", key, err)
 	}
 	return true, nil
 }
@@ -164,7 +185,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old []byte) (b
 	if err := s.begin(ctx, "CompareAndDelete", store.CheckDelete(key, old)); err != nil {
 		return false, err
 	}
-	sh, _ := s.shardFor(key)
+	sh, _ := s.shardOf(key, false)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if s.closed.Load() {
@@ -183,7 +204,7 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	if err := s.begin(ctx, "Consume", store.CheckKey(key)); err != nil {
 		return nil, err
 	}
-	sh, _ := s.shardFor(key)
+	sh, _ := s.shardOf(key, false)
 	sh.mu.Lock()
 	if s.closed.Load() {
 		sh.mu.Unlock()
@@ -207,6 +228,13 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 // entries deleted by CompareAndDelete or Consume do not count.
 func (s *Store) Evictions() uint64 {
 	return s.evictions.Load()
+}
+
+// Refusals returns how many writes the Store has refused with ErrFull
+// since it was created: writes that needed room it could make only by
+// evicting a claim in progress.
+func (s *Store) Refusals() uint64 {
+	return s.refusals.Load()
 }
 
 // Len returns the number of entries the Store holds, including expired
@@ -268,23 +296,24 @@ func errClosed(op string) error {
 	return store.Unavailable("memstore: "+op, ErrClosed)
 }
 
-// shardFor returns the shard that holds key and key's scope: with a scope
-// quota, every key of a scope lives in the scope's shard, so that the
-// quota is kept under that shard's lock alone.
-func (s *Store) shardFor(key string) (*shard, string) {
-	i, name := s.shardIndex(key)
+// shardOf returns the shard that holds key and, if withScope or the
+// Store places keys by scope, key's scope: with a scope quota, every key
+// of a scope lives in the scope's shard, so that the quota is kept under
+// that shard's lock alone.
+func (s *Store) shardOf(key string, withScope bool) (*shard, string) {
+	i, name := s.shardIndex(key, withScope)
 	return &s.shards[i], name
 }
 
-// shardIndex returns the index of the shard that holds key, and key's
-// scope.
-func (s *Store) shardIndex(key string) (int, string) {
+// shardIndex returns the index of the shard that holds key and, if
+// withScope or the Store places keys by scope, key's scope.
+func (s *Store) shardIndex(key string, withScope bool) (int, string) {
 	var name string
-	if s.scopeOf != nil {
+	if withScope || s.byScope {
 		name = s.scopeOf(key)
 	}
 	h := maphash.String(s.seed, key)
-	if name != "" {
+	if s.byScope && name != "" {
 		h = maphash.String(s.seed, name)
 	}
 	// Lemire's multiply-shift maps h onto [0, len) without a division.
@@ -311,12 +340,30 @@ func (s *Store) evicted(keys []string) {
 	}
 }
 
+// writeFailed returns the error of op's write of key that insert or
+// rewrite refused, counting and reporting a refusal for want of room.
+func (s *Store) writeFailed(op, key string, err error) error {
+	if !errors.Is(err, ErrFull) {
+		return fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	s.refusals.Add(1)
+	if s.onFull != nil {
+		s.report(s.onFull, key)
+	}
+	return store.Unavailable("memstore: "+op, err)
+}
+
 // reportEviction calls the eviction callback with key. A panicking
 // callback is recovered: the write that evicted has taken effect, and a
 // caller that never learns so (an engine claim) would leave its key held.
 func (s *Store) reportEviction(key string) {
+	s.report(s.onEvict, key)
+}
+
+// report calls fn with key, recovering a panic.
+func (s *Store) report(fn func(key string), key string) {
 	defer func() { _ = recover() }()
-	s.onEvict(key)
+	fn(key)
 }
 
 // expiry returns the expiry time of an entry stored at now with ttl (> 0),

@@ -9,11 +9,11 @@ import (
 // store a new slice), so a slice header read under the shard lock may be
 // copied from after the lock is released.
 type node struct {
-	key       string
-	value     []byte
-	expires   int64 // monotonic nanoseconds since the Store's epoch
-	protected bool  // rewritten by CompareAndSwap: in the protected segment
-	scope     *scope
+	key     string
+	value   []byte
+	expires int64 // monotonic nanoseconds since the Store's epoch
+	seg     uint8 // the segment it is in: probation, protected or claimed
+	scope   *scope
 	// links[shardLinks] chain the node in its shard's segment list,
 	// links[scopeLinks] in its scope's.
 	links [2]link

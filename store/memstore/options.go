@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/layout"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -38,6 +39,7 @@ type config struct {
 	shards        int
 	sweepInterval time.Duration
 	onEvict       func(key string)
+	onFull        func(key string)
 	quota         int
 	scopeOf       func(key string) string
 }
@@ -119,9 +121,24 @@ func WithOnEvict(fn func(key string)) Option {
 	}
 }
 
+// WithOnFull registers fn, non-nil, to be called with the key of every
+// write refused with ErrFull (see Store.Refusals). fn runs synchronously,
+// outside any lock, on the goroutine whose write was refused; it may call
+// the Store and must be safe for concurrent use. A panic in fn is
+// recovered: the write still fails with ErrFull.
+func WithOnFull(fn func(key string)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return invalid("WithOnFull(nil): the callback must not be nil")
+		}
+		c.onFull = fn
+		return nil
+	}
+}
+
 // WithScopeQuota limits every scope to n >= 1 entries: a write to a scope
 // holding n entries first evicts one of that scope's own, never another
-// scope's. scopeOf, non-nil, names a key's scope ("" for none: no quota).
+// scope's, and fails with ErrFull if all n are claims in progress. scopeOf, non-nil, names a key's scope ("" for none: no quota).
 // The package doc's "Scopes" section says how to size a scoped Store.
 func WithScopeQuota(n int, scopeOf func(key string) string) Option {
 	return func(c *config) error {
@@ -154,6 +171,9 @@ func newConfig(opts []Option) (config, error) {
 	if c.maxBytes == 0 {
 		c.maxBytes = DefaultMaxBytes
 	}
+	if c.scopeOf == nil {
+		c.scopeOf = layout.ScopeOf
+	}
 	if c.quota > c.capacity {
 		return config{}, invalid("scope quota %d exceeds the capacity %d", c.quota, c.capacity)
 	}
@@ -174,7 +194,11 @@ func (c *config) defaultShards() int {
 }
 
 // largestEntry returns what an entry with the longest key and a value of
-// n bytes counts against the byte budget, with its scope's bookkeeping.
+// n bytes counts against the byte budget, with its scope's bookkeeping
+// under a scope quota. (Without one, the bookkeeping of a key's scope,
+// named by a part of the key, also counts; New does not reserve room for
+// it, so that a budget that held an entry of every key still does for
+// keys without a scope.)
 func (c *config) largestEntry(n int) int64 {
 	cost := int64(store.MaxKeyLen+n) + EntryOverhead
 	if c.quota > 0 {

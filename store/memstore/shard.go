@@ -5,31 +5,41 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/idemkit/idemkit/internal/layout"
 )
 
 // shard is one independently locked part of a Store: a map of nodes and a
-// segmented LRU over them, plus, with a scope quota, one segmented LRU per
-// scope. Every field but mu is guarded by mu. The padding keeps
-// neighbouring shards' locks on separate cache lines.
+// segmented LRU over them, plus one segmented LRU per scope and a heap of
+// the scopes by their evictable entries. Every field but mu is guarded by
+// mu. The padding keeps neighbouring shards' locks on separate cache
+// lines.
 type shard struct {
 	mu         sync.Mutex
 	nodes      map[string]*node
 	segs       segments
 	pacer      pacer
-	scopes     map[string]*scope // nil without a scope quota
-	quota      int               // entries per scope; 0 for none
+	scopes     map[string]*scope
+	ranked     scopeHeap // the scopes, most evictable entries first
+	quota      int       // entries per scope; 0 for none
 	maxEntries int
 	maxBytes   int64
 	bytes      int64 // counted as entryCost and scopeCost say
-	_          [64]byte
+	// What a shard emptied of every evictable entry would still count:
+	// its claims in progress and the scopes holding them.
+	claimBytes      int64
+	claimScopeBytes int64
+	_               [64]byte
 }
 
 // scope is the bookkeeping of one scope's entries in a shard; it exists
 // while the scope holds at least one entry.
 type scope struct {
 	name  string
+	cost  int64 // scopeCost(name)
 	segs  segments
 	pacer pacer
+	rank  int // index in the shard's heap
 }
 
 // init prepares an empty shard holding at most maxEntries (>= 1) entries
@@ -39,9 +49,9 @@ func (sh *shard) init(maxEntries int, maxBytes int64, quota int) {
 	sh.segs.init(shardLinks)
 	sh.pacer.init(maxEntries)
 	sh.maxEntries, sh.maxBytes, sh.quota = maxEntries, maxBytes, quota
-	if quota > 0 {
-		sh.scopes = make(map[string]*scope)
-	}
+	sh.scopes = make(map[string]*scope)
+	sh.ranked = nil
+	sh.bytes, sh.claimBytes, sh.claimScopeBytes = 0, 0, 0
 }
 
 // entryCost is what an entry counts against the byte budget.
@@ -49,9 +59,26 @@ func entryCost(key string, value []byte) int64 {
 	return int64(len(key)+len(value)) + EntryOverhead
 }
 
-// scopeCost is what a scope's bookkeeping counts against the byte budget.
+// scopeCost is what a scope's bookkeeping counts against the byte budget:
+// nothing for the keys without a scope, which share one.
 func scopeCost(name string) int64 {
+	if name == "" {
+		return 0
+	}
 	return int64(len(name)) + scopeOverhead
+}
+
+// segmentOf returns the segment a value enters: claimed for a claim in
+// progress, otherwise probation for a new entry (SetNX) and protected for
+// a rewritten one (CompareAndSwap).
+func segmentOf(value []byte, rewritten bool) uint8 {
+	switch {
+	case layout.InProgress(value):
+		return claimed
+	case rewritten:
+		return protected
+	}
+	return probation
 }
 
 // get returns key's node if it is live at now, marking it recently used.
@@ -78,79 +105,115 @@ func (sh *shard) peek(key string, now int64) *node {
 // its scope. The caller holds mu.
 func (sh *shard) touch(n *node) {
 	sh.segs.of(n).moveToFront(n)
-	if n.scope != nil {
-		n.scope.segs.of(n).moveToFront(n)
+	n.scope.segs.of(n).moveToFront(n)
+}
+
+// link puts n, most recently used, in the lists of its segment, in the
+// shard and in its scope, and counts it. The caller holds mu.
+func (sh *shard) link(n *node) {
+	sc := n.scope
+	sh.segs.of(n).pushFront(n)
+	sc.segs.of(n).pushFront(n)
+	if n.seg != claimed {
+		sh.ranked.fix(sc)
+		return
+	}
+	sh.claimBytes += entryCost(n.key, n.value)
+	if sc.segs[claimed].len == 1 {
+		sh.claimScopeBytes += sc.cost
 	}
 }
 
-// protect moves n to the protected segment, most recently used. The
-// caller holds mu.
-func (sh *shard) protect(n *node) {
-	if n.protected {
-		sh.touch(n)
+// unlink is the reverse of link. The caller holds mu.
+func (sh *shard) unlink(n *node) {
+	sc := n.scope
+	sh.segs.of(n).remove(n)
+	sc.segs.of(n).remove(n)
+	if n.seg != claimed {
+		sh.ranked.fix(sc)
 		return
 	}
-	sh.segs[probation].remove(n)
-	sh.segs[protected].pushFront(n)
-	if sc := n.scope; sc != nil {
-		sc.segs[probation].remove(n)
-		sc.segs[protected].pushFront(n)
+	sh.claimBytes -= entryCost(n.key, n.value)
+	if sc.segs[claimed].len == 0 {
+		sh.claimScopeBytes -= sc.cost
 	}
-	n.protected = true
 }
 
 // drop removes n, and its scope if n was the scope's last entry. The
 // caller holds mu.
 func (sh *shard) drop(n *node) {
 	delete(sh.nodes, n.key)
-	sh.segs.of(n).remove(n)
+	sh.unlink(n)
 	sh.bytes -= entryCost(n.key, n.value)
-	if sc := n.scope; sc != nil {
-		sc.segs.of(n).remove(n)
-		if sc.segs.len() == 0 {
-			delete(sh.scopes, sc.name)
-			sh.bytes -= scopeCost(sc.name)
-		}
+	if sc := n.scope; sc.segs.len() == 0 {
+		delete(sh.scopes, sc.name)
+		sh.ranked.remove(sc)
+		sh.bytes -= sc.cost
 	}
 }
 
 // insert adds key, which must be absent, in scopeName ("" for none),
 // making room first as the package doc's "Eviction" section says. value
 // must be the caller's own copy. It appends the keys of the live entries
-// it evicted to evicted, and fails with ErrTooLarge, changing nothing, if
-// the entry alone exceeds the shard's byte budget. The caller holds mu.
+// it evicted to evicted. It fails with ErrTooLarge if the entry alone
+// exceeds the shard's byte budget, and with ErrFull if room could be made
+// only by evicting a claim in progress, changing nothing. The caller holds
+// mu.
 func (sh *shard) insert(key, scopeName string, value []byte, expires, now int64, evicted []string) ([]string, error) {
-	if sh.quota == 0 {
-		scopeName = ""
-	}
 	cost := entryCost(key, value)
-	if scopeName != "" && cost+scopeCost(scopeName) > sh.maxBytes || cost > sh.maxBytes {
+	if cost+scopeCost(scopeName) > sh.maxBytes {
 		return evicted, errTooLarge(cost, sh.maxBytes)
 	}
-	if scopeName != "" {
-		for sc := sh.scopes[scopeName]; sc != nil && sc.segs.len() >= sh.quota; sc = sh.scopes[scopeName] {
+	seg := segmentOf(value, false)
+	if sh.quota > 0 && scopeName != "" {
+		var err error
+		if evicted, err = sh.keepQuota(scopeName, now, evicted); err != nil {
+			return evicted, err
+		}
+	}
+	if sh.overBy(cost, scopeName) {
+		if !sh.canFit(1, cost, scopeName, nil, now) {
+			return evicted, errFull
+		}
+		for sh.overBy(cost, scopeName) {
 			var ok bool
-			if evicted, ok = sh.makeRoom(&sc.segs, &sc.pacer, nil, now, evicted); !ok {
-				break
+			if evicted, ok = sh.makeRoom(nil, now, evicted); !ok {
+				return evicted, errFull // not reached: canFit said there was room
 			}
 		}
 	}
-	for sh.overBy(cost, scopeName) {
-		var ok bool
-		if evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, nil, now, evicted); !ok {
-			break
-		}
-	}
-	n := &node{key: key, value: value, expires: expires}
+	n := &node{key: key, value: value, expires: expires, seg: seg, scope: sh.scopeFor(scopeName)}
 	sh.nodes[key] = n
-	sh.segs[probation].pushFront(n)
+	sh.link(n)
 	sh.bytes += cost
 	sh.pacer.since++
-	if scopeName != "" {
-		sc := sh.scopeFor(scopeName)
-		n.scope = sc
-		sc.segs[probation].pushFront(n)
-		sc.pacer.since++
+	n.scope.pacer.since++
+	return evicted, nil
+}
+
+// keepQuota frees one entry of scope name, if it holds its quota, as the
+// package doc's "Scopes" section says, or fails with ErrFull if every
+// entry of the scope is a live claim in progress. The caller holds mu.
+func (sh *shard) keepQuota(name string, now int64, evicted []string) ([]string, error) {
+	for sc := sh.scopes[name]; sc != nil && sc.segs.len() >= sh.quota; sc = sh.scopes[name] {
+		if n := expiredTail(&sc.segs, nil, now); n != nil {
+			sh.drop(n)
+			continue
+		}
+		if sc.pacer.due() {
+			found := sh.removeExpired(&sc.segs, nil, now)
+			sc.pacer.scanned(found)
+			if found > 0 {
+				continue
+			}
+		}
+		n := lruEvictable(&sc.segs, nil)
+		if n == nil {
+			sc.pacer.since++ // a refusal paces the scans as an insert does
+			return evicted, errScopeFull
+		}
+		sh.drop(n)
+		evicted = append(evicted, n.key)
 	}
 	return evicted, nil
 }
@@ -158,10 +221,42 @@ func (sh *shard) insert(key, scopeName string, value []byte, expires, now int64,
 // overBy reports whether adding an entry of cost bytes in scopeName would
 // take the shard over its entry count or byte budget. The caller holds mu.
 func (sh *shard) overBy(cost int64, scopeName string) bool {
-	if scopeName != "" && sh.scopes[scopeName] == nil {
+	if sh.scopes[scopeName] == nil {
 		cost += scopeCost(scopeName)
 	}
 	return len(sh.nodes) >= sh.maxEntries || sh.bytes+cost > sh.maxBytes
+}
+
+// canFit reports whether evicting every evictable entry but except would
+// leave room for entries more entries and cost more bytes in scopeName,
+// or, with except, for except grown to cost bytes. When it would not, and
+// a scan for expired entries is due, it scans and checks again. The
+// caller holds mu.
+func (sh *shard) canFit(entries int, cost int64, scopeName string, except *node, now int64) bool {
+	for {
+		claims, kept := sh.segs[claimed].len, sh.claimBytes+sh.claimScopeBytes+cost
+		if except != nil {
+			if except.seg == claimed {
+				claims--
+				kept -= entryCost(except.key, except.value)
+			}
+			kept += except.scope.cost // except's scope stays (counted twice at worst)
+		} else if sc := sh.scopes[scopeName]; sc == nil || sc.segs[claimed].len == 0 {
+			kept += scopeCost(scopeName)
+		}
+		if claims+entries <= sh.maxEntries && kept <= sh.maxBytes {
+			return true
+		}
+		if !sh.pacer.due() {
+			sh.pacer.since++ // a refusal paces the scans as an insert does
+			return false
+		}
+		found := sh.removeExpired(&sh.segs, except, now)
+		sh.pacer.scanned(found)
+		if found == 0 {
+			return false
+		}
+	}
 }
 
 // scopeFor returns the bookkeeping of scope name, creating it if needed.
@@ -172,68 +267,92 @@ func (sh *shard) scopeFor(name string) *scope {
 		// A copy, so that the scope does not keep alive the key it was
 		// cut from, which may be evicted long before the scope ends.
 		name = strings.Clone(name)
-		sc = &scope{name: name}
+		sc = &scope{name: name, cost: scopeCost(name)}
 		sc.segs.init(scopeLinks)
-		sc.pacer.init(sh.quota)
+		sc.pacer.init(max(sh.quota, 1))
 		sh.scopes[name] = sc
-		sh.bytes += scopeCost(name)
+		sh.ranked.push(sc)
+		sh.bytes += sc.cost
 	}
 	return sc
 }
 
 // rewrite replaces n's value with value (the caller's own copy) and its
-// expiry, moves n to the protected segment, and makes room for any growth
-// as insert does, never evicting n. It fails with ErrTooLarge, changing
-// nothing, if n alone would exceed the shard's byte budget. The caller
-// holds mu.
+// expiry, moves n to the protected segment (or keeps it in claimed if
+// value is a claim in progress), and makes room for any growth as insert
+// does, never evicting n. It fails with ErrTooLarge if n alone would
+// exceed the shard's byte budget, and with ErrFull if room could be made
+// only by evicting a claim in progress, changing nothing. The caller holds
+// mu.
 func (sh *shard) rewrite(n *node, value []byte, expires, now int64, evicted []string) ([]string, error) {
 	cost := entryCost(n.key, value)
-	if n.scope != nil && cost+scopeCost(n.scope.name) > sh.maxBytes || cost > sh.maxBytes {
+	if cost+n.scope.cost > sh.maxBytes {
 		return evicted, errTooLarge(cost, sh.maxBytes)
 	}
-	sh.bytes += cost - entryCost(n.key, n.value)
-	n.value, n.expires = value, expires
-	sh.protect(n)
+	growth := cost - entryCost(n.key, n.value)
+	if sh.bytes+growth > sh.maxBytes && !sh.canFit(0, cost, n.scope.name, n, now) {
+		return evicted, errFull
+	}
+	sh.unlink(n)
+	sh.bytes += growth
+	n.value, n.expires, n.seg = value, expires, segmentOf(value, true)
+	sh.link(n)
 	for sh.bytes > sh.maxBytes {
 		var ok bool
-		if evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, n, now, evicted); !ok {
-			break
+		if evicted, ok = sh.makeRoom(n, now, evicted); !ok {
+			break // not reached: canFit said there was room
 		}
 	}
 	return evicted, nil
 }
 
-// makeRoom removes at least one node of segs other than except, preferring
-// expired nodes to live ones: the least recently used node of either
-// segment if it has expired; otherwise every expired node, found by a scan
-// of segs if p says one is due; and only if there is none, the least
-// recently used live node of probation, or of protected if probation is
-// empty. It appends the key of the live node it evicted, if any, to
-// evicted, and reports false if segs held nothing it could remove. The
-// caller holds mu.
-func (sh *shard) makeRoom(segs *segments, p *pacer, except *node, now int64, evicted []string) ([]string, bool) {
-	for i := range segs {
-		if n := lru(&segs[i], except); n != nil && !n.live(now) {
-			sh.drop(n)
-			return evicted, true
-		}
+// makeRoom removes at least one node other than except, preferring
+// expired nodes to live ones: the least recently used node of any
+// segment if it has expired; otherwise every expired node, found by a
+// scan of the shard if its pacer says one is due; and only if there is
+// none, the least recently used evictable node (probation before
+// protected) of the scope holding the most evictable nodes. It appends the
+// key of the live node it evicted, if any, to evicted, and reports false
+// if nothing but claims in progress and except is left. The caller holds
+// mu.
+func (sh *shard) makeRoom(except *node, now int64, evicted []string) ([]string, bool) {
+	if n := expiredTail(&sh.segs, except, now); n != nil {
+		sh.drop(n)
+		return evicted, true
 	}
-	if p.due() {
-		found := sh.removeExpired(segs, except, now)
-		p.scanned(found)
+	if sh.pacer.due() {
+		found := sh.removeExpired(&sh.segs, except, now)
+		sh.pacer.scanned(found)
 		if found > 0 {
 			return evicted, true
 		}
 	}
-	n := lru(&segs[probation], except)
-	if n == nil {
-		n = lru(&segs[protected], except)
-	}
+	n := sh.ranked.victim(except)
 	if n == nil {
 		return evicted, false
 	}
 	sh.drop(n)
 	return append(evicted, n.key), true
+}
+
+// expiredTail returns the least recently used node of a segment of segs,
+// other than except, if it has expired at now, or nil.
+func expiredTail(segs *segments, except *node, now int64) *node {
+	for i := range segs {
+		if n := lru(&segs[i], except); n != nil && !n.live(now) {
+			return n
+		}
+	}
+	return nil
+}
+
+// lruEvictable returns the least recently used node of probation, or if
+// there is none of protected, other than except, or nil.
+func lruEvictable(segs *segments, except *node) *node {
+	if n := lru(&segs[probation], except); n != nil {
+		return n
+	}
+	return lru(&segs[protected], except)
 }
 
 // lru returns the least recently used node of l other than except, or nil.
@@ -300,5 +419,4 @@ func (sh *shard) purge() {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.init(sh.maxEntries, sh.maxBytes, sh.quota)
-	sh.bytes = 0
 }

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -9,59 +10,72 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/internal/layout"
 )
+
+// layoutInProgress is the rule that puts a node among the claims.
+var layoutInProgress = layout.InProgress
 
 // checkShard verifies the bookkeeping of sh: every node is in exactly the
 // lists its fields say, the lists are consistently linked both ways, the
-// counts and bytes agree with the nodes, and no scope exceeds the quota or
-// stays without entries.
+// counts and bytes agree with the nodes, no scope exceeds the quota or
+// stays without entries, and the heap ranks the scopes by their evictable
+// entries.
 func checkShard(t *testing.T, sh *shard) {
 	t.Helper()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	seen := make(map[*node]bool)
+	var claimBytes int64
 	for seg := range sh.segs {
 		for _, n := range walk(t, &sh.segs[seg]) {
-			require.Equal(t, seg == protected, n.protected, "node %q in the wrong shard segment", n.key)
+			require.Equal(t, seg, int(n.seg), "node %q in the wrong shard segment", n.key)
 			require.Same(t, n, sh.nodes[n.key], "node %q not in the map", n.key)
+			require.Equal(t, n.seg == claimed, layoutInProgress(n.value), "node %q segment against its value", n.key)
+			if n.seg == claimed {
+				claimBytes += entryCost(n.key, n.value)
+			}
 			seen[n] = true
 		}
 	}
 	require.Len(t, seen, len(sh.nodes), "nodes missing from the shard lists")
 	require.LessOrEqual(t, len(sh.nodes), sh.maxEntries)
+	require.Equal(t, claimBytes, sh.claimBytes, "claim bytes drifted")
 
-	var bytes int64
+	var bytes, claimScopeBytes int64
 	for _, n := range sh.nodes {
 		bytes += entryCost(n.key, n.value)
+		require.NotNil(t, n.scope, "node %q without a scope", n.key)
+		require.Same(t, n.scope, sh.scopes[n.scope.name], "node %q points at a dropped scope", n.key)
 	}
 	inScopes := 0
+	require.Len(t, sh.ranked, len(sh.scopes), "scopes missing from the heap")
 	for name, sc := range sh.scopes {
 		require.Equal(t, name, sc.name)
+		require.Equal(t, scopeCost(name), sc.cost)
 		require.Positive(t, sc.segs.len(), "empty scope %q kept", name)
-		require.LessOrEqual(t, sc.segs.len(), sh.quota, "scope %q over its quota", name)
-		bytes += scopeCost(name)
+		if sh.quota > 0 && name != "" {
+			require.LessOrEqual(t, sc.segs.len(), sh.quota, "scope %q over its quota", name)
+		}
+		require.Same(t, sc, sh.ranked[sc.rank], "scope %q not at its rank", name)
+		if sc.rank > 0 {
+			require.GreaterOrEqual(t, sh.ranked[(sc.rank-1)/2].segs.evictable(), sc.segs.evictable(), "heap order broken at %q", name)
+		}
+		bytes += sc.cost
+		if sc.segs[claimed].len > 0 {
+			claimScopeBytes += sc.cost
+		}
 		for seg := range sc.segs {
 			for _, n := range walk(t, &sc.segs[seg]) {
 				require.Same(t, sc, n.scope)
-				require.Equal(t, seg == protected, n.protected, "node %q in the wrong scope segment", n.key)
+				require.Equal(t, seg, int(n.seg), "node %q in the wrong scope segment", n.key)
 				inScopes++
 			}
 		}
 	}
-	for _, n := range sh.nodes {
-		if n.scope != nil {
-			require.Same(t, n.scope, sh.scopes[n.scope.name], "node %q points at a dropped scope", n.key)
-		}
-	}
-	if sh.quota > 0 {
-		nScoped := 0
-		for _, n := range sh.nodes {
-			if n.scope != nil {
-				nScoped++
-			}
-		}
-		require.Equal(t, nScoped, inScopes, "scoped nodes missing from their scope lists")
-	}
+	require.Equal(t, len(sh.nodes), inScopes, "nodes missing from their scope lists")
+	require.Equal(t, claimScopeBytes, sh.claimScopeBytes, "claim scope bytes drifted")
 	require.Equal(t, bytes, sh.bytes, "counted bytes drifted")
 	require.LessOrEqual(t, sh.bytes, sh.maxBytes)
 }
@@ -99,13 +113,17 @@ func TestShardBookkeepingUnderRace(t *testing.T) {
 			for i := range 300 {
 				key := string(rune('a'+(w+i)%6)) + strconv.Itoa(i%50)
 				value := make([]byte, (w*i)%700)
+				if i%3 == 0 && len(value) >= 35 {
+					value[0], value[1] = 1, 2 // a claim in progress
+				}
 				ttl := time.Duration(1+i%5) * time.Millisecond
-				if _, _, err := s.SetNX(ctx, key, value, ttl); err != nil {
+				if _, _, err := s.SetNX(ctx, key, value, ttl); err != nil && !errors.Is(err, ErrFull) {
 					assert.ErrorIs(t, err, ErrTooLarge)
 				}
 				switch i % 4 {
 				case 0:
 					_, _ = s.CompareAndSwap(ctx, key, value, make([]byte, len(value)+200), time.Hour)
+					_, _ = s.CompareAndSwap(ctx, key, value, value, time.Hour) // a heartbeat
 				case 1:
 					_, _ = s.Get(ctx, key)
 				case 2:
@@ -121,6 +139,7 @@ func TestShardBookkeepingUnderRace(t *testing.T) {
 		checkShard(t, &s.shards[i])
 	}
 	assert.Positive(t, s.Evictions())
+	assert.Positive(t, s.Refusals())
 }
 
 // TestMakeRoomPrefersExpiredThenProbation drives one shard directly:
@@ -135,7 +154,8 @@ func TestMakeRoomPrefersExpiredThenProbation(t *testing.T) {
 		require.NoError(t, err)
 		n := sh.nodes[key]
 		if protect {
-			sh.protect(n)
+			_, err = sh.rewrite(n, []byte{}, expires, 0, nil)
+			require.NoError(t, err)
 		}
 		return n
 	}
@@ -144,22 +164,22 @@ func TestMakeRoomPrefersExpiredThenProbation(t *testing.T) {
 	add("short", 10, false)                  // most recently used, expires first
 	sh.pacer.since, sh.pacer.every = 0, 1000 // no scan due
 
-	evicted, ok := sh.makeRoom(&sh.segs, &sh.pacer, nil, 20, nil)
+	evicted, ok := sh.makeRoom(nil, 20, nil)
 	require.True(t, ok)
 	assert.Equal(t, []string{"live"}, evicted, "without a scan, the live LRU probation entry goes")
 
 	sh.pacer.since = sh.pacer.every // a scan is due: it finds short
-	evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, nil, 20, nil)
+	evicted, ok = sh.makeRoom(nil, 20, nil)
 	require.True(t, ok)
 	assert.Empty(t, evicted)
 	assert.Nil(t, sh.nodes["short"])
 
 	keep := add("p-new", 100, true)
 	sh.touch(sh.nodes["p-old"]) // p-new becomes the protected LRU, but is excepted
-	evicted, ok = sh.makeRoom(&sh.segs, &sh.pacer, keep, 20, nil)
+	evicted, ok = sh.makeRoom(keep, 20, nil)
 	require.True(t, ok)
 	assert.Equal(t, []string{"p-old"}, evicted)
-	_, ok = sh.makeRoom(&sh.segs, &sh.pacer, keep, 20, nil)
+	_, ok = sh.makeRoom(keep, 20, nil)
 	assert.False(t, ok, "only the excepted node is left")
 	checkShard(t, &sh)
 }

@@ -6,19 +6,23 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/layout"
 	"github.com/idemkit/idemkit/store"
 )
 
 // The mem scheme: importing this package lets store.Open open
 //
-//	mem://[?capacity=N][&max_bytes=N][&shards=N][&sweep_interval=D]
+//	mem://[?capacity=N][&max_bytes=N][&shards=N][&sweep_interval=D][&scope_quota=N]
 //
 // capacity is the most entries kept (WithCapacity, default
 // DefaultCapacity), max_bytes the most bytes (WithMaxBytes, default
-// DefaultMaxBytes), shards the number of locked shards (WithShards) and
+// DefaultMaxBytes), shards the number of locked shards (WithShards),
 // sweep_interval the period of the janitor that removes expired entries
-// (WithSweepInterval; default 1m, 0s for none). The URL takes no host,
-// path or user: an in-memory store is private to the process.
+// (WithSweepInterval; default 1m, 0s for none) and scope_quota the most
+// entries of one scope, as the engine's key layout names it
+// (WithScopeQuota with the engine's idemkit.ScopeOf; default none). The
+// URL takes no host, path or user: an in-memory store is private to the
+// process.
 func init() {
 	store.Register("mem", openURL)
 }
@@ -81,6 +85,11 @@ func urlOptions(u *url.URL) ([]Option, error) {
 			return nil, fmt.Errorf("%w: parameter shards=%d: at most %d", store.ErrInvalid, n, maxShards)
 		}
 		opts = append(opts, WithShards(n))
+	}
+	if n, ok, err := p.Int("scope_quota", 1); err != nil {
+		return nil, err
+	} else if ok {
+		opts = append(opts, WithScopeQuota(n, layout.ScopeOf))
 	}
 	sweep, ok, err := p.Duration("sweep_interval", 0)
 	if err != nil {

@@ -69,6 +69,9 @@ func TestOpenURLRefusals(t *testing.T) {
 		"mem://?shards=65537":                     "shards",
 		"mem://?sweep_interval=1":                 "sweep_interval",
 		"mem://?sweep_interval=-1s":               "sweep_interval",
+		"mem://?scope_quota=0":                    "scope_quota",
+		"mem://?scope_quota=many":                 "scope_quota",
+		"mem://?scope_quota=200&capacity=100":     "scope quota 200 exceeds the capacity 100",
 		"mem://?max_entries=5&password=" + secret: "max_entries",
 		"mem://?capacity=5&Capacity=6":            "Capacity",
 		"mem://user:" + secret + "@":              "no user, host",
@@ -148,5 +151,27 @@ func TestURLOptions(t *testing.T) {
 		if _, err := memstore.URLOptions(bad); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("URLOptions(%q) = %v, want ErrInvalid", bad, err)
 		}
+	}
+}
+
+// TestOpenURLScopeQuota opens a store with scope_quota: a scope, as the
+// engine's key layout names it, keeps at most that many entries, evicting
+// its own; another scope's entries stay.
+func TestOpenURLScopeQuota(t *testing.T) {
+	ctx := context.Background()
+	s := openURL(t, "mem://?scope_quota=2&capacity=100&shards=2")
+	for i := range 5 {
+		if _, _, err := s.SetNX(ctx, fmt.Sprintf("idem:1:flood:k%d", i), []byte("v"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.SetNX(ctx, "idem:1:calm:k", []byte("v"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 3 || s.Evictions() != 3 {
+		t.Errorf("scope_quota=2: Len %d, Evictions %d after 5 keys of one scope and 1 of another; want 3 and 3", s.Len(), s.Evictions())
+	}
+	if _, err := s.Get(ctx, "idem:1:calm:k"); err != nil {
+		t.Errorf("the other scope's key: %v", err)
 	}
 }

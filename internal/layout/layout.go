@@ -1,0 +1,44 @@
+// Package layout reads the engine's storage layout, the names of its
+// store keys and the header of its records, for the packages below the
+// engine that keep per-scope or per-state bookkeeping (memstore), which
+// must not import the engine. The engine's keys.go and record.go write
+// what it reads; their tests and memstore's engine tests check that both
+// sides agree.
+package layout
+
+import "strings"
+
+// ScopeOf returns the scope segment of a store key the engine wrote,
+// <namespace>:<space>:<scope>:<key> with a one-character space: the same
+// text for every key of one scope, and "-" for keys written without a
+// scope. It returns "" for a key the engine did not write.
+func ScopeOf(storeKey string) string {
+	_, rest, ok := strings.Cut(storeKey, ":")
+	if !ok {
+		return ""
+	}
+	space, rest, ok := strings.Cut(rest, ":")
+	if !ok || len(space) != 1 {
+		return ""
+	}
+	scope, _, ok := strings.Cut(rest, ":")
+	if !ok || scope == "" {
+		return ""
+	}
+	return scope
+}
+
+// The record header: a version byte, a state byte, then 32 bytes of owner
+// and times, and at least one byte of fingerprint length.
+const (
+	recordVersion   = 1
+	stateInProgress = 2
+	minClaimLen     = 35
+)
+
+// InProgress reports whether value is an engine record of a claim in
+// progress: work that is running under a lease, whose loss would let a
+// duplicate run it again.
+func InProgress(value []byte) bool {
+	return len(value) >= minClaimLen && value[0] == recordVersion && value[1] == stateInProgress
+}

@@ -115,7 +115,7 @@ func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error)
 	case perr == nil && u.Scheme == "bolt" && be.primary == nil:
 		s, err = be.openBolt(rawURL)
 	case perr == nil && u.Scheme == "mem":
-		s, err = openMem(u, be.tel.Evicted)
+		s, err = openMem(u, be.tel.Evicted, be.tel.Refused)
 	default:
 		s, err = store.Open(ctx, rawURL)
 	}
@@ -130,13 +130,14 @@ func (be *backend) open(ctx context.Context, rawURL string) (store.Store, error)
 
 // openMem opens a memory store from a mem:// URL, as store.Open would (the
 // same parameters and defaults, see memstore), calling onEvict for every
-// live entry it evicts.
-func openMem(u *url.URL, onEvict func(key string)) (store.Store, error) {
+// live entry it evicts and onFull for every write it refuses for want of
+// room (memstore.ErrFull).
+func openMem(u *url.URL, onEvict, onFull func(key string)) (store.Store, error) {
 	opts, err := memstore.URLOptions(u.String())
 	if err != nil {
 		return nil, err
 	}
-	s, err := memstore.New(append(opts, memstore.WithOnEvict(onEvict))...)
+	s, err := memstore.New(append(opts, memstore.WithOnEvict(onEvict), memstore.WithOnFull(onFull))...)
 	if err != nil {
 		return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(u.String()), err)
 	}

@@ -30,9 +30,12 @@
 //	GET  /metrics       idemkit's OpenTelemetry metrics in Prometheus format
 //	                    (idemkit_outcomes_total by mode and outcome,
 //	                    idemkit_store_duration_seconds by store operation,
-//	                    idemkit_evictions_total of mem:// stores, the
-//	                    fallback's breaker transitions, ...); log lines of an
-//	                    engine call carry its trace_id.
+//	                    idemkit_evictions_total and
+//	                    idemkit_store_refusals_total of mem:// stores (a
+//	                    full one refuses new keys with 503 rather than
+//	                    evict a request still running), the fallback's
+//	                    breaker transitions, ...); log lines of an engine
+//	                    call carry its trace_id.
 //	GET  /problems/{name}, /problems/demo/{name}
 //	                    a page per problem type the service answers with, at
 //	                    the path of its type URI: title, status and what a

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -22,6 +23,10 @@ import (
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 )
+
+// meterName is the instrumentation scope of the metrics this package
+// defines itself.
+const meterName = "github.com/idemkit/idemkit/cmd/internal/telemetry"
 
 // Telemetry is a program's OpenTelemetry wiring: idemkit's metrics for
 // GET /metrics in Prometheus format, and spans for every engine call (kept
@@ -33,6 +38,9 @@ type Telemetry struct {
 	Metrics http.Handler
 	meters  *sdkmetric.MeterProvider
 	tracers *sdktrace.TracerProvider
+	// refusals counts the writes a bounded memory store refused for want
+	// of room it could make without evicting a claim in progress.
+	refusals metric.Int64Counter
 
 	mu      sync.Mutex
 	breaker string // the tiered store's breaker state, as OnTierEvent last saw it
@@ -51,6 +59,11 @@ func New(next idemkit.Observer) (*Telemetry, error) {
 		meters:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)),
 		tracers: sdktrace.NewTracerProvider(),
 		breaker: string(policy.TierClosed),
+	}
+	t.refusals, err = t.meters.Meter(meterName).Int64Counter("idemkit.store.refusals", metric.WithUnit("{write}"),
+		metric.WithDescription("Writes a bounded memory store refused because only claims in progress could have made room"))
+	if err != nil {
+		return nil, err
 	}
 	t.Observer, err = idemotel.NewObserver(idemotel.WithMeterProvider(t.meters),
 		idemotel.WithTracerProvider(t.tracers), idemotel.WithNext(next))
@@ -78,6 +91,10 @@ func (t *Telemetry) WrapStore(s store.Store) (store.Store, error) {
 // Evicted counts a live entry a bounded memory store pushed out: pass it
 // to memstore.WithOnEvict. The key is not used.
 func (t *Telemetry) Evicted(string) { t.Observer.Evicted(context.Background()) }
+
+// Refused counts a write a bounded memory store refused with
+// memstore.ErrFull: pass it to memstore.WithOnFull. The key is not used.
+func (t *Telemetry) Refused(string) { t.refusals.Add(context.Background(), 1) }
 
 // OnTierEvent counts the breaker changes of a tiered store, with the state
 // it left and the one it entered, and its copy-forward conflicts: pass it

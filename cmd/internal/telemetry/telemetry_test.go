@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -32,9 +33,10 @@ func scrape(t *testing.T, tel *Telemetry, prefix string) []string {
 	return out
 }
 
-// The memstore eviction callback and the tiered store's observer feed the
-// evictions, breaker transitions and copy-forward conflicts counters, with
-// the breaker's previous and new state; no key reaches a label.
+// The memstore eviction and refusal callbacks and the tiered store's
+// observer feed the evictions, refusals, breaker transitions and
+// copy-forward conflicts counters, with the breaker's previous and new
+// state; no key reaches a label.
 func TestCallbacksFeedTheCounters(t *testing.T) {
 	tel, err := New(idemkit.ObserverFunc(func(context.Context, idemkit.Event) {}))
 	if err != nil {
@@ -51,13 +53,26 @@ func TestCallbacksFeedTheCounters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	full, err := memstore.New(memstore.WithCapacity(1), memstore.WithShards(1), memstore.WithOnFull(tel.Refused))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	claim := append([]byte{1, 2}, make([]byte, 33)...) // the engine's claim in progress
+	if _, _, err := full.SetNX(ctx, "secret-claim", claim, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := full.SetNX(ctx, "secret-f", []byte("v"), time.Minute); !errors.Is(err, memstore.ErrFull) {
+		t.Fatalf("SetNX into a store full of claims: %v, want ErrFull", err)
+	}
 	for _, k := range []policy.TierEventKind{policy.TierOpen, policy.TierHalfOpen, policy.TierOpen, policy.TierHalfOpen, policy.TierClosed, policy.TierCopied} {
 		tel.OnTierEvent(policy.TierEvent{Kind: k, Key: "secret-d"})
 	}
 	tel.OnTierEvent(policy.TierEvent{Kind: policy.TierConflict, Key: "secret-e"})
 
 	want := map[string]string{
-		"idemkit_evictions_total{": "2",
+		"idemkit_evictions_total{":      "2",
+		"idemkit_store_refusals_total{": "1",
 		`idemkit_breaker_transitions_total{idemkit_breaker_from="closed",idemkit_breaker_state="open"`:      "1",
 		`idemkit_breaker_transitions_total{idemkit_breaker_from="open",idemkit_breaker_state="half_open"`:   "2",
 		`idemkit_breaker_transitions_total{idemkit_breaker_from="half_open",idemkit_breaker_state="open"`:   "1",

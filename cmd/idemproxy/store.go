@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // the driver of sqlstore's mysql://
 	_ "github.com/jackc/pgx/v5/stdlib" // the driver of sqlstore's postgres://
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/cmd/internal/telemetry"
 	"github.com/idemkit/idemkit/policy"
 	"github.com/idemkit/idemkit/store"
 	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
@@ -27,17 +29,51 @@ type stores struct {
 	primary store.Store
 	tiered  store.Store // nil when no route falls back
 	closers []func() error
+	// mem receives the evictions and refusals of the memory stores opened
+	// here (a mem:// primary, the fallback tier), for instrument.
+	mem *memHooks
+}
+
+// memHooks forwards a memory store's evictions and refusals
+// (memstore.WithOnEvict, memstore.WithOnFull) to the telemetry that
+// instrument sets, once it is set; the keys go no further.
+type memHooks struct {
+	tel atomic.Pointer[telemetry.Telemetry]
+}
+
+func (h *memHooks) evicted(key string) {
+	if t := h.tel.Load(); t != nil {
+		t.Evicted(key)
+	}
+}
+
+func (h *memHooks) refused(key string) {
+	if t := h.tel.Load(); t != nil {
+		t.Refused(key)
+	}
+}
+
+// options are the memory store options that report to h.
+func (h *memHooks) options() []memstore.Option {
+	return []memstore.Option{memstore.WithOnEvict(h.evicted), memstore.WithOnFull(h.refused)}
+}
+
+// instrument counts the evictions and refusals of the memory stores in
+// tel's metrics (idemkit_evictions_total, idemkit_store_refusals_total).
+func (s *stores) instrument(tel *telemetry.Telemetry) {
+	s.mem.tel.Store(tel)
 }
 
 // openStores opens the store URL, puts each call to a store reached over
 // the network under budget, and builds the fallback tier when withFallback
 // is set.
 func openStores(ctx context.Context, rawURL string, budget time.Duration, withFallback bool, log *slog.Logger) (*stores, error) {
-	raw, err := openStore(ctx, rawURL)
+	hooks := new(memHooks)
+	raw, err := openStoreHooked(ctx, rawURL, hooks)
 	if err != nil {
 		return nil, err
 	}
-	s := &stores{primary: raw}
+	s := &stores{primary: raw, mem: hooks}
 	// Each wrapper owns what it wraps: closing the outermost closes all.
 	if remote(rawURL) {
 		if s.primary, err = policy.Budget(raw, budget, policy.WithInline()); err != nil {
@@ -46,7 +82,7 @@ func openStores(ctx context.Context, rawURL string, budget time.Duration, withFa
 	}
 	outer := s.primary
 	if withFallback {
-		mem, err := memstore.New(memstore.WithSweepInterval(time.Minute))
+		mem, err := memstore.New(append(hooks.options(), memstore.WithSweepInterval(time.Minute))...)
 		if err != nil {
 			return nil, errors.Join(err, closeStore(s.primary))
 		}
@@ -92,16 +128,43 @@ func (s *stores) ping(ctx context.Context) error {
 	return nil
 }
 
-// openStore opens a store URL with store.Open, through the backends this
-// program imports: mem://, bolt://, redis://, rediss://, redis+sentinel://,
+// openStore opens a store URL with store.Open (mem:// with memstore's own
+// URL parsing, as store.Open does), through the backends this program
+// imports: mem://, bolt://, redis://, rediss://, redis+sentinel://,
 // redis+cluster://, postgres://, postgresql:// and mysql://. The store owns
 // its client; the error never holds the URL's password.
 func openStore(ctx context.Context, rawURL string) (store.Store, error) {
-	st, err := store.Open(ctx, rawURL)
+	return openStoreHooked(ctx, rawURL, new(memHooks))
+}
+
+// openStoreHooked is openStore with a mem:// store reporting its
+// evictions and refusals to hooks.
+func openStoreHooked(ctx context.Context, rawURL string, hooks *memHooks) (store.Store, error) {
+	var st store.Store
+	var err error
+	if u, perr := url.Parse(rawURL); perr == nil && u.Scheme == "mem" {
+		st, err = openMem(rawURL, hooks)
+	} else {
+		st, err = store.Open(ctx, rawURL)
+	}
 	if errors.Is(err, store.ErrInvalid) {
 		return nil, fmt.Errorf("%w: %w", errConfig, err)
 	}
 	return st, err
+}
+
+// openMem opens a mem:// store as store.Open would (the same parameters,
+// scope_quota among them, and defaults), reporting to hooks.
+func openMem(rawURL string, hooks *memHooks) (store.Store, error) {
+	opts, err := memstore.URLOptions(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	s, err := memstore.New(append(opts, hooks.options()...)...)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: open %s: %w", store.Redact(rawURL), err)
+	}
+	return s, nil
 }
 
 // logTierEvent logs the fallback tier's breaker changes and copy problems.

@@ -45,9 +45,9 @@
 //
 // A write that needs room in a full shard frees it in this order:
 //
-//  1. An expired entry: the least recently used entry of a segment if it
-//     has expired, otherwise every expired entry found by a scan of the
-//     shard. Scans are spread over inserts so that their cost per insert
+//  1. An expired entry: the least recently used entry of a segment of the
+//     scope in step 2 if it has expired, otherwise every expired entry
+//     found by a scan of the shard. Scans are spread over inserts so that their cost per insert
 //     stays constant (at least half a shard's capacity of inserts apart,
 //     backing off to four capacities while they find nothing), so a live
 //     entry may go while an expired one waits for the next scan.

@@ -1,20 +1,19 @@
 package memstore
 
-// list is a doubly linked list of nodes, most recently used first, through
-// the links at index w of each node. (Indexing with w&1 spares the bounds
-// checks on the hot path.)
+// list is a doubly linked list of nodes, most recently used first,
+// through their links. A node is in one list at a time: its scope's list
+// of its segment.
 type list struct {
 	head, tail *node
 	len        int
-	w          int
 }
 
 // pushFront adds n, which is in no list of this kind, as most recently
 // used.
 func (l *list) pushFront(n *node) {
-	n.links[l.w&1] = link{next: l.head}
+	n.links = link{next: l.head}
 	if l.head != nil {
-		l.head.links[l.w&1].prev = n
+		l.head.links.prev = n
 	} else {
 		l.tail = n
 	}
@@ -24,14 +23,14 @@ func (l *list) pushFront(n *node) {
 
 // remove takes n, which is in l, out of l.
 func (l *list) remove(n *node) {
-	lk := &n.links[l.w&1]
+	lk := &n.links
 	if lk.prev != nil {
-		lk.prev.links[l.w&1].next = lk.next
+		lk.prev.links.next = lk.next
 	} else {
 		l.head = lk.next
 	}
 	if lk.next != nil {
-		lk.next.links[l.w&1].prev = lk.prev
+		lk.next.links.prev = lk.prev
 	} else {
 		l.tail = lk.prev
 	}
@@ -70,11 +69,9 @@ func (s *segments) of(n *node) *list {
 	return &s[n.seg%3]
 }
 
-// init prepares empty lists chained through links[w].
-func (s *segments) init(w int) {
-	for i := range s {
-		s[i] = list{w: w}
-	}
+// init prepares empty lists.
+func (s *segments) init() {
+	*s = segments{}
 }
 
 // len returns the number of nodes in every segment.

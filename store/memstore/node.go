@@ -14,16 +14,9 @@ type node struct {
 	expires int64 // monotonic nanoseconds since the Store's epoch
 	seg     uint8 // the segment it is in: probation, protected or claimed
 	scope   *scope
-	// links[shardLinks] chain the node in its shard's segment list,
-	// links[scopeLinks] in its scope's.
-	links [2]link
+	// links chain the node in its scope's list of its segment.
+	links link
 }
-
-// Which of a node's links a list uses.
-const (
-	shardLinks = 0
-	scopeLinks = 1
-)
 
 // link is a node's place in one list: prev is towards the most recently
 // used end, next towards the least recently used.

@@ -9,18 +9,20 @@ import (
 	"github.com/idemkit/idemkit/internal/layout"
 )
 
-// shard is one independently locked part of a Store: a map of nodes and a
-// segmented LRU over them, plus one segmented LRU per scope and a heap of
-// the scopes by their evictable entries. Every field but mu is guarded by
+// shard is one independently locked part of a Store: a map of nodes, a
+// segmented LRU per scope over them, and a heap of the scopes by their
+// evictable entries. Every field but mu is guarded by
 // mu. The padding keeps neighbouring shards' locks on separate cache
 // lines.
 type shard struct {
 	mu         sync.Mutex
 	nodes      map[string]*node
-	segs       segments
+	claims     int // nodes in the claimed segment
 	pacer      pacer
 	scopes     map[string]*scope
 	ranked     scopeHeap // the scopes, most evictable entries first
+	spare      *scope    // a dropped scope's bookkeeping, for the next
+	none       *scope    // the scope of the keys without one, never dropped
 	quota      int       // entries per scope; 0 for none
 	maxEntries int
 	maxBytes   int64
@@ -46,12 +48,13 @@ type scope struct {
 // and maxBytes bytes, and at most quota entries per scope if quota > 0.
 func (sh *shard) init(maxEntries int, maxBytes int64, quota int) {
 	sh.nodes = make(map[string]*node)
-	sh.segs.init(shardLinks)
+	sh.claims = 0
 	sh.pacer.init(maxEntries)
 	sh.maxEntries, sh.maxBytes, sh.quota = maxEntries, maxBytes, quota
 	sh.scopes = make(map[string]*scope)
-	sh.ranked = nil
+	sh.ranked, sh.spare = nil, nil
 	sh.bytes, sh.claimBytes, sh.claimScopeBytes = 0, 0, 0
+	sh.none = sh.newScope("")
 }
 
 // entryCost is what an entry counts against the byte budget.
@@ -101,23 +104,22 @@ func (sh *shard) peek(key string, now int64) *node {
 	return n
 }
 
-// touch marks n most recently used in its segment, in the shard and in
-// its scope. The caller holds mu.
+// touch marks n most recently used in its scope's segment. The caller
+// holds mu.
 func (sh *shard) touch(n *node) {
-	sh.segs.of(n).moveToFront(n)
 	n.scope.segs.of(n).moveToFront(n)
 }
 
-// link puts n, most recently used, in the lists of its segment, in the
-// shard and in its scope, and counts it. The caller holds mu.
+// link puts n, most recently used, in its scope's list of its segment,
+// and counts it. The caller holds mu.
 func (sh *shard) link(n *node) {
 	sc := n.scope
-	sh.segs.of(n).pushFront(n)
 	sc.segs.of(n).pushFront(n)
 	if n.seg != claimed {
 		sh.ranked.fix(sc)
 		return
 	}
+	sh.claims++
 	sh.claimBytes += entryCost(n.key, n.value)
 	if sc.segs[claimed].len == 1 {
 		sh.claimScopeBytes += sc.cost
@@ -127,28 +129,30 @@ func (sh *shard) link(n *node) {
 // unlink is the reverse of link. The caller holds mu.
 func (sh *shard) unlink(n *node) {
 	sc := n.scope
-	sh.segs.of(n).remove(n)
 	sc.segs.of(n).remove(n)
 	if n.seg != claimed {
 		sh.ranked.fix(sc)
 		return
 	}
+	sh.claims--
 	sh.claimBytes -= entryCost(n.key, n.value)
 	if sc.segs[claimed].len == 0 {
 		sh.claimScopeBytes -= sc.cost
 	}
 }
 
-// drop removes n, and its scope if n was the scope's last entry. The
-// caller holds mu.
+// drop removes n, and its scope if n was the scope's last entry (but for
+// the scope of keys without one, kept for the shard's life), keeping the
+// scope's bookkeeping as a spare for the next. The caller holds mu.
 func (sh *shard) drop(n *node) {
 	delete(sh.nodes, n.key)
 	sh.unlink(n)
 	sh.bytes -= entryCost(n.key, n.value)
-	if sc := n.scope; sc.segs.len() == 0 {
+	if sc := n.scope; sc.segs.len() == 0 && sc.name != "" {
 		delete(sh.scopes, sc.name)
 		sh.ranked.remove(sc)
 		sh.bytes -= sc.cost
+		sh.spare = sc
 	}
 }
 
@@ -165,24 +169,35 @@ func (sh *shard) insert(key, scopeName string, value []byte, expires, now int64,
 		return evicted, errTooLarge(cost, sh.maxBytes)
 	}
 	seg := segmentOf(value, false)
-	if sh.quota > 0 && scopeName != "" {
+	sc := sh.lookup(scopeName)
+	over := sh.overBy(cost, sc, scopeName)
+	if over {
+		if !sh.canFit(1, cost, scopeName, nil, now) {
+			return evicted, errFull // before any eviction, the quota's included
+		}
+		sc = sh.lookup(scopeName) // a scan for expired entries may have dropped it
+	}
+	if sh.quota > 0 && sc != nil && scopeName != "" && sc.segs.len() >= sh.quota {
 		var err error
-		if evicted, err = sh.keepQuota(scopeName, now, evicted); err != nil {
+		if evicted, err = sh.keepQuota(sc, now, evicted); err != nil {
 			return evicted, err
 		}
+		sc = sh.lookup(scopeName) // the quota's eviction may have dropped it
+		over = sh.overBy(cost, sc, scopeName)
 	}
-	if sh.overBy(cost, scopeName) {
-		if !sh.canFit(1, cost, scopeName, nil, now) {
-			return evicted, errFull
-		}
-		for sh.overBy(cost, scopeName) {
+	if over {
+		for sh.overBy(cost, sc, scopeName) {
 			var ok bool
 			if evicted, ok = sh.makeRoom(nil, now, evicted); !ok {
 				return evicted, errFull // not reached: canFit said there was room
 			}
+			sc = sh.lookup(scopeName) // making room may have dropped it
 		}
 	}
-	n := &node{key: key, value: value, expires: expires, seg: seg, scope: sh.scopeFor(scopeName)}
+	if sc == nil {
+		sc = sh.newScope(scopeName)
+	}
+	n := &node{key: key, value: value, expires: expires, seg: seg, scope: sc}
 	sh.nodes[key] = n
 	sh.link(n)
 	sh.bytes += cost
@@ -191,11 +206,11 @@ func (sh *shard) insert(key, scopeName string, value []byte, expires, now int64,
 	return evicted, nil
 }
 
-// keepQuota frees one entry of scope name, if it holds its quota, as the
-// package doc's "Scopes" section says, or fails with ErrFull if every
-// entry of the scope is a live claim in progress. The caller holds mu.
-func (sh *shard) keepQuota(name string, now int64, evicted []string) ([]string, error) {
-	for sc := sh.scopes[name]; sc != nil && sc.segs.len() >= sh.quota; sc = sh.scopes[name] {
+// keepQuota frees one entry of sc, which holds its quota, as the package
+// doc's "Scopes" section says, or fails with ErrFull if every entry of
+// the scope is a live claim in progress. The caller holds mu.
+func (sh *shard) keepQuota(sc *scope, now int64, evicted []string) ([]string, error) {
+	for sc.segs.len() >= sh.quota {
 		if n := expiredTail(&sc.segs, nil, now); n != nil {
 			sh.drop(n)
 			continue
@@ -218,13 +233,23 @@ func (sh *shard) keepQuota(name string, now int64, evicted []string) ([]string, 
 	return evicted, nil
 }
 
-// overBy reports whether adding an entry of cost bytes in scopeName would
-// take the shard over its entry count or byte budget. The caller holds mu.
-func (sh *shard) overBy(cost int64, scopeName string) bool {
-	if sh.scopes[scopeName] == nil {
+// overBy reports whether adding an entry of cost bytes in scopeName, whose
+// bookkeeping is sc (nil if it has none yet), would take the shard over
+// its entry count or byte budget. The caller holds mu.
+func (sh *shard) overBy(cost int64, sc *scope, scopeName string) bool {
+	if sc == nil {
 		cost += scopeCost(scopeName)
 	}
 	return len(sh.nodes) >= sh.maxEntries || sh.bytes+cost > sh.maxBytes
+}
+
+// lookup returns the bookkeeping of scope name, or nil if it has none.
+// The caller holds mu.
+func (sh *shard) lookup(name string) *scope {
+	if name == "" {
+		return sh.none
+	}
+	return sh.scopes[name]
 }
 
 // canFit reports whether evicting every evictable entry but except would
@@ -234,14 +259,14 @@ func (sh *shard) overBy(cost int64, scopeName string) bool {
 // caller holds mu.
 func (sh *shard) canFit(entries int, cost int64, scopeName string, except *node, now int64) bool {
 	for {
-		claims, kept := sh.segs[claimed].len, sh.claimBytes+sh.claimScopeBytes+cost
+		claims, kept := sh.claims, sh.claimBytes+sh.claimScopeBytes+cost
 		if except != nil {
 			if except.seg == claimed {
 				claims--
 				kept -= entryCost(except.key, except.value)
 			}
 			kept += except.scope.cost // except's scope stays (counted twice at worst)
-		} else if sc := sh.scopes[scopeName]; sc == nil || sc.segs[claimed].len == 0 {
+		} else if sc := sh.lookup(scopeName); sc == nil || sc.segs[claimed].len == 0 {
 			kept += scopeCost(scopeName)
 		}
 		if claims+entries <= sh.maxEntries && kept <= sh.maxBytes {
@@ -251,7 +276,7 @@ func (sh *shard) canFit(entries int, cost int64, scopeName string, except *node,
 			sh.pacer.since++ // a refusal paces the scans as an insert does
 			return false
 		}
-		found := sh.removeExpired(&sh.segs, except, now)
+		found := sh.removeAllExpired(except, now)
 		sh.pacer.scanned(found)
 		if found == 0 {
 			return false
@@ -259,21 +284,24 @@ func (sh *shard) canFit(entries int, cost int64, scopeName string, except *node,
 	}
 }
 
-// scopeFor returns the bookkeeping of scope name, creating it if needed.
-// The caller holds mu.
-func (sh *shard) scopeFor(name string) *scope {
-	sc := sh.scopes[name]
-	if sc == nil {
-		// A copy, so that the scope does not keep alive the key it was
-		// cut from, which may be evicted long before the scope ends.
-		name = strings.Clone(name)
+// newScope creates the bookkeeping of scope name, which has none. The
+// caller holds mu.
+func (sh *shard) newScope(name string) *scope {
+	// A copy, so that the scope does not keep alive the key it was cut
+	// from, which may be evicted long before the scope ends.
+	name = strings.Clone(name)
+	sc := sh.spare
+	if sc != nil {
+		sh.spare = nil
+		*sc = scope{name: name, cost: scopeCost(name)}
+	} else {
 		sc = &scope{name: name, cost: scopeCost(name)}
-		sc.segs.init(scopeLinks)
-		sc.pacer.init(max(sh.quota, 1))
-		sh.scopes[name] = sc
-		sh.ranked.push(sc)
-		sh.bytes += sc.cost
 	}
+	sc.segs.init()
+	sc.pacer.init(max(sh.quota, 1))
+	sh.scopes[name] = sc
+	sh.ranked.push(sc)
+	sh.bytes += sc.cost
 	return sc
 }
 
@@ -307,21 +335,23 @@ func (sh *shard) rewrite(n *node, value []byte, expires, now int64, evicted []st
 }
 
 // makeRoom removes at least one node other than except, preferring
-// expired nodes to live ones: the least recently used node of any
-// segment if it has expired; otherwise every expired node, found by a
-// scan of the shard if its pacer says one is due; and only if there is
-// none, the least recently used evictable node (probation before
-// protected) of the scope holding the most evictable nodes. It appends the
-// key of the live node it evicted, if any, to evicted, and reports false
-// if nothing but claims in progress and except is left. The caller holds
-// mu.
+// expired nodes to live ones: the least recently used node of a segment
+// of the fullest scope (the heap's top) if it has expired; otherwise every
+// expired node, found by a scan of the shard if its pacer says one is
+// due; and only if there is none, the least recently used evictable node
+// (probation before protected) of the scope holding the most evictable
+// nodes. It appends the key of the live node it evicted, if any, to
+// evicted, and reports false if nothing but claims in progress and except
+// is left. The caller holds mu.
 func (sh *shard) makeRoom(except *node, now int64, evicted []string) ([]string, bool) {
-	if n := expiredTail(&sh.segs, except, now); n != nil {
-		sh.drop(n)
-		return evicted, true
+	if len(sh.ranked) > 0 {
+		if n := expiredTail(&sh.ranked[0].segs, except, now); n != nil {
+			sh.drop(n)
+			return evicted, true
+		}
 	}
 	if sh.pacer.due() {
-		found := sh.removeExpired(&sh.segs, except, now)
+		found := sh.removeAllExpired(except, now)
 		sh.pacer.scanned(found)
 		if found > 0 {
 			return evicted, true
@@ -359,7 +389,7 @@ func lruEvictable(segs *segments, except *node) *node {
 func lru(l *list, except *node) *node {
 	n := l.tail
 	if n != nil && n == except {
-		n = n.links[l.w].prev
+		n = n.links.prev
 	}
 	return n
 }
@@ -371,12 +401,26 @@ func (sh *shard) removeExpired(segs *segments, except *node, now int64) int {
 	for i := range segs {
 		l := &segs[i]
 		for n := l.tail; n != nil; {
-			prev := n.links[l.w].prev
+			prev := n.links.prev
 			if n != except && !n.live(now) {
 				sh.drop(n)
 				found++
 			}
 			n = prev
+		}
+	}
+	return found
+}
+
+// removeAllExpired removes the shard's nodes, other than except, that
+// have expired at now, and returns how many it removed. The caller holds
+// mu.
+func (sh *shard) removeAllExpired(except *node, now int64) int {
+	found := 0
+	for _, n := range sh.nodes {
+		if n != except && !n.live(now) {
+			sh.drop(n) // deleting from the map being ranged over is allowed
+			found++
 		}
 	}
 	return found

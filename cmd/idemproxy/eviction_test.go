@@ -190,3 +190,25 @@ func TestFullMemoryStoreRefusesWith503(t *testing.T) {
 	res, body = send(t, url+"/orders", http.MethodPost, "late", "k", "order")
 	wantStatus(t, res, body, http.StatusCreated)
 }
+
+// TestMemStoreScopeQuotaFromURL caps each principal of a mem:// store at
+// scope_quota entries: one principal's 20 keys keep its last 5, evicting
+// only its own, and another principal's record still replays.
+func TestMemStoreScopeQuotaFromURL(t *testing.T) {
+	up, upstream := newSlowUpstream(t)
+	url, tel := instrumented(t, upstream, "mem://?scope_quota=5&capacity=1000")
+	res, body := send(t, url+"/orders", http.MethodPost, "quiet", "k", "order")
+	wantStatus(t, res, body, http.StatusCreated)
+	for i := range 20 { // one at a time: 8 at once would be 8 claims over a quota of 5
+		res, body := send(t, url+"/orders", http.MethodPost, "busy", "k"+strconv.Itoa(i), "order")
+		wantStatus(t, res, body, http.StatusCreated)
+	}
+	if got := metric(t, tel, "idemkit_evictions_total"); got != 15 {
+		t.Errorf("idemkit_evictions_total = %v after 20 keys of one principal over a quota of 5, want 15", got)
+	}
+	res, body = send(t, url+"/orders", http.MethodPost, "quiet", "k", "order")
+	wantStatus(t, res, body, http.StatusCreated)
+	if res.Header.Get(idemhttp.ReplayedHeader) != "true" || up.executions("quiet/k") != 1 {
+		t.Errorf("the quiet principal's retry: not replayed, or ran %d times", up.executions("quiet/k"))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -102,4 +103,45 @@ func ExampleWithMaxBytes() {
 	// Output:
 	// bytes counted: 261 = 261
 	// too large: true
+}
+
+// A store whose room is all taken by claims in progress refuses a new
+// key rather than evict one (which would let a duplicate run the work
+// again): the engine answers ErrUnavailable, and does not run the work.
+func Example_fullOfClaims() {
+	s, err := memstore.New(memstore.WithCapacity(1), memstore.WithShards(1))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	e, err := idemkit.New(s, idemkit.WithObserver(nil))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = e.Do(ctx, "charge-1", "", func(context.Context) ([]byte, error) {
+			close(started)
+			<-release
+			return []byte("charged"), nil
+		})
+	}()
+	<-started
+	_, err = e.Do(ctx, "charge-2", "", func(context.Context) ([]byte, error) {
+		return []byte("charged"), nil
+	})
+	fmt.Println(errors.Is(err, memstore.ErrFull), errors.Is(err, idemkit.ErrUnavailable), s.Refusals())
+	close(release)
+	<-done
+	res, err := e.Do(ctx, "charge-2", "", func(context.Context) ([]byte, error) {
+		return []byte("charged"), nil
+	})
+	fmt.Println(string(res.Value), err, s.Evictions())
+	// Output:
+	// true true 1
+	// charged <nil> 1
 }

@@ -2,8 +2,8 @@
 // store keys and the header of its records, for the packages below the
 // engine that keep per-scope or per-state bookkeeping (memstore), which
 // must not import the engine. The engine's keys.go and record.go write
-// what it reads; their tests and memstore's engine tests check that both
-// sides agree.
+// what it reads (idemkit.ScopeOf calls ScopeOf); memstore's
+// TestLayoutMatchesTheEngine checks both against the engine's own writes.
 package layout
 
 import "strings"

@@ -99,6 +99,18 @@
 // a new key for a request that is meant to run again. In window mode the
 // window is kept instead.
 //
+// The proxy sends a request upstream at most once. net/http's Transport
+// would send some again by itself on a new connection when a kept-alive
+// one fails, even after writing them: a GET, HEAD, OPTIONS or TRACE, and
+// any request without a body that carries Idempotency-Key or
+// X-Idempotency-Key, as the proxy forwards it. The proxy lets the
+// Transport resend only a request of which nothing was written, or, off
+// guarded routes, a GET, HEAD, OPTIONS or TRACE; any other such failure is
+// a lost connection after the request was sent (502, outcome unknown on a
+// guarded route). An upstream that closes idle kept-alive connections
+// should keep them longer than the proxy does (90s), or an upstream
+// closing one just as a request goes out gives such a 502.
+//
 // # Protocol upgrades
 //
 // Only a real WebSocket opening handshake (a GET without a body, with

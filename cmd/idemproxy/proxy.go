@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -122,15 +121,6 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 	mux.Handle("/", p.limit(cfg.MaxBody, cfg.BodyTimeout.Duration, p.rp))
 	p.handler = mux
 	return p, nil
-}
-
-// newTransport is http.DefaultTransport's setup with a bound on the time
-// to the upstream's response headers.
-func newTransport(timeout time.Duration) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = timeout
-	t.MaxIdleConnsPerHost = 256
-	return t
 }
 
 // bufferPool reuses the ReverseProxy's 32 KiB copy buffers, which it
@@ -333,6 +323,7 @@ type reqState struct {
 	stream  bool   // the upstream answers with a stream: let its flushes through
 	cookies string // set_cookie of the route
 	status  int    // the status the upstream answered with, once it has
+	send    *sendLog
 }
 
 type stateKey struct{}
@@ -360,7 +351,7 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.p.rp.ServeHTTP(w, r)
 		return
 	}
-	st := &reqState{cookies: g.cookies}
+	st := &reqState{cookies: g.cookies, send: new(sendLog)}
 	g.guard.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 }
 
@@ -520,12 +511,14 @@ func (p *proxy) modifyResponse(res *http.Response) error {
 
 // upstreamError answers a request the upstream did not answer: 413 for a
 // body over the cap, 504 for a timeout, else 502. On a guarded route the
-// request may have reached the upstream and run there unless the
-// connection itself failed (notSent) or shutdown cut the call off: the
-// proxy cannot tell, so the key is not released but keeps an "outcome
-// unknown" record (idemhttp.OutcomeUnknown), and the answer says a retry
-// cannot succeed. Otherwise nothing is stored: a retry reaches the
-// upstream again.
+// request may have reached the upstream and run there once any of it was
+// written on a connection (sendLog): after a timeout or a lost connection
+// (not after shutdown's cut-off, which releases). The proxy cannot tell, so the
+// key is not released but keeps an "outcome unknown" record
+// (idemhttp.OutcomeUnknown), and the answer says a retry cannot succeed.
+// Otherwise (the connection could not be opened, its TLS certificate was
+// refused, or the call was cut off before it had one) nothing is stored:
+// a retry reaches the upstream again.
 func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	var tooLarge *http.MaxBytesError
 	var ne net.Error
@@ -540,30 +533,28 @@ func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	retryable := true
-	if st, _ := r.Context().Value(stateKey{}).(*reqState); st != nil && !notSent(err) && p.cut.Err() == nil {
+	if st, _ := r.Context().Value(stateKey{}).(*reqState); st != nil && st.send.maybeSent() && p.cut.Err() == nil {
 		if _, merr := idemhttp.OutcomeUnknown(r); merr == nil {
 			retryable = false
 		}
 	}
+	cut := p.cut.Err() != nil
 	switch {
+	case cut:
+		writeProblemRetry(w, r, http.StatusBadGateway, problemUpstreamDown, "Upstream call cut off",
+			"the proxy is shutting down and cut off the upstream call before it answered", retryable)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		writeProblemRetry(w, r, http.StatusGatewayTimeout, problemUpstreamTimeout, "Upstream timeout",
 			"the upstream service did not answer in time", retryable)
+	case errors.Is(err, errNotResent):
+		writeProblemRetry(w, r, http.StatusBadGateway, problemUpstreamDown, "Upstream connection lost",
+			"the connection to the upstream service failed after the request was sent", retryable)
 	default:
 		writeProblemRetry(w, r, http.StatusBadGateway, problemUpstreamDown, "Upstream unavailable",
 			"the upstream service could not be reached", retryable)
 	}
 	p.log.WarnContext(r.Context(), "upstream error", "method", r.Method, "path", r.URL.Path,
-		"outcome_unknown", !retryable, "error", err)
-}
-
-// notSent reports whether err says the request never reached the
-// upstream: the connection could not be opened, or the upstream's TLS
-// certificate was refused.
-func notSent(err error) bool {
-	var op *net.OpError
-	var cert *tls.CertificateVerificationError
-	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &cert)
+		"outcome_unknown", !retryable, "cut_off", cut, "error", err)
 }
 
 // upstreamRetry is the Retry-After of the proxy's 502 and 504 answers.

@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idemkit/adapters/idemhttp"
 )
 
 func TestConfigRejectsMistakes(t *testing.T) {
@@ -77,11 +81,13 @@ func TestStoreURLErrorsHideThePassword(t *testing.T) {
 	}
 }
 
-// TestShutdownLetsInFlightFinishAndReleasesCutOffClaims: a request that
-// finishes within shutdown_timeout is answered; one that does not is cut
-// off and its claim released, so a retry on another instance runs at once
-// instead of getting 409 until the lease ends.
-func TestShutdownLetsInFlightFinishAndReleasesCutOffClaims(t *testing.T) {
+// TestShutdownKeepsTheKeyOfACutOffSentRequest: a request that outlives
+// shutdown_timeout is cut off after it was sent upstream, which may be
+// doing the work. Its client gets a 502 that says a retry cannot succeed,
+// and the key keeps the outcome-unknown record: a retry on another
+// instance over the same store gets that problem, replayed, instead of a
+// second execution. Shutdown still ends within its bound.
+func TestShutdownKeepsTheKeyOfACutOffSentRequest(t *testing.T) {
 	up, us := newGoUpstream(t)
 	cfg := parseConfig(t, baseConfig+"\n[[route]]\nmatch = \"POST /long\"\nmode = \"key\"\nlease = \"1h\"\n", us.URL, "mem://")
 	cfg.ShutdownTimeout.Duration = 200 * time.Millisecond
@@ -99,25 +105,96 @@ func TestShutdownLetsInFlightFinishAndReleasesCutOffClaims(t *testing.T) {
 	got := sendBlocked(addr+"/long", "cut")
 	<-up.started
 	stop() // SIGTERM
+	began := time.Now()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	a := <-got
-	if a.err != nil {
-		t.Fatalf("cut-off request: %v, want a 502 answer", a.err)
+	if took := time.Since(began); took > cfg.ShutdownTimeout.Duration+cutOffWait {
+		t.Fatalf("shutdown took %v, over shutdown_timeout + %v", took, cutOffWait)
 	}
-	if a.code != http.StatusBadGateway {
-		t.Fatalf("cut-off request got %d %s, want 502", a.code, a.body)
-	}
-	// Another instance over the same store runs the retry: the claim was
-	// released, not left for its one-hour lease.
+	wantCutOffAnswer(t, <-got, false)
 	other, err := newProxy(cfg, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newRecorderRequest(t, other, "/long", "cut")
-	if rec != http.StatusCreated || up.count("/long") != 2 {
-		t.Fatalf("retry after cut-off: %d, upstream runs %d; want 201, 2", rec, up.count("/long"))
+	res, b := send(t, httptestServer(t, other)+"/long", "POST", "alice", "cut", `{}`)
+	wantOutcomeUnknownReplay(t, res, b)
+	if n := up.count("/long"); n != 1 {
+		t.Fatalf("upstream runs %d, want 1", n)
+	}
+}
+
+// TestShutdownReleasesACutOffRequestNotYetSent: a request cut off while
+// the proxy was still connecting to the upstream never reached it, so its
+// claim is released: a retry on another instance runs at once instead of
+// getting 409 until the one-hour lease ends.
+func TestShutdownReleasesACutOffRequestNotYetSent(t *testing.T) {
+	up, us := newGoUpstream(t)
+	cfg := parseConfig(t, baseConfig+"\n[[route]]\nmatch = \"POST /long\"\nmode = \"key\"\nlease = \"1h\"\n", us.URL, "mem://")
+	cfg.ShutdownTimeout.Duration = 200 * time.Millisecond
+	st := mustStores(t, cfg)
+	p, err := newProxy(cfg, st, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The upstream's address does not answer the connection (its SYN is
+	// lost): the dial waits until it is given up.
+	dialing := make(chan struct{}, 1)
+	unblock := make(chan struct{})
+	t.Cleanup(func() { close(unblock) })
+	p.rp.Transport.(*onceTransport).base.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		dialing <- struct{}{}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-unblock:
+			return nil, errors.New("test over")
+		}
+	}
+	addr, stop, done := serving(t, p)
+	got := sendBlocked(addr+"/long", "cut-unsent")
+	<-dialing
+	stop()
+	began := time.Now()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > cfg.ShutdownTimeout.Duration+cutOffWait {
+		t.Fatalf("shutdown took %v, over shutdown_timeout + %v", took, cutOffWait)
+	}
+	wantCutOffAnswer(t, <-got, true)
+	other, err := newProxy(cfg, st, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, b := send(t, httptestServer(t, other)+"/long", "POST", "alice", "cut-unsent", `{}`)
+	wantStatus(t, res, b, http.StatusCreated)
+	if n := up.count("/long"); n != 1 || res.Header.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("retry after the cut-off: upstream runs %d (want 1), replayed %q", n, res.Header.Get(idemhttp.ReplayedHeader))
+	}
+}
+
+// wantCutOffAnswer checks the 502 a cut-off request gets: retryable (with
+// Retry-After) when it was not sent upstream, else not.
+func wantCutOffAnswer(t *testing.T, a blockedAnswer, retryable bool) {
+	t.Helper()
+	if a.err != nil {
+		t.Fatalf("cut-off request: %v, want a 502 answer", a.err)
+	}
+	var prob idemhttp.Problem
+	if a.code != http.StatusBadGateway || json.Unmarshal([]byte(a.body), &prob) != nil || prob.Retryable == nil || *prob.Retryable != retryable {
+		t.Fatalf("cut-off request got %d %s, want 502 with retryable %v", a.code, a.body, retryable)
+	}
+}
+
+// wantOutcomeUnknownReplay checks a retry's replayed outcome-unknown
+// problem.
+func wantOutcomeUnknownReplay(t *testing.T, res *http.Response, b []byte) {
+	t.Helper()
+	var prob idemhttp.Problem
+	if res.StatusCode != http.StatusInternalServerError || json.Unmarshal(b, &prob) != nil ||
+		prob.Type != idemhttp.ProblemOutcomeUnknown || res.Header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("retry: %d %s replayed %q, want the replayed outcome-unknown problem", res.StatusCode, b, res.Header.Get(idemhttp.ReplayedHeader))
 	}
 }
 

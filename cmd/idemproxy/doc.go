@@ -90,7 +90,8 @@
 // once the client has gone. When the proxy cannot learn whether the
 // upstream ran, the key is not released, since a retry might run the work
 // twice: after an upstream timeout (504), a connection lost after the
-// request was sent (502), or a 2xx response the upstream broke off (502
+// request was sent (502), a request sent upstream and then cut off by
+// shutdown (502), or a 2xx response the upstream broke off (502
 // upstream-broken, or a cut-off response when part of it had been sent),
 // the key keeps a terminal record and every retry gets 500
 // https://idemkit.dev/problems/outcome-unknown, marked replayed (see
@@ -141,5 +142,9 @@
 // rotated JWKS); a reload that fails keeps the current keys. On SIGINT or
 // SIGTERM the proxy stops accepting connections and lets in-flight
 // requests finish for shutdown_timeout; requests still running then are
-// cut off, and their claims released so that a retry runs them again.
+// cut off (answered 502) and their keys settled at once, not left to their
+// lease: a request not yet sent upstream is released, so a retry to
+// another instance runs it; one already sent, which the upstream may be
+// doing, keeps the outcome-unknown record as above, and a retry gets that
+// problem replayed. Shutdown ends within shutdown_timeout and 5s more.
 package main

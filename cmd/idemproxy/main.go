@@ -25,7 +25,7 @@ import (
 var errUsage = errors.New("usage error")
 
 // cutOffWait bounds how long shutdown waits, after cutting off the requests
-// that outlived shutdown_timeout, for them to release their claims.
+// that outlived shutdown_timeout, for them to settle their keys.
 const cutOffWait = 5 * time.Second
 
 func main() {
@@ -215,8 +215,10 @@ func tlsConfig(c tlsCfg) (*tls.Config, error) {
 
 // serve serves ln until ctx is done, then shuts down gracefully: no new
 // connections, in-flight requests finish within shutdown_timeout; those
-// still running then are cut off (their upstream calls cancelled, so their
-// claims are released, not left to their lease).
+// still running then are cut off: their upstream calls are cancelled, and
+// their keys settled at once rather than left to their lease (released
+// when the request had not been sent upstream, else kept with an
+// outcome-unknown record, since the upstream may have done the work).
 func (p *proxy) serve(ctx context.Context, ln net.Listener) error {
 	base, cutOff := context.WithCancel(context.WithoutCancel(ctx))
 	defer cutOff()
@@ -240,7 +242,7 @@ func (p *proxy) serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	err := srv.Shutdown(sctx) // hijacked connections (WebSocket) are not waited for here
 	if !p.drained(sctx.Done()) {
-		p.log.Warn("requests outlived the shutdown timeout: cutting them off and releasing their claims")
+		p.log.Warn("requests outlived the shutdown timeout: cutting them off (keys of requests sent upstream keep an outcome-unknown record, the others are released)")
 		cutOff()
 		wctx, wcancel := context.WithTimeout(context.Background(), cutOffWait)
 		defer wcancel()

@@ -368,7 +368,7 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // gets 409) until it answers, when its response is recorded. It is
 // bounded instead: upstream_timeout to the response headers, and
 // upstream_timeout more once the client has gone; shutdown's cut-off ends
-// it at once. An upstream that breaks off a 2xx response leaves the key an
+// it at once (upstreamError then keeps the key if the request was sent). An upstream that breaks off a 2xx response leaves the key an
 // "outcome unknown" record (brokenResponse).
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 	st, _ := r.Context().Value(stateKey{}).(*reqState)
@@ -512,8 +512,8 @@ func (p *proxy) modifyResponse(res *http.Response) error {
 // upstreamError answers a request the upstream did not answer: 413 for a
 // body over the cap, 504 for a timeout, else 502. On a guarded route the
 // request may have reached the upstream and run there once any of it was
-// written on a connection (sendLog): after a timeout or a lost connection
-// (not after shutdown's cut-off, which releases). The proxy cannot tell, so the
+// written on a connection (sendLog), whatever ended the call: a timeout, a
+// lost connection, or shutdown's cut-off. The proxy cannot tell, so the
 // key is not released but keeps an "outcome unknown" record
 // (idemhttp.OutcomeUnknown), and the answer says a retry cannot succeed.
 // Otherwise (the connection could not be opened, its TLS certificate was
@@ -533,7 +533,7 @@ func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	retryable := true
-	if st, _ := r.Context().Value(stateKey{}).(*reqState); st != nil && st.send.maybeSent() && p.cut.Err() == nil {
+	if st, _ := r.Context().Value(stateKey{}).(*reqState); st != nil && st.send.maybeSent() {
 		if _, merr := idemhttp.OutcomeUnknown(r); merr == nil {
 			retryable = false
 		}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,4 +241,89 @@ func retryUntilSettled(t *testing.T, url, user, key string) (*http.Response, []b
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestConcurrentRetriesWhileTheUpstreamWorks: the first client gives up
+// while the upstream works, and 32 clients retry the same key at once,
+// again and again, before and after the upstream answers. The upstream
+// runs once; every answer is 409 with Retry-After (while it works) or the
+// stored 201, replayed (after).
+func TestConcurrentRetriesWhileTheUpstreamWorks(t *testing.T) {
+	const retriers = 32
+	up, upURL := newWorkUpstream(t)
+	srv, _ := startProxy(t, parseConfig(t, outcomeConfig, upURL, "mem://"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/orders", strings.NewReader(`{}`))
+	req.Header.Set("X-User", "alice")
+	req.Header.Set("Idempotency-Key", "crowd")
+	errc := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		errc <- err
+	}()
+	within(t, up.started, 10*time.Second, "the upstream to start")
+	cancel() // the first client gives up
+	<-errc
+
+	var conflicts, replays atomic.Int64
+	var retried sync.WaitGroup // each retrier's first answer
+	retried.Add(retriers)
+	start := make(chan struct{})
+	errs := make(chan error, retriers)
+	var wg sync.WaitGroup
+	for i := range retriers {
+		wg.Go(func() {
+			<-start
+			first := true
+			deadline := time.Now().Add(15 * time.Second)
+			for n := 0; ; n++ {
+				res, b, err := trySendTimeout(srv.URL+"/orders", "alice", "crowd", 5*time.Second)
+				if first {
+					retried.Done()
+					first = false
+				}
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("retrier %d, retry %d: %v", i, n, err)
+					return
+				case res.StatusCode == http.StatusConflict && res.Header.Get("Retry-After") != "":
+					conflicts.Add(1)
+				case res.StatusCode == http.StatusCreated && res.Header.Get(idemhttp.ReplayedHeader) == "true" && string(b) == `{"id":1}`:
+					replays.Add(1)
+					return
+				default:
+					errs <- fmt.Errorf("retrier %d, retry %d: %d %s (Retry-After %q, replayed %q), want 409 with Retry-After or the replayed 201",
+						i, n, res.StatusCode, b, res.Header.Get("Retry-After"), res.Header.Get(idemhttp.ReplayedHeader))
+					return
+				}
+				if time.Now().After(deadline) {
+					errs <- fmt.Errorf("retrier %d: no replay after %d retries", i, n+1)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+	close(start)
+	retried.Wait() // every retrier has been answered once while the upstream works
+	for deadline := time.Now().Add(10 * time.Second); conflicts.Load() < 4*retriers && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // and a few more times
+	}
+	up.finish()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := up.runs.Load(); n != 1 {
+		t.Fatalf("upstream runs %d, want 1", n)
+	}
+	if replays.Load() != retriers || conflicts.Load() < 4*retriers {
+		t.Fatalf("%d replays (want %d), %d conflicts (want at least %d)", replays.Load(), retriers, conflicts.Load(), 4*retriers)
+	}
+	t.Logf("%d retries answered 409, %d replays; upstream runs %d", conflicts.Load(), replays.Load(), up.runs.Load())
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/idemkit/idemkit/setup"
 )
 
 // errConfig marks an invalid configuration.
@@ -51,6 +53,7 @@ type config struct {
 	Listen          string   `toml:"listen"`
 	Upstream        string   `toml:"upstream"`
 	Store           string   `toml:"store"`
+	KeySecretFile   string   `toml:"key_secret_file"` // the key secret's file (loadKeySecret)
 	Namespace       string   `toml:"namespace"`
 	HealthPath      string   `toml:"health_path"`
 	MetricsPath     string   `toml:"metrics_path"`
@@ -68,6 +71,10 @@ type config struct {
 	Principal          principalCfg `toml:"principal"`
 	TLS                tlsCfg       `toml:"tls"`
 	Routes             []routeCfg   `toml:"route"`
+
+	// keySecret is the key secret loaded by loadKeySecret, or nil. It is
+	// never printed.
+	keySecret []byte
 }
 
 type principalCfg struct {
@@ -396,6 +403,25 @@ func (c *config) fromEnv(getenv func(string) string) {
 			*dst = v
 		}
 	}
+}
+
+// loadKeySecret loads the key secret the way every program of the project
+// does (setup.LoadKeySecret): the text of IDEMKIT_KEY_SECRET, or the file
+// named by IDEMKIT_KEY_SECRET_FILE, and when neither variable is set the
+// file named by key_secret_file. Both variables set, an unreadable file and
+// a secret shorter than idemkit.MinKeySecretLen bytes are configuration
+// errors, which never hold the secret.
+func (c *config) loadKeySecret(getenv func(string) string) error {
+	text, path := getenv(setup.EnvKeySecret), getenv(setup.EnvKeySecretFile)
+	if text == "" && path == "" {
+		path = c.KeySecretFile
+	}
+	secret, err := setup.LoadKeySecret(text, path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errConfig, err)
+	}
+	c.keySecret = secret
+	return nil
 }
 
 // readSecretFile reads a file that holds key material; its name, not its

@@ -9,8 +9,10 @@
 //	idemproxy -config idemproxy.toml [-listen addr] [-upstream url] [-store url]
 //
 // Flags override the environment (IDEMPROXY_CONFIG, IDEMPROXY_LISTEN,
-// IDEMPROXY_UPSTREAM, IDEMPROXY_STORE, or the shared IDEMKIT_STORE), which overrides the file. Keep the
-// store URL's password in the environment rather than in the file. An
+// IDEMPROXY_UPSTREAM, IDEMPROXY_STORE, or the shared IDEMKIT_STORE; and
+// IDEMKIT_KEY_SECRET or IDEMKIT_KEY_SECRET_FILE, see "Key secret"), which
+// overrides the file. Keep the store URL's password in the environment
+// rather than in the file. An
 // upstream URL with credentials (user:password@) is refused, with an
 // error that does not repeat it: the proxy never sends credentials to the
 // upstream.
@@ -130,6 +132,24 @@
 // trusted gateway, the subject (or another claim) of a verified JWT, or
 // the subject of a verified mTLS client certificate. A guarded request
 // without one gets 401.
+//
+// # Key secret
+//
+// By default the store's key names, the payload fingerprints stored with
+// them and the key digests in logs are plain SHA-256 digests, from which
+// anyone who can list the store or read the logs can recover a guessable
+// idempotency key or principal by hashing guesses. With a key secret
+// (idemkit.WithKeySecret) they are HMAC-SHA-256 under it instead. The
+// secret is read as every program of the project reads it
+// (setup.LoadKeySecret): the text of IDEMKIT_KEY_SECRET, or the file named
+// by IDEMKIT_KEY_SECRET_FILE, or, when neither is set, the file named by
+// key_secret_file (one trailing newline removed). It must have at least 32
+// bytes (`openssl rand -base64 32`); a shorter one, both variables at
+// once, or a file that cannot be read stop the proxy with a configuration
+// error, which never holds the secret. Every instance that shares a store
+// must use the same secret, and idemctl needs it to find the keys; keys
+// written under another secret (or none) are not found, so changing it
+// is like starting over with an empty store.
 //
 // # Operations
 //

@@ -136,6 +136,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (cf
 	if err := c.check(); err != nil {
 		return nil, false, err
 	}
+	if err := c.loadKeySecret(getenv); err != nil {
+		return nil, false, err
+	}
 	return &c, check, nil
 }
 

@@ -155,6 +155,9 @@ type routeEngines struct{ primary, fallback *idemkit.Engine }
 func (p *proxy) engines(st *stores, obs idemkit.Observer) (routeEngines, error) {
 	var re routeEngines
 	opts := []idemkit.Option{idemkit.WithNamespace(p.cfg.Namespace), idemkit.WithObserver(obs)}
+	if p.cfg.keySecret != nil {
+		opts = append(opts, idemkit.WithKeySecret(p.cfg.keySecret))
+	}
 	var err error
 	if re.primary, err = idemkit.New(st.primary, opts...); err != nil {
 		return re, err

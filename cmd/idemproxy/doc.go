@@ -133,6 +133,13 @@
 // the subject of a verified mTLS client certificate. A guarded request
 // without one gets 401.
 //
+// With a JWT and no issuer pinned (principal.jwt.issuer empty), the
+// principal is the JSON array ["<iss>","<claim>"] of the token's issuer
+// and claim, so the same sub from two issuers whose keys the proxy holds
+// is two principals; with issuer set, iss must match and the principal is
+// the claim alone. A JWT whose header names critical extensions (crit), or
+// whose header or claims name a member twice, is refused.
+//
 // # Key secret
 //
 // By default the store's key names, the payload fingerprints stored with

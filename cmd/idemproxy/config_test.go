@@ -269,14 +269,6 @@ func sendBlocked(url, key string) <-chan blockedAnswer {
 	return got
 }
 
-// newRecorderRequest runs one key request through h in process.
-func newRecorderRequest(t *testing.T, h http.Handler, path, key string) int {
-	t.Helper()
-	srv := httptestServer(t, h)
-	res, _ := send(t, srv+path, "POST", "alice", key, `{}`)
-	return res.StatusCode
-}
-
 func TestCheckLoadsKeyFiles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.toml")
 	text := "upstream = \"http://127.0.0.1:9\"\n[principal]\nsource = \"jwt\"\n[principal.jwt]\nalgorithms = [\"RS256\"]\npublic_key_file = \"/nonexistent/key.pem\"\n"

@@ -162,7 +162,11 @@
 //
 // The proxy serves idemkit's metrics in Prometheus format on metrics_path
 // (default /metrics), and a span per engine call whose trace ID its log
-// lines carry.
+// lines carry. A mem:// store (the primary, or the fallback tier) adds
+// idemkit_evictions_total and idemkit_store_refusals_total: a full memory
+// store never evicts a claim in progress, and refuses the new request with
+// 503 instead (see store/memstore); mem://?scope_quota=N also caps each
+// principal's entries.
 //
 // The proxy answers its own health check (health_path, default /healthz)
 // without reaching the upstream. SIGHUP reloads the JWT key files (a

@@ -3,15 +3,12 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
-	"github.com/idemkit/idemkit/cmd/internal/telemetry"
 )
 
 // slowUpstream is an upstream that counts its executions by user and key
@@ -73,26 +70,28 @@ func floodKeys(t *testing.T, url, user string, n int) {
 	wg.Wait()
 }
 
-// instrumented starts a proxy over storeURL whose memory store reports to
-// a telemetry of the test's own, and returns the proxy's URL and that
-// telemetry.
-func instrumented(t *testing.T, upstream, storeURL string) (string, *telemetry.Telemetry) {
+// instrumented starts a proxy over storeURL and returns its URL; the
+// proxy's own /metrics reports its memory store's evictions and refusals.
+func instrumented(t *testing.T, upstream, storeURL string) string {
 	t.Helper()
-	srv, p := startProxy(t, parseConfig(t, baseConfig, upstream, storeURL))
-	tel, err := telemetry.New(idemkit.SlogObserver(testLog(t)))
+	srv, _ := startProxy(t, parseConfig(t, baseConfig, upstream, storeURL))
+	return srv.URL
+}
+
+// metric returns the value of the one sample named name on the proxy's
+// GET /metrics, 0 when there is none.
+func metric(t *testing.T, proxyURL, name string) float64 {
+	t.Helper()
+	res, err := http.Get(proxyURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.stores.instrument(tel)
-	return srv.URL, tel
-}
-
-// metric returns the value of the one sample of GET /metrics named name.
-func metric(t *testing.T, tel *telemetry.Telemetry, name string) float64 {
-	t.Helper()
-	w := httptest.NewRecorder()
-	tel.Metrics.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for l := range strings.Lines(w.Body.String()) {
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", res.StatusCode, err)
+	}
+	for l := range strings.Lines(string(body)) {
 		if strings.HasPrefix(l, name+"{") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(l[strings.LastIndexByte(l, ' ')+1:]), 64)
 			if err != nil {
@@ -111,7 +110,7 @@ func metric(t *testing.T, tel *telemetry.Telemetry, name string) float64 {
 // Before, the flood evicted the claim and the retry ran upstream again.
 func TestSlowClaimSurvivesAnotherPrincipalsFlood(t *testing.T) {
 	up, upstream := newSlowUpstream(t)
-	url, tel := instrumented(t, upstream, "mem://?capacity=10000")
+	url := instrumented(t, upstream, "mem://?capacity=10000")
 	t.Cleanup(up.releaseAll) // before the proxy closes, should the test fail
 	first := make(chan *http.Response, 1)
 	go func() {
@@ -142,7 +141,7 @@ func TestSlowClaimSurvivesAnotherPrincipalsFlood(t *testing.T) {
 	if n := up.executions("victim/slow"); n != 1 {
 		t.Errorf("the slow request ran upstream %d times", n)
 	}
-	if metric(t, tel, "idemkit_evictions_total") == 0 {
+	if metric(t, url, "idemkit_evictions_total") == 0 {
 		t.Error("the flood evicted nothing: the test proves nothing")
 	}
 }
@@ -153,7 +152,7 @@ func TestSlowClaimSurvivesAnotherPrincipalsFlood(t *testing.T) {
 // requests' retries replay once they end.
 func TestFullMemoryStoreRefusesWith503(t *testing.T) {
 	up, upstream := newSlowUpstream(t)
-	url, tel := instrumented(t, upstream, "mem://?capacity=4&shards=1")
+	url := instrumented(t, upstream, "mem://?capacity=4&shards=1")
 	t.Cleanup(up.releaseAll) // before the proxy closes, should the test fail
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -175,7 +174,7 @@ func TestFullMemoryStoreRefusesWith503(t *testing.T) {
 	if n := up.executions("late/k"); n != 0 {
 		t.Errorf("the refused request ran upstream %d times", n)
 	}
-	if got := metric(t, tel, "idemkit_store_refusals_total"); got != 1 {
+	if got := metric(t, url, "idemkit_store_refusals_total"); got != 1 {
 		t.Errorf("idemkit_store_refusals_total = %v, want 1", got)
 	}
 	up.releaseAll()
@@ -196,14 +195,14 @@ func TestFullMemoryStoreRefusesWith503(t *testing.T) {
 // only its own, and another principal's record still replays.
 func TestMemStoreScopeQuotaFromURL(t *testing.T) {
 	up, upstream := newSlowUpstream(t)
-	url, tel := instrumented(t, upstream, "mem://?scope_quota=5&capacity=1000")
+	url := instrumented(t, upstream, "mem://?scope_quota=5&capacity=1000")
 	res, body := send(t, url+"/orders", http.MethodPost, "quiet", "k", "order")
 	wantStatus(t, res, body, http.StatusCreated)
 	for i := range 20 { // one at a time: 8 at once would be 8 claims over a quota of 5
 		res, body := send(t, url+"/orders", http.MethodPost, "busy", "k"+strconv.Itoa(i), "order")
 		wantStatus(t, res, body, http.StatusCreated)
 	}
-	if got := metric(t, tel, "idemkit_evictions_total"); got != 15 {
+	if got := metric(t, url, "idemkit_evictions_total"); got != 15 {
 		t.Errorf("idemkit_evictions_total = %v after 20 keys of one principal over a quota of 5, want 15", got)
 	}
 	res, body = send(t, url+"/orders", http.MethodPost, "quiet", "k", "order")

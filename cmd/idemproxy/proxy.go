@@ -88,6 +88,7 @@ func newProxy(cfg *config, st *stores, log *slog.Logger) (*proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.instrument(tel) // a mem:// store's evictions and refusals reach /metrics
 	mux := http.NewServeMux()
 	fold := func(pattern string) string { return pattern }
 	if !cfg.CaseSensitivePaths {

@@ -104,13 +104,14 @@ func metric(t *testing.T, proxyURL, name string) float64 {
 }
 
 // TestSlowClaimSurvivesAnotherPrincipalsFlood is issue 27's proxy case: a
-// slow request's claim must survive another principal's flood of 20,000
-// completed keys in a memory store of 10,000 entries; its retry gets 409
+// slow request's claim must survive another principal's flood of 2,000
+// completed keys in a one-shard memory store of 1,000 entries (so every
+// key of the flood competes with the claim); its retry gets 409
 // while it runs and the replay after, and the upstream runs it once.
 // Before, the flood evicted the claim and the retry ran upstream again.
 func TestSlowClaimSurvivesAnotherPrincipalsFlood(t *testing.T) {
 	up, upstream := newSlowUpstream(t)
-	url := instrumented(t, upstream, "mem://?capacity=10000")
+	url := instrumented(t, upstream, "mem://?capacity=1000&shards=1")
 	t.Cleanup(up.releaseAll) // before the proxy closes, should the test fail
 	first := make(chan *http.Response, 1)
 	go func() {
@@ -122,7 +123,7 @@ func TestSlowClaimSurvivesAnotherPrincipalsFlood(t *testing.T) {
 	}()
 	<-up.started
 
-	floodKeys(t, url, "mallory", 20_000)
+	floodKeys(t, url, "mallory", 2_000)
 
 	res, body := send(t, url+"/orders", http.MethodPost, "victim", "slow", "order")
 	wantStatus(t, res, body, http.StatusConflict)

@@ -6,7 +6,7 @@ import (
 	"github.com/gofiber/fiber/v3"
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemfiber"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/nearcache"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redisstore"
 )
@@ -39,8 +39,8 @@ func newEngine(tb testing.TB, near bool) *idemkit.Engine {
 	}
 	var st store.Store = rs
 	if near {
-		if st, err = policy.NewNearCache(rs, idemkit.Settled); err != nil {
-			tb.Fatalf("policy.NewNearCache: %v", err)
+		if st, err = nearcache.New(rs, idemkit.Settled); err != nil {
+			tb.Fatalf("nearcache.New: %v", err)
 		}
 	}
 	eng, err := idemkit.New(st, idemkit.WithObserver(nil), idemkit.WithRetention(recordTTL))

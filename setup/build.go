@@ -7,17 +7,19 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/budget"
+	"github.com/idemkit/idemkit/policy/nearcache"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store"
 	_ "github.com/idemkit/idemkit/store/memstore" // mem://, the usual fallback
 )
 
 // defaultBudget is the budget of network stores when Config.Budget is 0.
-const defaultBudget = policy.DefaultBudget
+const defaultBudget = budget.Default
 
 // TierEvent is a change of the fallback's breaker or a copy problem; see
-// policy.TierEvent.
-type TierEvent = policy.TierEvent
+// tiered.Event.
+type TierEvent = tiered.Event
 
 // Stack is the store stack Build assembled: give Store and Options to
 // idemkit.New (or call NewEngine), and Close it when the engine is done.
@@ -27,11 +29,12 @@ type Stack struct {
 	// Options are the engine options the configuration implies (the
 	// failure mode), to pass to idemkit.New before the program's own.
 	Options []idemkit.Option
-	// Tiered is the fallback breaker, nil without a fallback: its Stats
-	// and State tell how the fallback is used.
-	Tiered *policy.Tiered
-	// Near is the near cache, nil without one: its Stats count hits.
-	Near *policy.NearCache
+	// Tiered is the tiered store of the fallback, nil without a fallback:
+	// tiered.StatsOf(Tiered) tells how the fallback is used.
+	Tiered store.Store
+	// Near is the near cache, nil without one: nearcache.StatsOf(Near)
+	// counts its hits.
+	Near store.Store
 
 	desc   string
 	openFn func(ctx context.Context, rawURL string) (store.Store, error)
@@ -63,7 +66,7 @@ func Build(ctx context.Context, c Config) (*Stack, error) {
 		}
 	}
 	if c.NearCache > 0 {
-		near, err := policy.NewNearCache(st.Store, idemkit.Settled, policy.WithNearCapacity(c.NearCache))
+		near, err := nearcache.New(st.Store, idemkit.Settled, nearcache.WithCapacity(c.NearCache))
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("setup: near cache: %w", err), closeStore(st.Store))
 		}
@@ -78,15 +81,15 @@ func (st *Stack) addFallback(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	var opts []policy.TieredOption
+	var opts []tiered.Option
 	if c.OnTierEvent != nil {
-		opts = append(opts, policy.WithTierObserver(c.OnTierEvent))
+		opts = append(opts, tiered.WithObserver(c.OnTierEvent))
 	}
-	tiered, err := policy.NewTiered(st.Store, fallback, idemkit.Supersedes, opts...)
+	ts, err := tiered.New(st.Store, fallback, idemkit.Supersedes, opts...)
 	if err != nil {
 		return errors.Join(fmt.Errorf("setup: fallback: %w", err), closeStore(fallback))
 	}
-	st.Tiered, st.Store = tiered, tiered
+	st.Tiered, st.Store = ts, ts
 	return nil
 }
 
@@ -104,7 +107,7 @@ func (st *Stack) open(ctx context.Context, what, rawURL string, d time.Duration)
 	if d <= 0 {
 		return s, nil
 	}
-	b, err := policy.Budget(s, d)
+	b, err := budget.New(s, d)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("setup: %s: %w", what, err), closeStore(s))
 	}

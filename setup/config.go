@@ -21,19 +21,19 @@ type Config struct {
 	// store.Open and the package documentation of each backend).
 	Store string
 	// Fallback is the URL of a store that answers while Store fails, e.g.
-	// "mem://" (see policy.Tiered for what it does and does not
+	// "mem://" (see tiered.New for what it does and does not
 	// guarantee). Empty means none.
 	Fallback string
 	// OnStoreError is the engine's failure mode: idemkit.FailClosed (the
 	// default) or idemkit.FailOpen.
 	OnStoreError idemkit.FailureMode
 	// Budget is the time each call to Store may take before it counts as
-	// failed (policy.Budget). Zero selects policy.DefaultBudget for
+	// failed (budget.New). Zero selects budget.Default for
 	// stores reached over the network and no budget for in-process ones
 	// (mem, bolt); NoBudget turns it off.
 	Budget time.Duration
 	// NearCache is the capacity, in keys, of a cache of settled results
-	// in front of the stack (policy.NearCache). Zero means no cache.
+	// in front of the stack (nearcache.New). Zero means no cache.
 	NearCache int
 	// KeySecret, when not nil, is the deployment secret the engines key
 	// their store key names, stored fingerprints and log digests with
@@ -42,7 +42,7 @@ type Config struct {
 	// (LoadKeySecret). String and errors never show it.
 	KeySecret []byte
 	// OnTierEvent, when not nil, receives the fallback's breaker changes
-	// and copy problems (policy.WithTierObserver). Environment variables
+	// and copy problems (tiered.WithObserver). Environment variables
 	// cannot set it.
 	OnTierEvent func(TierEvent)
 	// Open, when not nil, opens the stores in place of store.Open: a

@@ -15,10 +15,10 @@
 // # What Build assembles
 //
 // From the inside out: the store opened from Config.Store by store.Open;
-// a per-call time budget around it (policy.Budget), by default for stores
+// a per-call time budget around it (budget.New), by default for stores
 // reached over the network only; a fallback store from Config.Fallback,
-// answering while the first one fails (policy.Tiered); a near cache of
-// settled results (policy.NearCache) when Config.NearCache is positive.
+// answering while the first one fails (tiered.New); a near cache of
+// settled results (nearcache.New) when Config.NearCache is positive.
 // The engine options it returns carry the failure mode
 // (idemkit.WithFailureMode).
 //
@@ -37,7 +37,7 @@
 //	IDEMKIT_FALLBACK        store URL of the fallback, e.g. mem://?capacity=100000 (default none)
 //	IDEMKIT_ON_STORE_ERROR  closed (answer unavailable, the default) or open (run unguarded)
 //	IDEMKIT_BUDGET          per-call time budget of the store, e.g. 500ms, or off
-//	                        (default policy.DefaultBudget, 1s, for network stores; off for mem:// and bolt://)
+//	                        (default budget.Default, 1s, for network stores; off for mem:// and bolt://)
 //	IDEMKIT_NEAR_CACHE      near-cache capacity in keys, or off (the default)
 //	IDEMKIT_KEY_SECRET      key secret (idemkit.WithKeySecret), used as it is, at least 32 bytes
 //	IDEMKIT_KEY_SECRET_FILE file holding the key secret instead (one trailing newline removed)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/setup"
 	"github.com/idemkit/idemkit/store"
 	_ "github.com/idemkit/idemkit/store/boltstore"
@@ -147,10 +147,10 @@ func TestBuildStackLayers(t *testing.T) {
 // The failure mode reaches the engine: over a store that is down, fail-
 // closed refuses the work, fail-open runs it each time, and a fallback
 // guards it once its breaker opened (after at most
-// policy.DefaultFailureThreshold unavailable calls).
+// tiered.DefaultFailureThreshold unavailable calls).
 func TestBuildFailureModeAndFallback(t *testing.T) {
 	ctx := context.Background()
-	const attempts = policy.DefaultFailureThreshold + 5
+	const attempts = tiered.DefaultFailureThreshold + 5
 	for _, c := range []struct {
 		cfg               setup.Config
 		runs, unavailable int
@@ -177,7 +177,7 @@ func TestBuildFailureModeAndFallback(t *testing.T) {
 				t.Errorf("%v: Do = %v", c.cfg, err)
 			}
 		}
-		if c.unavailable == -1 && unavailable >= 1 && unavailable <= policy.DefaultFailureThreshold {
+		if c.unavailable == -1 && unavailable >= 1 && unavailable <= tiered.DefaultFailureThreshold {
 			unavailable = -1
 		}
 		if runs != c.runs || unavailable != c.unavailable {

@@ -14,7 +14,7 @@ import (
 	_ "github.com/go-sql-driver/mysql" // the driver of mysql://
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/cmd/internal/telemetry"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/setup"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
@@ -78,7 +78,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, e
 	sc := cfg.stack
 	sc.Open = be.open
 	logTier := logTierEvent(log)
-	sc.OnTierEvent = func(ev policy.TierEvent) {
+	sc.OnTierEvent = func(ev tiered.Event) {
 		logTier(ev)
 		tel.OnTierEvent(ev)
 	}
@@ -231,14 +231,14 @@ func (be *backend) describe() string {
 }
 
 // logTierEvent logs the tiered store's breaker changes and copy problems.
-func logTierEvent(log *slog.Logger) func(policy.TierEvent) {
-	return func(ev policy.TierEvent) {
+func logTierEvent(log *slog.Logger) func(tiered.Event) {
+	return func(ev tiered.Event) {
 		switch ev.Kind {
-		case policy.TierOpen:
+		case tiered.EventOpen:
 			log.Warn("the store is failing: answering from the fallback")
-		case policy.TierClosed:
+		case tiered.EventClosed:
 			log.Info("the store answers again: fallback claims are copied back")
-		case policy.TierConflict, policy.TierCopyFailed, policy.TierJournalFull:
+		case tiered.EventConflict, tiered.EventCopyFailed, tiered.EventJournalFull:
 			log.Warn("fallback copy-forward", "event", string(ev.Kind), "error", ev.Err)
 		}
 	}

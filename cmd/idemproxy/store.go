@@ -14,7 +14,8 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/cmd/internal/telemetry"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/budget"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store"
 	_ "github.com/idemkit/idemkit/store/boltstore"  // bolt://
 	"github.com/idemkit/idemkit/store/memstore"     // mem://, and the fallback tier
@@ -67,7 +68,7 @@ func (s *stores) instrument(tel *telemetry.Telemetry) {
 // openStores opens the store URL, puts each call to a store reached over
 // the network under budget, and builds the fallback tier when withFallback
 // is set.
-func openStores(ctx context.Context, rawURL string, budget time.Duration, withFallback bool, log *slog.Logger) (*stores, error) {
+func openStores(ctx context.Context, rawURL string, budgetD time.Duration, withFallback bool, log *slog.Logger) (*stores, error) {
 	hooks := new(memHooks)
 	raw, err := openStoreHooked(ctx, rawURL, hooks)
 	if err != nil {
@@ -76,7 +77,7 @@ func openStores(ctx context.Context, rawURL string, budget time.Duration, withFa
 	s := &stores{primary: raw, mem: hooks}
 	// Each wrapper owns what it wraps: closing the outermost closes all.
 	if remote(rawURL) {
-		if s.primary, err = policy.Budget(raw, budget, policy.WithInline()); err != nil {
+		if s.primary, err = budget.New(raw, budgetD, budget.WithInline()); err != nil {
 			return nil, errors.Join(err, closeStore(raw))
 		}
 	}
@@ -86,7 +87,7 @@ func openStores(ctx context.Context, rawURL string, budget time.Duration, withFa
 		if err != nil {
 			return nil, errors.Join(err, closeStore(s.primary))
 		}
-		t, err := policy.NewTiered(s.primary, mem, idemkit.Supersedes, policy.WithTierObserver(logTierEvent(log)))
+		t, err := tiered.New(s.primary, mem, idemkit.Supersedes, tiered.WithObserver(logTierEvent(log)))
 		if err != nil {
 			return nil, errors.Join(err, closeStore(s.primary), closeStore(mem))
 		}
@@ -168,14 +169,14 @@ func openMem(rawURL string, hooks *memHooks) (store.Store, error) {
 }
 
 // logTierEvent logs the fallback tier's breaker changes and copy problems.
-func logTierEvent(log *slog.Logger) func(policy.TierEvent) {
-	return func(ev policy.TierEvent) {
+func logTierEvent(log *slog.Logger) func(tiered.Event) {
+	return func(ev tiered.Event) {
 		switch ev.Kind {
-		case policy.TierOpen:
+		case tiered.EventOpen:
 			log.Warn("store failing: fallback routes answer from the in-process memory store")
-		case policy.TierClosed:
+		case tiered.EventClosed:
 			log.Info("store answers again: fallback claims are copied back")
-		case policy.TierConflict, policy.TierCopyFailed, policy.TierJournalFull:
+		case tiered.EventConflict, tiered.EventCopyFailed, tiered.EventJournalFull:
 			log.Warn("fallback copy-forward", "event", string(ev.Kind), "error", ev.Err)
 		}
 	}

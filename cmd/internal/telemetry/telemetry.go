@@ -20,7 +20,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	idemotel "github.com/idemkit/idemkit/otel"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -58,7 +58,7 @@ func New(next idemkit.Observer) (*Telemetry, error) {
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		meters:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)),
 		tracers: sdktrace.NewTracerProvider(),
-		breaker: string(policy.TierClosed),
+		breaker: string(tiered.EventClosed),
 	}
 	t.refusals, err = t.meters.Meter(meterName).Int64Counter("idemkit.store.refusals", metric.WithUnit("{write}"),
 		metric.WithDescription("Writes a bounded memory store refused because only claims in progress could have made room"))
@@ -98,18 +98,18 @@ func (t *Telemetry) Refused(string) { t.refusals.Add(context.Background(), 1) }
 
 // OnTierEvent counts the breaker changes of a tiered store, with the state
 // it left and the one it entered, and its copy-forward conflicts: pass it
-// to policy.WithTierObserver (setup.Config.OnTierEvent). Other events are
+// to tiered.WithObserver (setup.Config.OnTierEvent). Other events are
 // not counted; the key is not used.
-func (t *Telemetry) OnTierEvent(ev policy.TierEvent) {
+func (t *Telemetry) OnTierEvent(ev tiered.Event) {
 	ctx := context.Background()
 	switch ev.Kind {
-	case policy.TierOpen, policy.TierHalfOpen, policy.TierClosed:
+	case tiered.EventOpen, tiered.EventHalfOpen, tiered.EventClosed:
 		t.mu.Lock()
 		from := t.breaker
 		t.breaker = string(ev.Kind)
 		t.mu.Unlock()
 		t.Observer.BreakerChanged(ctx, from, string(ev.Kind))
-	case policy.TierConflict:
+	case tiered.EventConflict:
 		t.Observer.CopyForwardConflict(ctx)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store/memstore"
 )
 
@@ -65,10 +65,10 @@ func TestCallbacksFeedTheCounters(t *testing.T) {
 	if _, _, err := full.SetNX(ctx, "secret-f", []byte("v"), time.Minute); !errors.Is(err, memstore.ErrFull) {
 		t.Fatalf("SetNX into a store full of claims: %v, want ErrFull", err)
 	}
-	for _, k := range []policy.TierEventKind{policy.TierOpen, policy.TierHalfOpen, policy.TierOpen, policy.TierHalfOpen, policy.TierClosed, policy.TierCopied} {
-		tel.OnTierEvent(policy.TierEvent{Kind: k, Key: "secret-d"})
+	for _, k := range []tiered.EventKind{tiered.EventOpen, tiered.EventHalfOpen, tiered.EventOpen, tiered.EventHalfOpen, tiered.EventClosed, tiered.EventCopied} {
+		tel.OnTierEvent(tiered.Event{Kind: k, Key: "secret-d"})
 	}
-	tel.OnTierEvent(policy.TierEvent{Kind: policy.TierConflict, Key: "secret-e"})
+	tel.OnTierEvent(tiered.Event{Kind: tiered.EventConflict, Key: "secret-e"})
 
 	want := map[string]string{
 		"idemkit_evictions_total{":      "2",

@@ -1,4 +1,4 @@
-package policy
+package tiered
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ const copyAttempts = 3
 // forwardIfJournaled brings key up to date in the primary before an
 // operation on the primary touches it. It returns an error only when the
 // primary failed or ctx ended.
-func (t *Tiered) forwardIfJournaled(ctx context.Context, key string) error {
+func (t *tieredStore) forwardIfJournaled(ctx context.Context, key string) error {
 	if t.flags.Load()&flagJournal == 0 {
 		return nil
 	}
@@ -42,7 +42,7 @@ func (t *Tiered) forwardIfJournaled(ctx context.Context, key string) error {
 // finds it in the primary. It returns an error only when the primary failed
 // or ctx ended (what remains stays journaled); every other outcome is
 // settled, counted and reported.
-func (t *Tiered) forward(ctx context.Context, key string) error {
+func (t *tieredStore) forward(ctx context.Context, key string) error {
 	je, ok := t.journal.get(key)
 	if !ok {
 		return nil
@@ -54,18 +54,18 @@ func (t *Tiered) forward(ctx context.Context, key string) error {
 	case je.expires.IsZero():
 		return nil
 	case !je.expires.After(time.Now()):
-		t.settle(key, TierEvent{}, &t.skipped)
+		t.settle(key, Event{}, &t.skipped)
 		return nil
 	}
 	e, err := t.fallback.Get(ctx, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		t.settle(key, TierEvent{}, &t.skipped)
+		t.settle(key, Event{}, &t.skipped)
 		return nil
 	case err != nil && ctx.Err() != nil:
 		return err // the caller gave up; try again later
 	case err != nil:
-		t.settle(key, TierEvent{Kind: TierCopyFailed, Key: key, Err: err}, &t.failed)
+		t.settle(key, Event{Kind: EventCopyFailed, Key: key, Err: err}, &t.failed)
 		return nil
 	}
 	kind, err := t.copyValue(ctx, key, e)
@@ -73,7 +73,7 @@ func (t *Tiered) forward(ctx context.Context, key string) error {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, store.ErrUnavailable)):
 		return err
 	case err != nil:
-		t.settle(key, TierEvent{Kind: TierCopyFailed, Key: key, Err: err}, &t.failed)
+		t.settle(key, Event{Kind: EventCopyFailed, Key: key, Err: err}, &t.failed)
 		return nil
 	}
 	// The primary now holds the key: the fallback's copy must not outlive
@@ -81,40 +81,40 @@ func (t *Tiered) forward(ctx context.Context, key string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.copyTimeout)
 	_, _ = t.fallback.CompareAndDelete(dctx, key, e.Value)
 	cancel()
-	t.settle(key, TierEvent{Kind: kind, Key: key}, t.counter(kind))
+	t.settle(key, Event{Kind: kind, Key: key}, t.counter(kind))
 	return nil
 }
 
 // copyValue writes e to the primary unless the primary holds a value of
-// its own for key, and says which: TierCopied (written, or already there),
-// TierSuperseded (the primary held an earlier state of e, which e
-// replaced) or TierConflict (the primary's value was kept).
-func (t *Tiered) copyValue(ctx context.Context, key string, e store.Entry) (TierEventKind, error) {
+// its own for key, and says which: EventCopied (written, or already there),
+// EventSuperseded (the primary held an earlier state of e, which e
+// replaced) or EventConflict (the primary's value was kept).
+func (t *tieredStore) copyValue(ctx context.Context, key string, e store.Entry) (EventKind, error) {
 	for range copyAttempts {
 		set, held, err := t.primary.SetNX(ctx, key, e.Value, e.TTL)
 		switch {
 		case err != nil:
 			return "", err
 		case set || bytes.Equal(held.Value, e.Value):
-			return TierCopied, nil
+			return EventCopied, nil
 		case !t.supersedes(held.Value, e.Value):
-			return TierConflict, nil
+			return EventConflict, nil
 		}
 		swapped, err := t.primary.CompareAndSwap(ctx, key, held.Value, e.Value, e.TTL)
 		switch {
 		case err != nil:
 			return "", err
 		case swapped:
-			return TierSuperseded, nil
+			return EventSuperseded, nil
 		}
 		// The primary's value changed meanwhile: look again.
 	}
-	return TierConflict, nil
+	return EventConflict, nil
 }
 
 // replayDeletes sends key's deferred deletes to the primary, dropping each
 // from the journal once the primary has answered it.
-func (t *Tiered) replayDeletes(ctx context.Context, key string, deletes [][]byte) error {
+func (t *tieredStore) replayDeletes(ctx context.Context, key string, deletes [][]byte) error {
 	for i, old := range deletes {
 		_, err := t.primary.CompareAndDelete(ctx, key, old)
 		switch {
@@ -123,7 +123,7 @@ func (t *Tiered) replayDeletes(ctx context.Context, key string, deletes [][]byte
 			return err
 		case err != nil:
 			t.failed.Add(1)
-			t.emit(TierEvent{Kind: TierCopyFailed, Key: key, Err: err})
+			t.emit(Event{Kind: EventCopyFailed, Key: key, Err: err})
 		default:
 			t.replayedDeletes.Add(1)
 		}
@@ -133,11 +133,11 @@ func (t *Tiered) replayDeletes(ctx context.Context, key string, deletes [][]byte
 }
 
 // counter returns the counter of a copy outcome.
-func (t *Tiered) counter(kind TierEventKind) counter {
+func (t *tieredStore) counter(kind EventKind) counter {
 	switch kind {
-	case TierSuperseded:
+	case EventSuperseded:
 		return &t.superseded
-	case TierConflict:
+	case EventConflict:
 		return &t.conflicts
 	}
 	return &t.copied
@@ -147,7 +147,7 @@ type counter interface{ Add(uint64) uint64 }
 
 // settle forgets key's value in the journal and, if this call forgot it,
 // counts the outcome and reports ev (unless ev has no kind).
-func (t *Tiered) settle(key string, ev TierEvent, c counter) {
+func (t *tieredStore) settle(key string, ev Event, c counter) {
 	if !t.journal.settle(key) {
 		return
 	}
@@ -159,7 +159,7 @@ func (t *Tiered) settle(key string, ev TierEvent, c counter) {
 
 // startCopier starts the background copy-forward unless it runs already,
 // the journal is empty, or t is closed.
-func (t *Tiered) startCopier() {
+func (t *tieredStore) startCopier() {
 	if t.flags.Load()&flagJournal == 0 || t.copying.Load() {
 		return
 	}
@@ -176,7 +176,7 @@ func (t *Tiered) startCopier() {
 // journal is empty, the breaker leaves the closed state, the primary
 // fails, or t is closed. An operation on the primary starts it again while
 // keys remain.
-func (t *Tiered) copyForward() {
+func (t *tieredStore) copyForward() {
 	defer t.wg.Done()
 	defer t.copying.Store(false)
 	for {
@@ -194,7 +194,7 @@ func (t *Tiered) copyForward() {
 
 // copyOne forwards one key under the copy timeout and reports whether the
 // copier should go on.
-func (t *Tiered) copyOne(key string) bool {
+func (t *tieredStore) copyOne(key string) bool {
 	if t.ctx.Err() != nil || t.flags.Load()&flagNotClosed != 0 {
 		return false
 	}

@@ -1,8 +1,7 @@
-package policy
+package budget
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -92,27 +91,4 @@ func expose(w, inner store.Store, close closeFunc, ping pingFunc, value valueFun
 type valueResult struct {
 	set      bool
 	existing []byte
-}
-
-// setNXValue runs s's SetNXValue when s is a store.SetNXValuer, and its
-// SetNX otherwise.
-func setNXValue(ctx context.Context, s store.Store, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
-	if sv, ok := s.(store.SetNXValuer); ok {
-		return sv.SetNXValue(ctx, key, value, ttl)
-	}
-	set, e, err := s.SetNX(ctx, key, value, ttl)
-	return set, e.Value, err
-}
-
-// onceCloser closes s, if it is a store.Closer, on the first call to Close;
-// later calls return the first call's result.
-type onceCloser struct {
-	once sync.Once
-	s    store.Store
-	err  error
-}
-
-func (c *onceCloser) Close() error {
-	c.once.Do(func() { c.err = closeStore(c.s) })
-	return c.err
 }

@@ -1,4 +1,4 @@
-package policy
+package tiered
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/idemkit/idemkit/internal/options"
+	"github.com/idemkit/idemkit/internal/storewrap"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -23,7 +25,7 @@ const (
 
 // errExcluded stands, inside the breaker, for an error caused by the
 // caller's own context: it counts neither as a success nor as a failure.
-var errExcluded = errors.New("policy: caller's context done")
+var errExcluded = errors.New("tiered: caller's context done")
 
 // errNotInFallback is the cause of the ErrUnavailable a Tiered returns when
 // the fallback cannot answer for a key it never received.
@@ -33,17 +35,9 @@ var errNotInFallback = errors.New("the primary is unavailable and the fallback n
 // a CompareAndDelete it could not confirm on the primary.
 var errDeleteDeferred = errors.New("delete deferred until the primary answers")
 
-// Tiered is a store.Store over a primary store (typically Redis) and a
-// fallback (typically memstore), switched by a circuit breaker. While the
-// breaker is closed, operations go to the primary only, and a primary
-// failure is returned as it is (wrapping store.ErrUnavailable); once the
-// breaker is open, operations go to the fallback. Keys written to the
-// fallback are copied forward to the primary when it answers again. See
-// the package documentation ("Tiered fallback") for what this guarantees.
-//
-// A Tiered owns its primary and fallback: Close closes both. It is safe for
-// concurrent use.
-type Tiered struct {
+// tieredStore is the store New returns, before storewrap gives it the
+// optional interfaces its tiers have.
+type tieredStore struct {
 	primary, fallback store.Store
 	supersedes        func(held, candidate []byte) bool
 	cb                *gobreaker.CircuitBreaker[struct{}]
@@ -51,7 +45,7 @@ type Tiered struct {
 	state             atomic.Int32
 	journal           *journal
 	locks             *keyLocks
-	observer          func(TierEvent)
+	observer          func(Event)
 	copyTimeout       time.Duration
 
 	fallbackOps, primaryFailed, dropped      atomic.Uint64
@@ -69,36 +63,48 @@ type Tiered struct {
 }
 
 var (
-	_ store.Store  = (*Tiered)(nil)
-	_ store.Closer = (*Tiered)(nil)
-	_ store.Pinger = (*Tiered)(nil)
+	_ store.Store  = (*tieredStore)(nil)
+	_ store.Closer = (*tieredStore)(nil)
+	_ store.Pinger = (*tieredStore)(nil)
 
-	_ store.SetNXValuer = (*Tiered)(nil)
+	_ store.SetNXValuer = (*tieredStore)(nil)
 )
 
-// NewTiered returns a Tiered store over primary and fallback. supersedes
-// tells copy-forward when the fallback's value for a key (candidate) is a
-// later state of the value the primary holds (held): it then replaces it,
-// where otherwise the primary's value wins. With the idemkit engine pass
-// idemkit.Supersedes; for other values, a function that returns false.
-// A nil store or predicate, or an invalid option, is an error wrapping
-// store.ErrInvalid.
-func NewTiered(primary, fallback store.Store, supersedes func(held, candidate []byte) bool, opts ...TieredOption) (*Tiered, error) {
-	switch {
-	case primary == nil:
-		return nil, invalid("NewTiered: nil primary")
-	case fallback == nil:
-		return nil, invalid("NewTiered: nil fallback")
-	case supersedes == nil:
-		return nil, invalid("NewTiered: nil supersedes predicate")
+// New returns a store.Store over primary (typically Redis) and fallback
+// (typically memstore), switched by a circuit breaker. While the breaker
+// is closed, operations go to the primary only, and a primary failure is
+// returned as it is (wrapping store.ErrUnavailable); once the breaker is
+// open, operations go to the fallback. Keys written to the fallback are
+// copied forward to the primary when it answers again. See the package
+// documentation for what this guarantees. StatsOf reports its state and
+// counters.
+//
+// supersedes tells copy-forward when the fallback's value for a key
+// (candidate) is a later state of the value the primary holds (held): it
+// then replaces it, where otherwise the primary's value wins. With the
+// idemkit engine pass idemkit.Supersedes; for other values, a function
+// that returns false.
+//
+// The store owns its primary and fallback: Close closes both. It is safe
+// for concurrent use. A nil store or predicate, or an invalid option, is
+// an error wrapping store.ErrInvalid that names every problem.
+func New(primary, fallback store.Store, supersedes func(held, candidate []byte) bool, opts ...Option) (store.Store, error) {
+	var errs []error
+	if primary == nil {
+		errs = append(errs, errors.New("nil primary"))
 	}
-	c := defaultTieredConfig()
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	if fallback == nil {
+		errs = append(errs, errors.New("nil fallback"))
 	}
-	t := &Tiered{
+	if supersedes == nil {
+		errs = append(errs, errors.New("nil supersedes predicate"))
+	}
+	c := defaultConfig()
+	errs = append(errs, options.Collect(&c, opts)...)
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("tiered: %w", err)
+	}
+	t := &tieredStore{
 		primary:     primary,
 		fallback:    fallback,
 		supersedes:  supersedes,
@@ -120,30 +126,36 @@ func NewTiered(primary, fallback store.Store, supersedes func(held, candidate []
 	return t, nil
 }
 
-// invalid returns an error wrapping store.ErrInvalid.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("policy: %w: "+format, append([]any{store.ErrInvalid}, args...)...)
+// StatsOf returns the breaker's state and the counters of s, a store New
+// returned, and false for any other store (one New's result was wrapped
+// in, among them).
+func StatsOf(s store.Store) (Stats, bool) {
+	t, ok := s.(*tieredStore)
+	if !ok {
+		return Stats{}, false
+	}
+	return t.Stats(), true
 }
 
 // stateChanged mirrors the breaker's state into t's atomics and reports it.
 // It runs under the breaker's lock.
-func (t *Tiered) stateChanged(_ string, _, to gobreaker.State) {
-	var kind TierEventKind
+func (t *tieredStore) stateChanged(_ string, _, to gobreaker.State) {
+	var kind EventKind
 	switch to {
 	case gobreaker.StateClosed:
 		t.state.Store(int32(BreakerClosed))
 		t.flags.And(^(flagNotClosed | flagDirty))
-		kind = TierClosed
+		kind = EventClosed
 	case gobreaker.StateHalfOpen:
 		t.state.Store(int32(BreakerHalfOpen))
 		t.flags.Or(flagNotClosed)
-		kind = TierHalfOpen
+		kind = EventHalfOpen
 	default:
 		t.state.Store(int32(BreakerOpen))
 		t.flags.Or(flagNotClosed)
-		kind = TierOpen
+		kind = EventOpen
 	}
-	t.emit(TierEvent{Kind: kind})
+	t.emit(Event{Kind: kind})
 }
 
 // emit reports ev to the observer. A panicking observer is recovered, as
@@ -151,24 +163,24 @@ func (t *Tiered) stateChanged(_ string, _, to gobreaker.State) {
 // operations (a claim that tripped the breaker, a fallback write with the
 // journal full) and on the background copier, and must never fail the one
 // or kill the process from the other.
-func (t *Tiered) emit(ev TierEvent) {
+func (t *tieredStore) emit(ev Event) {
 	if t.observer != nil {
 		t.report(ev)
 	}
 }
 
-func (t *Tiered) report(ev TierEvent) {
+func (t *tieredStore) report(ev Event) {
 	defer func() { _ = recover() }()
 	t.observer(ev)
 }
 
 // State returns the breaker's state as of the last operation (an open
 // breaker whose cool-down has passed turns half-open at the next one).
-func (t *Tiered) State() BreakerState { return BreakerState(t.state.Load()) }
+func (t *tieredStore) State() BreakerState { return BreakerState(t.state.Load()) }
 
 // Stats returns the Tiered's counters.
-func (t *Tiered) Stats() TieredStats {
-	return TieredStats{
+func (t *tieredStore) Stats() Stats {
+	return Stats{
 		State:           t.State(),
 		FallbackOps:     t.fallbackOps.Load(),
 		PrimaryFailed:   t.primaryFailed.Load(),
@@ -204,11 +216,11 @@ func verdict(ctx context.Context, err error) error {
 }
 
 // fast reports whether an operation may go straight to the primary.
-func (t *Tiered) fast() bool { return t.flags.Load() == 0 }
+func (t *tieredStore) fast() bool { return t.flags.Load() == 0 }
 
 // recordFailure tells the breaker about a primary failure seen outside it
 // (on the fast path, or by the copier).
-func (t *Tiered) recordFailure(err error) {
+func (t *tieredStore) recordFailure(err error) {
 	t.flags.Or(flagDirty)
 	_, _ = t.cb.Execute(func() (struct{}, error) { return struct{}{}, err })
 }
@@ -231,7 +243,7 @@ const (
 // viaPrimary runs call on the primary through the breaker, first bringing
 // key up to date there if it is journaled, and says where the operation
 // ended up.
-func (t *Tiered) viaPrimary(ctx context.Context, key string, call func() error) (route, error) {
+func (t *tieredStore) viaPrimary(ctx context.Context, key string, call func() error) (route, error) {
 	var forwardErr, callErr error
 	_, err := t.cb.Execute(func() (struct{}, error) {
 		if forwardErr = t.forwardIfJournaled(ctx, key); forwardErr != nil {
@@ -260,7 +272,7 @@ func (t *Tiered) viaPrimary(ctx context.Context, key string, call func() error) 
 
 // primaryAnswered clears the failure streak once the breaker is closed and
 // starts bringing journaled keys forward.
-func (t *Tiered) primaryAnswered() {
+func (t *tieredStore) primaryAnswered() {
 	if t.State() != BreakerClosed {
 		return
 	}
@@ -286,11 +298,11 @@ type tierOp[T any] struct {
 // path (breaker closed, nothing journaled, no recent failure), which
 // avoids tier's closures. It reports whether the primary failed, so the
 // outcome is unknown; the failure is recorded with the breaker.
-func (t *Tiered) lostOnFastPath(ctx context.Context, err error) bool {
+func (t *tieredStore) lostOnFastPath(ctx context.Context, err error) bool {
 	return err != nil && t.failedOnFastPath(ctx, err) // inlined: no call on success
 }
 
-func (t *Tiered) failedOnFastPath(ctx context.Context, err error) bool {
+func (t *tieredStore) failedOnFastPath(ctx context.Context, err error) bool {
 	if !failure(ctx, err) {
 		return false
 	}
@@ -302,7 +314,7 @@ func (t *Tiered) failedOnFastPath(ctx context.Context, err error) bool {
 // tier runs op on the primary while the breaker lets it through, and on
 // the fallback otherwise. A primary failure is returned: the operation may
 // have taken effect there, so it is never applied to the fallback as well.
-func tier[T any](ctx context.Context, t *Tiered, op tierOp[T]) (T, error) {
+func tier[T any](ctx context.Context, t *tieredStore, op tierOp[T]) (T, error) {
 	var v T
 	r, err := t.viaPrimary(ctx, op.key, func() (err error) {
 		v, err = op.call(t.primary)
@@ -335,29 +347,29 @@ func tier[T any](ctx context.Context, t *Tiered, op tierOp[T]) (T, error) {
 // notInFallback is the error for an operation the fallback answered with
 // "absent" for a key it never received: the primary may hold the key.
 func notInFallback(op string) error {
-	return store.Unavailable("policy: tiered "+op, errNotInFallback)
+	return store.Unavailable("tiered: "+op, errNotInFallback)
 }
 
 // journalWrite remembers a key the fallback stored, with its TTL.
-func (t *Tiered) journalWrite(key string, ttl time.Duration) {
+func (t *tieredStore) journalWrite(key string, ttl time.Duration) {
 	if !t.journal.add(key, time.Now().Add(ttl)) {
 		t.dropped.Add(1)
-		t.emit(TierEvent{Kind: TierJournalFull, Key: key})
+		t.emit(Event{Kind: EventJournalFull, Key: key})
 	}
 }
 
 // deferDelete remembers a CompareAndDelete the primary must still get.
-func (t *Tiered) deferDelete(key string, old []byte) {
+func (t *tieredStore) deferDelete(key string, old []byte) {
 	if !t.journal.deferDelete(key, old) {
 		t.dropped.Add(1)
-		t.emit(TierEvent{Kind: TierJournalFull, Key: key})
+		t.emit(Event{Kind: EventJournalFull, Key: key})
 		return
 	}
 	t.deferredDeletes.Add(1)
 }
 
 // SetNX implements store.Store.
-func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+func (t *tieredStore) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	if t.fast() {
 		set, e, err := t.primary.SetNX(ctx, key, value, ttl)
 		t.lostOnFastPath(ctx, err)
@@ -386,7 +398,7 @@ func (t *Tiered) SetNX(ctx context.Context, key string, value []byte, ttl time.D
 // a primary without SetNXValue a claim thus costs what SetNX costs, and
 // the engine's in-progress retry hint is its cap (WithRetryHint) rather
 // than the lease's remaining time when that is shorter.
-func (t *Tiered) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+func (t *tieredStore) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
 	if t.fast() {
 		set, v, err := setNXValue(ctx, t.primary, key, value, ttl)
 		t.lostOnFastPath(ctx, err)
@@ -410,7 +422,7 @@ func (t *Tiered) SetNXValue(ctx context.Context, key string, value []byte, ttl t
 
 // Get implements store.Store. While the breaker is open, a key the
 // fallback never received is unavailable, not absent.
-func (t *Tiered) Get(ctx context.Context, key string) (store.Entry, error) {
+func (t *tieredStore) Get(ctx context.Context, key string) (store.Entry, error) {
 	if t.fast() {
 		e, err := t.primary.Get(ctx, key)
 		t.lostOnFastPath(ctx, err)
@@ -430,7 +442,7 @@ func (t *Tiered) Get(ctx context.Context, key string) (store.Entry, error) {
 
 // CompareAndSwap implements store.Store. While the breaker is open, a
 // swap of a key the fallback never received is unavailable.
-func (t *Tiered) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+func (t *tieredStore) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	if t.fast() {
 		ok, err := t.primary.CompareAndSwap(ctx, key, old, new, ttl)
 		t.lostOnFastPath(ctx, err)
@@ -456,14 +468,14 @@ func (t *Tiered) CompareAndSwap(ctx context.Context, key string, old, new []byte
 // replaced records that the fallback no longer holds old for key: a copy
 // of old that reached the primary with its reply lost must go too, so the
 // delete is replayed there before key is copied forward.
-func (t *Tiered) replaced(key string, old []byte) { t.deferDelete(key, old) }
+func (t *tieredStore) replaced(key string, old []byte) { t.deferDelete(key, old) }
 
 // CompareAndDelete implements store.Store. A delete the primary did not
 // confirm (it failed, or the breaker is open and the fallback did not hold
 // old) returns an error wrapping store.ErrUnavailable and is replayed on
 // the primary when it answers again, before anything else touches the key
 // there.
-func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+func (t *tieredStore) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
 	if t.fast() {
 		ok, err := t.primary.CompareAndDelete(ctx, key, old)
 		if t.lostOnFastPath(ctx, err) {
@@ -481,7 +493,7 @@ func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (
 			}
 			t.replaced(key, old)
 			if !ok {
-				return false, store.Unavailable("policy: tiered CompareAndDelete", errDeleteDeferred)
+				return false, store.Unavailable("tiered: CompareAndDelete", errDeleteDeferred)
 			}
 			return true, nil
 		},
@@ -490,7 +502,7 @@ func (t *Tiered) CompareAndDelete(ctx context.Context, key string, old []byte) (
 
 // Consume implements store.Store. While the breaker is open, a key the
 // fallback never received is unavailable, not absent.
-func (t *Tiered) Consume(ctx context.Context, key string) ([]byte, error) {
+func (t *tieredStore) Consume(ctx context.Context, key string) ([]byte, error) {
 	if t.fast() {
 		v, err := t.primary.Consume(ctx, key)
 		t.lostOnFastPath(ctx, err)
@@ -515,7 +527,7 @@ func (t *Tiered) Consume(ctx context.Context, key string) ([]byte, error) {
 // or when it does not but the fallback does (State and Stats tell which).
 // A store that is not a store.Pinger is taken to answer. When neither
 // answers, the error wraps store.ErrUnavailable.
-func (t *Tiered) Ping(ctx context.Context) error {
+func (t *tieredStore) Ping(ctx context.Context) error {
 	perr := ping(ctx, t.primary)
 	if perr == nil {
 		return nil
@@ -524,7 +536,7 @@ func (t *Tiered) Ping(ctx context.Context) error {
 	if ferr == nil {
 		return nil
 	}
-	return store.Unavailable("policy: tiered ping", errors.Join(perr, ferr))
+	return store.Unavailable("tiered: ping", errors.Join(perr, ferr))
 }
 
 func ping(ctx context.Context, s store.Store) error {
@@ -538,22 +550,43 @@ func ping(ctx context.Context, s store.Store) error {
 // closes the primary and the fallback (each if it is a store.Closer). Keys
 // still journaled are not copied forward. Only the first call does this;
 // later calls return its result.
-func (t *Tiered) Close() error {
+func (t *tieredStore) Close() error {
 	t.closeOnce.Do(func() {
 		t.mu.Lock()
 		t.closed = true
 		t.mu.Unlock()
 		t.cancel()
 		t.wg.Wait()
-		t.closeErr = errors.Join(closeStore(t.primary), closeStore(t.fallback))
+		t.closeErr = errors.Join(storewrap.CloseStore(t.primary), storewrap.CloseStore(t.fallback))
 	})
 	return t.closeErr
 }
 
-// closeStore closes s if it is a store.Closer.
-func closeStore(s store.Store) error {
-	if c, ok := s.(store.Closer); ok {
-		return c.Close()
+// callerDone is the error of a wait whose caller's context is done: it
+// wraps ctx.Err(), and ErrUnavailable for a deadline.
+func callerDone(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return store.Unavailable("tiered: "+op, err)
 	}
-	return nil
+	return fmt.Errorf("tiered: %s: %w", op, err)
+}
+
+type setResult struct {
+	set bool
+	e   store.Entry
+}
+
+type valueResult struct {
+	set      bool
+	existing []byte
+}
+
+// setNXValue runs s's SetNXValue when s is a store.SetNXValuer, and its
+// SetNX otherwise.
+func setNXValue(ctx context.Context, s store.Store, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
+	if sv, ok := s.(store.SetNXValuer); ok {
+		return sv.SetNXValue(ctx, key, value, ttl)
+	}
+	set, e, err := s.SetNX(ctx, key, value, ttl)
+	return set, e.Value, err
 }

@@ -1,8 +1,7 @@
-package policy_test
+package budget_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,40 +12,9 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// eventLog is an idemkit.Observer that keeps every event.
-type eventLog struct {
-	mu     sync.Mutex
-	events []idemkit.Event
-}
-
-func (l *eventLog) Observe(_ context.Context, ev idemkit.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, ev)
-}
-
-func (l *eventLog) of(kind idemkit.EventKind) []idemkit.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []idemkit.Event
-	for _, ev := range l.events {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func newEngine(t *testing.T, s store.Store, opts ...idemkit.Option) (*idemkit.Engine, *eventLog) {
-	log := &eventLog{}
-	e, err := idemkit.New(s, append([]idemkit.Option{idemkit.WithObserver(log)}, opts...)...)
-	require.NoError(t, err)
-	return e, log
-}
-
 func TestFailOpenRunsAndRecords(t *testing.T) {
 	f := newFaulty(t)
-	f.set(failing)
+	f.Set(failing)
 	e, log := newEngine(t, f, idemkit.WithFailureMode(idemkit.FailOpen))
 
 	ran := 0
@@ -60,18 +28,18 @@ func TestFailOpenRunsAndRecords(t *testing.T) {
 	assert.Equal(t, []byte("ok"), res.Value)
 
 	assert.Equal(t, 3, ran)
-	opens := log.of(idemkit.EventFailOpen)
+	opens := log.Of(idemkit.EventFailOpen)
 	require.Len(t, opens, 3, "every unguarded run is recorded")
 	for _, ev := range opens {
 		assert.ErrorIs(t, ev.Err, store.ErrUnavailable, "the event carries the cause")
 		assert.ErrorIs(t, ev.Err, errInjected)
 	}
-	assert.Empty(t, log.of(idemkit.EventAdmitted))
+	assert.Empty(t, log.Of(idemkit.EventAdmitted))
 }
 
 func TestFailClosedRefusesAndDoesNotRun(t *testing.T) {
 	f := newFaulty(t)
-	f.set(failing)
+	f.Set(failing)
 	for name, opts := range map[string][]idemkit.Option{
 		"default":  nil,
 		"explicit": {idemkit.WithFailureMode(idemkit.FailClosed)},
@@ -83,28 +51,28 @@ func TestFailClosedRefusesAndDoesNotRun(t *testing.T) {
 		_, err = e.Do(ctx, "pay-1", "fp", func(context.Context) ([]byte, error) { ran = true; return nil, nil })
 		assert.ErrorIs(t, err, idemkit.ErrUnavailable, name)
 		assert.False(t, ran, name)
-		assert.Empty(t, log.of(idemkit.EventFailOpen), name)
-		assert.Len(t, log.of(idemkit.EventStoreError), 2, name)
+		assert.Empty(t, log.Of(idemkit.EventFailOpen), name)
+		assert.Len(t, log.Of(idemkit.EventStoreError), 2, name)
 	}
 }
 
 func TestFailureModePerCall(t *testing.T) {
 	f := newFaulty(t)
-	f.set(failing)
+	f.Set(failing)
 	e, log := newEngine(t, f) // fail-closed engine
 	ran := false
 	err := e.Guard(ctx, "req", func(context.Context) error { ran = true; return nil },
 		idemkit.WithFailureMode(idemkit.FailOpen))
 	require.NoError(t, err)
 	assert.True(t, ran)
-	assert.Len(t, log.of(idemkit.EventFailOpen), 1)
+	assert.Len(t, log.Of(idemkit.EventFailOpen), 1)
 }
 
 // A store that hangs, behind a budget, is an outage like any other: the
 // failure mode decides, within about the budget.
 func TestBudgetTurnsHungStoreIntoFailureMode(t *testing.T) {
 	f := newFaulty(t)
-	f.set(hanging)
+	f.Set(hanging)
 	s := mustBudget(t, f, 50*time.Millisecond)
 
 	closed, _ := newEngine(t, s)
@@ -119,7 +87,7 @@ func TestBudgetTurnsHungStoreIntoFailureMode(t *testing.T) {
 	err = open.Guard(ctx, "req", func(context.Context) error { ran = true; return nil })
 	require.NoError(t, err)
 	assert.True(t, ran)
-	opens := log.of(idemkit.EventFailOpen)
+	opens := log.Of(idemkit.EventFailOpen)
 	require.Len(t, opens, 1)
 	assert.ErrorIs(t, opens[0].Err, context.DeadlineExceeded)
 }

@@ -1,4 +1,4 @@
-package policy
+package tiered
 
 import (
 	"context"
@@ -44,6 +44,6 @@ func (l *keyLocks) lock(ctx context.Context, key string) (heldLock, error) {
 	case ch <- struct{}{}:
 		return ch, nil
 	case <-ctx.Done():
-		return nil, callerDone("tiered: waiting for a copy-forward", ctx.Err())
+		return nil, callerDone("waiting for a copy-forward", ctx.Err())
 	}
 }

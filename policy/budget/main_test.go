@@ -1,4 +1,4 @@
-package policy_test
+package budget_test
 
 import (
 	"context"

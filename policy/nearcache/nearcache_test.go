@@ -1,4 +1,4 @@
-package policy_test
+package nearcache_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/nearcache"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/storetest"
@@ -31,13 +31,13 @@ func TestNearCacheConformance(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) store.Store {
 				s := mustNear(t, newMem(t), settled)
 				t.Cleanup(func() { _ = s.Close() })
-				return s
+				return s.Store
 			})
 		})
 	}
 }
 
-func newNear(t *testing.T, opts ...policy.NearOption) (*policy.NearCache, *faultyStore) {
+func newNear(t *testing.T, opts ...nearcache.Option) (nearStore, *faultyStore) {
 	f := newFaulty(t)
 	return mustNear(t, f, settledS, opts...), f
 }
@@ -47,7 +47,7 @@ func TestNearCacheHitAvoidsRoundTrip(t *testing.T) {
 	set, _, err := nc.SetNX(ctx, "k", []byte("S-done"), time.Minute)
 	require.NoError(t, err)
 	require.True(t, set)
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 
 	set, e, err := nc.SetNX(ctx, "k", []byte("S-other"), time.Minute)
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestNearCacheHitAvoidsRoundTrip(t *testing.T) {
 	e2, err := nc.Get(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, []byte("S-done"), e2.Value)
-	assert.Equal(t, calls, f.calls.Load(), "answered without the store")
+	assert.Equal(t, calls, f.Calls.Load(), "answered without the store")
 
 	remote, err := f.Store.Get(ctx, "k")
 	require.NoError(t, err)
@@ -77,11 +77,11 @@ func TestNearCacheCachesExistingEntriesItReads(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, set)
 	require.Equal(t, []byte("S-theirs"), e.Value)
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 	e, err = nc.Get(ctx, "k")
 	require.NoError(t, err)
 	assert.Equal(t, []byte("S-theirs"), e.Value)
-	assert.Equal(t, calls, f.calls.Load())
+	assert.Equal(t, calls, f.Calls.Load())
 }
 
 // The cache never answers "free": a key it does not hold goes to the store.
@@ -93,27 +93,27 @@ func TestNearCacheNeverSaysFree(t *testing.T) {
 	require.True(t, set)
 	_, err = f.Store.Consume(ctx, "u") // deleted through another path
 	require.NoError(t, err)
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 	set, _, err = nc.SetNX(ctx, "u", []byte("again"), time.Minute)
 	require.NoError(t, err)
 	assert.True(t, set, "the store decided")
-	assert.Equal(t, calls+1, f.calls.Load())
+	assert.Equal(t, calls+1, f.Calls.Load())
 
 	// A key never seen goes to the store, which may say anything.
 	_, err = nc.Get(ctx, "never")
 	assert.ErrorIs(t, err, store.ErrNotFound)
-	f.set(failing)
+	f.Set(failing)
 	_, _, err = nc.SetNX(ctx, "never", []byte("S"), time.Minute)
 	assert.ErrorIs(t, err, store.ErrUnavailable, "a miss is never answered locally")
 
 	// Settled and cached: a remote delete is not seen, and the answer is
 	// still "held", never "free".
-	f.set(healthy)
+	f.Set(healthy)
 	_, _, err = nc.SetNX(ctx, "s", []byte("S-done"), time.Minute)
 	require.NoError(t, err)
 	_, err = f.Store.Consume(ctx, "s")
 	require.NoError(t, err)
-	f.set(failing)
+	f.Set(failing)
 	set, e, err := nc.SetNX(ctx, "s", []byte("S-new"), time.Minute)
 	require.NoError(t, err)
 	assert.False(t, set)
@@ -121,22 +121,22 @@ func TestNearCacheNeverSaysFree(t *testing.T) {
 }
 
 func TestNearCacheWritesInvalidate(t *testing.T) {
-	ops := map[string]func(nc *policy.NearCache) error{
-		"CompareAndSwap": func(nc *policy.NearCache) error {
+	ops := map[string]func(nc nearStore) error{
+		"CompareAndSwap": func(nc nearStore) error {
 			ok, err := nc.CompareAndSwap(ctx, "k", []byte("S-1"), []byte("S-2"), time.Minute)
 			if err == nil && !ok {
 				err = fmt.Errorf("not swapped")
 			}
 			return err
 		},
-		"CompareAndDelete": func(nc *policy.NearCache) error {
+		"CompareAndDelete": func(nc nearStore) error {
 			ok, err := nc.CompareAndDelete(ctx, "k", []byte("S-1"))
 			if err == nil && !ok {
 				err = fmt.Errorf("not deleted")
 			}
 			return err
 		},
-		"Consume": func(nc *policy.NearCache) error {
+		"Consume": func(nc nearStore) error {
 			_, err := nc.Consume(ctx, "k")
 			return err
 		},
@@ -147,13 +147,13 @@ func TestNearCacheWritesInvalidate(t *testing.T) {
 			_, _, err := nc.SetNX(ctx, "k", []byte("S-1"), time.Minute)
 			require.NoError(t, err)
 			require.Equal(t, 1, nc.Stats().Entries)
-			calls := f.calls.Load()
+			calls := f.Calls.Load()
 			require.NoError(t, op(nc))
-			assert.Equal(t, calls+1, f.calls.Load(), "always goes to the store")
+			assert.Equal(t, calls+1, f.Calls.Load(), "always goes to the store")
 			assert.Zero(t, nc.Stats().Entries)
 			want, wantErr := f.Store.Get(ctx, "k")
 			got, err := nc.Get(ctx, "k")
-			assert.Equal(t, calls+2, f.calls.Load(), "the next read goes to the store")
+			assert.Equal(t, calls+2, f.Calls.Load(), "the next read goes to the store")
 			assert.Equal(t, wantErr, err)
 			assert.Equal(t, want.Value, got.Value)
 		})
@@ -168,38 +168,38 @@ func TestNearCacheRespectsExpiry(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, e.TTL, 60*time.Millisecond)
 	time.Sleep(80 * time.Millisecond)
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 	_, err = nc.Get(ctx, "k")
 	assert.ErrorIs(t, err, store.ErrNotFound, "expired: asked the store")
-	assert.Equal(t, calls+1, f.calls.Load())
+	assert.Equal(t, calls+1, f.Calls.Load())
 	set, _, err := nc.SetNX(ctx, "k", []byte("S-next"), time.Minute)
 	require.NoError(t, err)
 	assert.True(t, set)
 }
 
 func TestNewNearCacheRejectsInvalidArguments(t *testing.T) {
-	for name, build := range map[string]func() (*policy.NearCache, error){
-		"nil store":   func() (*policy.NearCache, error) { return policy.NewNearCache(nil, settledS) },
-		"nil settled": func() (*policy.NearCache, error) { return policy.NewNearCache(newMem(t), nil) },
-		"capacity 0": func() (*policy.NearCache, error) {
-			return policy.NewNearCache(newMem(t), settledS, policy.WithNearCapacity(0))
+	for name, build := range map[string]func() (store.Store, error){
+		"nil store":   func() (store.Store, error) { return nearcache.New(nil, settledS) },
+		"nil settled": func() (store.Store, error) { return nearcache.New(newMem(t), nil) },
+		"capacity 0": func() (store.Store, error) {
+			return nearcache.New(newMem(t), settledS, nearcache.WithCapacity(0))
 		},
-		"max value -1": func() (*policy.NearCache, error) {
-			return policy.NewNearCache(newMem(t), settledS, policy.WithNearMaxValue(-1))
+		"max value -1": func() (store.Store, error) {
+			return nearcache.New(newMem(t), settledS, nearcache.WithMaxValue(-1))
 		},
 	} {
 		nc, err := build()
 		assert.ErrorIs(t, err, store.ErrInvalid, name)
 		assert.Nil(t, nc, name)
 	}
-	_, err := policy.NewNearCache(newMem(t), settledS, policy.WithNearCapacity(-3))
-	assert.ErrorContains(t, err, "WithNearCapacity(-3)", "the error names the option")
-	_, err = policy.NewNearCache(newMem(t), settledS, policy.WithNearMaxValue(-1))
-	assert.ErrorContains(t, err, "WithNearMaxValue(-1)")
+	_, err := nearcache.New(newMem(t), settledS, nearcache.WithCapacity(-3))
+	assert.ErrorContains(t, err, "WithCapacity(-3)", "the error names the option")
+	_, err = nearcache.New(newMem(t), settledS, nearcache.WithMaxValue(-1))
+	assert.ErrorContains(t, err, "WithMaxValue(-1)")
 }
 
 func TestNearCacheBounds(t *testing.T) {
-	nc, f := newNear(t, policy.WithNearCapacity(4), policy.WithNearMaxValue(8))
+	nc, f := newNear(t, nearcache.WithCapacity(4), nearcache.WithMaxValue(8))
 	for i := range 100 {
 		_, _, err := nc.SetNX(ctx, fmt.Sprintf("k%d", i), []byte("S-done"), time.Minute)
 		require.NoError(t, err)
@@ -208,10 +208,10 @@ func TestNearCacheBounds(t *testing.T) {
 
 	_, _, err := nc.SetNX(ctx, "big", []byte("S-too-large"), time.Minute)
 	require.NoError(t, err)
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 	_, err = nc.Get(ctx, "big")
 	require.NoError(t, err)
-	assert.Equal(t, calls+1, f.calls.Load(), "a value over the cap is not cached")
+	assert.Equal(t, calls+1, f.Calls.Load(), "a value over the cap is not cached")
 }
 
 func TestNearCacheCopiesValues(t *testing.T) {
@@ -266,45 +266,45 @@ func TestNearCacheOneWinner(t *testing.T) {
 func TestNearCacheWithEngine(t *testing.T) {
 	f := newFaulty(t)
 	nc := mustNear(t, f, idemkit.Settled)
-	e, _ := newEngine(t, nc)
+	e, _ := newEngine(t, nc.Store)
 	run := func(context.Context) error { return nil }
 	require.NoError(t, e.Guard(ctx, "req", run))
-	calls := f.calls.Load()
+	calls := f.Calls.Load()
 	for range 3 {
 		require.ErrorIs(t, e.Guard(ctx, "req", run), idemkit.ErrDuplicate)
 	}
-	assert.Equal(t, calls, f.calls.Load(), "duplicates answered locally")
+	assert.Equal(t, calls, f.Calls.Load(), "duplicates answered locally")
 
 	res, err := e.Do(ctx, "pay", "fp", func(context.Context) ([]byte, error) { return []byte("ok"), nil })
 	require.NoError(t, err)
 	require.False(t, res.Replayed)
-	calls = f.calls.Load()
+	calls = f.Calls.Load()
 	res, err = e.Do(ctx, "pay", "fp", func(context.Context) ([]byte, error) { return nil, fmt.Errorf("ran twice") })
 	require.NoError(t, err)
 	assert.True(t, res.Replayed)
 	assert.Equal(t, []byte("ok"), res.Value)
-	assert.Equal(t, calls+1, f.calls.Load(), "the first replay reads the store once")
+	assert.Equal(t, calls+1, f.Calls.Load(), "the first replay reads the store once")
 	_, err = e.Do(ctx, "pay", "fp", func(context.Context) ([]byte, error) { return nil, fmt.Errorf("ran twice") })
 	require.NoError(t, err)
-	assert.Equal(t, calls+1, f.calls.Load(), "later replays come from the cache")
+	assert.Equal(t, calls+1, f.Calls.Load(), "later replays come from the cache")
 
 	// A releasable Guard claim is not settled: never cached.
 	require.NoError(t, e.Guard(ctx, "rel", run, idemkit.WithRelease(idemkit.ReleaseOnDone)))
-	calls = f.calls.Load()
+	calls = f.Calls.Load()
 	require.NoError(t, e.Guard(ctx, "rel", run, idemkit.WithRelease(idemkit.ReleaseOnDone)))
-	assert.Greater(t, f.calls.Load(), calls)
+	assert.Greater(t, f.Calls.Load(), calls)
 }
 
 func TestNearCacheClosesItsStoreOnceAndForwardsPing(t *testing.T) {
-	f := &countingCloser{faultyStore: newFaulty(t)}
+	f := &countingCloser{Faulty: newFaulty(t)}
 	nc := mustNear(t, f, settledS)
 	require.NoError(t, nc.Ping(ctx))
-	f.set(failing)
+	f.Set(failing)
 	require.ErrorIs(t, nc.Ping(ctx), store.ErrUnavailable)
 	require.NoError(t, nc.Close())
 	require.NoError(t, nc.Close(), "Close is idempotent")
-	assert.EqualValues(t, 1, f.closes.Load(), "the wrapped store is closed once")
-	f.set(healthy)
+	assert.EqualValues(t, 1, f.Closes.Load(), "the wrapped store is closed once")
+	f.Set(healthy)
 	_, err := f.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed)
 	assert.NoError(t, mustNear(t, bareStore{newMem(t)}, settledS).Ping(ctx))

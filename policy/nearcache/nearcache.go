@@ -1,8 +1,10 @@
-package policy
+package nearcache
 
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"runtime"
@@ -12,24 +14,16 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
+	"github.com/idemkit/idemkit/internal/options"
+	"github.com/idemkit/idemkit/internal/storewrap"
 	"github.com/idemkit/idemkit/store"
 )
 
-// NearCache is an in-process layer in front of a store.Store that
-// remembers keys this instance has seen held with a settled value, and
-// answers repeats of them without a round trip. It only ever answers
-// "held", never "free", and never past the TTL the store reported; see the
-// package documentation ("Near cache").
-//
-// A NearCache is not a store.SetNXValuer, even over one: it needs the TTL
-// of what it caches, and a cached replay costs no round trip either way,
-// so the engine claims through its SetNX.
-//
-// A NearCache owns the store it wraps: Close closes it. It is safe for
-// concurrent use.
-type NearCache struct {
+// cache is the store New returns, before storewrap gives it the optional
+// interfaces of the store it wraps.
+type cache struct {
 	s        store.Store
-	closer   onceCloser
+	closer   storewrap.OnceCloser
 	settled  func([]byte) bool
 	maxValue int
 	shards   []nearShard
@@ -40,9 +34,9 @@ type NearCache struct {
 }
 
 var (
-	_ store.Store  = (*NearCache)(nil)
-	_ store.Closer = (*NearCache)(nil)
-	_ store.Pinger = (*NearCache)(nil)
+	_ store.Store  = (*cache)(nil)
+	_ store.Closer = (*cache)(nil)
+	_ store.Pinger = (*cache)(nil)
 )
 
 type nearShard struct {
@@ -57,28 +51,36 @@ type nearEntry struct {
 	expires time.Time
 }
 
-// NewNearCache returns a NearCache over s. settled says which values can
-// be cached: a value for which it returns true must not change before it
-// expires, by anyone. With the idemkit engine pass idemkit.Settled. A nil
+// New returns a store.Store in front of s that remembers, inside this
+// process, keys it has seen held with a settled value, and answers repeats
+// of them without a round trip. It only ever answers "held", never
+// "free", and never past the TTL the store reported; see the package
+// documentation. StatsOf reports its counters.
+//
+// settled says which values can be cached: a value for which it returns
+// true must not change before it expires, by anyone. With the idemkit
+// engine pass idemkit.Settled.
+//
+// The store owns s: Close closes it. It is safe for concurrent use. A nil
 // s or settled, or an invalid option, is an error wrapping
-// store.ErrInvalid.
-func NewNearCache(s store.Store, settled func(value []byte) bool, opts ...NearOption) (*NearCache, error) {
-	switch {
-	case s == nil:
-		return nil, invalid("NewNearCache: nil store")
-	case settled == nil:
-		return nil, invalid("NewNearCache: nil settled predicate")
+// store.ErrInvalid that names every problem.
+func New(s store.Store, settled func(value []byte) bool, opts ...Option) (store.Store, error) {
+	var errs []error
+	if s == nil {
+		errs = append(errs, errors.New("nil store"))
 	}
-	c := nearConfig{capacity: DefaultNearCapacity, maxValue: DefaultNearMaxValue}
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	if settled == nil {
+		errs = append(errs, errors.New("nil settled predicate"))
+	}
+	c := config{capacity: DefaultCapacity, maxValue: DefaultMaxValue}
+	errs = append(errs, options.Collect(&c, opts)...)
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("nearcache: %w", err)
 	}
 	n := nearShards(c.capacity)
-	nc := &NearCache{
+	nc := &cache{
 		s:        s,
-		closer:   onceCloser{s: s},
+		closer:   storewrap.OnceCloser{S: s},
 		settled:  settled,
 		maxValue: c.maxValue,
 		shards:   make([]nearShard, n),
@@ -92,6 +94,16 @@ func NewNearCache(s store.Store, settled func(value []byte) bool, opts ...NearOp
 	return nc, nil
 }
 
+// StatsOf returns the counters of s, a store New returned, and false for
+// any other store (one New's result was wrapped in, among them).
+func StatsOf(s store.Store) (Stats, bool) {
+	nc, ok := s.(*cache)
+	if !ok {
+		return Stats{}, false
+	}
+	return nc.Stats(), true
+}
+
 // nearShards picks a power of two at least 16 and at least four times
 // GOMAXPROCS, but no more than capacity.
 func nearShards(capacity int) int {
@@ -102,13 +114,13 @@ func nearShards(capacity int) int {
 	return n
 }
 
-func (nc *NearCache) shard(key string) *nearShard {
+func (nc *cache) shard(key string) *nearShard {
 	return &nc.shards[maphash.String(nc.seed, key)&nc.mask]
 }
 
 // lookup returns the cached entry for key, with its remaining TTL, and the
 // shard's generation for a later fill.
-func (nc *NearCache) lookup(key string) (store.Entry, uint64, bool) {
+func (nc *cache) lookup(key string) (store.Entry, uint64, bool) {
 	sh := nc.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -126,7 +138,7 @@ func (nc *NearCache) lookup(key string) (store.Entry, uint64, bool) {
 
 // fill caches value for key until start+ttl if it is settled and no forget
 // ran on the shard since the lookup that saw generation gen.
-func (nc *NearCache) fill(key string, value []byte, ttl time.Duration, start time.Time, gen uint64) {
+func (nc *cache) fill(key string, value []byte, ttl time.Duration, start time.Time, gen uint64) {
 	if len(value) > nc.maxValue || !nc.settled(value) {
 		return
 	}
@@ -140,7 +152,7 @@ func (nc *NearCache) fill(key string, value []byte, ttl time.Duration, start tim
 }
 
 // forget drops key and voids fills racing with it.
-func (nc *NearCache) forget(key string) {
+func (nc *cache) forget(key string) {
 	sh := nc.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -150,7 +162,7 @@ func (nc *NearCache) forget(key string) {
 
 // SetNX implements store.Store. A key cached as held answers false with the
 // cached entry and no store call.
-func (nc *NearCache) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+func (nc *cache) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
 	if err := store.CheckSet(key, value, ttl); err != nil {
 		return false, store.Entry{}, err
 	}
@@ -174,7 +186,7 @@ func (nc *NearCache) SetNX(ctx context.Context, key string, value []byte, ttl ti
 
 // Get implements store.Store. A key cached as held is answered from the
 // cache.
-func (nc *NearCache) Get(ctx context.Context, key string) (store.Entry, error) {
+func (nc *cache) Get(ctx context.Context, key string) (store.Entry, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Entry{}, err
 	}
@@ -193,29 +205,29 @@ func (nc *NearCache) Get(ctx context.Context, key string) (store.Entry, error) {
 }
 
 // CompareAndSwap implements store.Store. It always calls the store.
-func (nc *NearCache) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
+func (nc *cache) CompareAndSwap(ctx context.Context, key string, old, new []byte, ttl time.Duration) (bool, error) {
 	nc.forget(key)
 	defer nc.forget(key)
 	return nc.s.CompareAndSwap(ctx, key, old, new, ttl)
 }
 
 // CompareAndDelete implements store.Store. It always calls the store.
-func (nc *NearCache) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+func (nc *cache) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
 	nc.forget(key)
 	defer nc.forget(key)
 	return nc.s.CompareAndDelete(ctx, key, old)
 }
 
 // Consume implements store.Store. It always calls the store.
-func (nc *NearCache) Consume(ctx context.Context, key string) ([]byte, error) {
+func (nc *cache) Consume(ctx context.Context, key string) ([]byte, error) {
 	nc.forget(key)
 	defer nc.forget(key)
 	return nc.s.Consume(ctx, key)
 }
 
 // Stats returns the cache's counters.
-func (nc *NearCache) Stats() NearStats {
-	st := NearStats{Hits: nc.hits.Load(), Misses: nc.misses.Load()}
+func (nc *cache) Stats() Stats {
+	st := Stats{Hits: nc.hits.Load(), Misses: nc.misses.Load()}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
 		sh.mu.Lock()
@@ -228,7 +240,7 @@ func (nc *NearCache) Stats() NearStats {
 // Close drops every cached key and closes the wrapped store if it is a
 // store.Closer. Only the first call closes the store; later calls return
 // its result.
-func (nc *NearCache) Close() error {
+func (nc *cache) Close() error {
 	for i := range nc.shards {
 		sh := &nc.shards[i]
 		sh.mu.Lock()
@@ -241,6 +253,9 @@ func (nc *NearCache) Close() error {
 
 // Ping forwards to the wrapped store if it is a store.Pinger, and returns
 // nil otherwise.
-func (nc *NearCache) Ping(ctx context.Context) error {
-	return ping(ctx, nc.s)
+func (nc *cache) Ping(ctx context.Context) error {
+	if p, ok := nc.s.(store.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
 }

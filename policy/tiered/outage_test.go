@@ -1,4 +1,4 @@
-package policy_test
+package tiered_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/redistest"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/budget"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redisstore"
 )
@@ -30,7 +31,7 @@ const (
 	// faultBudget is the default budget: a killed server refuses at once,
 	// and a smaller budget would turn the slow answers of a loaded machine
 	// into outages outside the outage.
-	faultBudget = policy.DefaultBudget
+	faultBudget = budget.Default
 )
 
 // fastFailClient returns a client that gives up quickly on a dead server
@@ -221,7 +222,7 @@ func TestRedisOutageFailClosed(t *testing.T) {
 	require.NotZero(t, outage.total)
 	assert.Zero(t, outage.ran, "fail-closed admits nothing during the outage")
 	assert.Equal(t, outage.total, outage.unavailable, "every request gets ErrUnavailable")
-	assert.Empty(t, log.of(idemkit.EventFailOpen))
+	assert.Empty(t, log.Of(idemkit.EventFailOpen))
 	took, abnormal := requireNormalAfter(t, as, tl)
 	all := countOf(as)
 	t.Logf("fail-closed: %d requests; outage %v: %d requests, %d admitted, %d ErrUnavailable; whole run: %d admitted, %d duplicates rejected, %d ErrUnavailable, %d other; normal %v after restart (%d abnormal after it)",
@@ -250,7 +251,7 @@ func TestRedisOutageFailOpen(t *testing.T) {
 	require.NotZero(t, outage.total)
 	assert.Equal(t, outage.total, outage.unguarded, "fail-open admits every request during the outage, unguarded")
 	all := countOf(as)
-	failOpens := len(log.of(idemkit.EventFailOpen))
+	failOpens := len(log.Of(idemkit.EventFailOpen))
 	assert.Equal(t, all.unguarded, failOpens, "every unguarded admission is recorded")
 	runs := 0
 	for _, a := range as {
@@ -258,7 +259,7 @@ func TestRedisOutageFailOpen(t *testing.T) {
 			runs++
 		}
 	}
-	assert.Equal(t, runs, len(log.of(idemkit.EventAdmitted))+failOpens, "every run is either admitted or recorded as fail-open")
+	assert.Equal(t, runs, len(log.Of(idemkit.EventAdmitted))+failOpens, "every run is either admitted or recorded as fail-open")
 	took, abnormal := requireNormalAfter(t, as, tl)
 	t.Logf("fail-open: %d requests; outage: %d requests, %d unguarded; whole run: %d unguarded, %d EventFailOpen, %d guarded runs, %d replays, %d other; normal %v after restart (%d abnormal after it)",
 		all.total, outage.total, outage.unguarded, all.unguarded, failOpens, all.ran, all.duplicates, all.other, took.Round(time.Millisecond), abnormal)
@@ -267,16 +268,16 @@ func TestRedisOutageFailOpen(t *testing.T) {
 func TestRedisOutageTiered(t *testing.T) {
 	srv := redistest.Start(t)
 	var closedAt atomic.Pointer[time.Time]
-	observe := func(ev policy.TierEvent) {
-		if ev.Kind == policy.TierClosed {
+	observe := func(ev tiered.Event) {
+		if ev.Kind == tiered.EventClosed {
 			now := time.Now()
 			closedAt.Store(&now)
 		}
 	}
-	tiered := mustTiered(t, budgetedRedis(t, srv), newMem(t),
-		policy.WithFailureThreshold(3), policy.WithCoolDown(200*time.Millisecond), policy.WithTierObserver(observe))
-	t.Cleanup(func() { _ = tiered.Close() })
-	e, _ := newEngine(t, tiered, idemkit.WithWindow(30*time.Second))
+	ts := mustTiered(t, budgetedRedis(t, srv), newMem(t),
+		tiered.WithFailureThreshold(3), tiered.WithCoolDown(200*time.Millisecond), tiered.WithObserver(observe))
+	t.Cleanup(func() { _ = ts.Close() })
+	e, _ := newEngine(t, ts.Store, idemkit.WithWindow(30*time.Second))
 	as, tl := runOutage(t, srv, guardSender(e, "tiered"))
 
 	outageAs := filter(as, tl.inOutage)
@@ -310,9 +311,9 @@ func TestRedisOutageTiered(t *testing.T) {
 	require.NotNil(t, closed, "the breaker closed again")
 	took := closed.Sub(tl.restarted)
 	assert.LessOrEqual(t, took, recoveryLimit, "back on Redis %v after the restart", took)
-	require.Eventually(t, func() bool { return tiered.Stats().Journal == 0 }, 5*time.Second, 10*time.Millisecond)
-	st := tiered.Stats()
-	assert.Equal(t, policy.BreakerClosed, st.State)
+	require.Eventually(t, func() bool { return ts.Stats().Journal == 0 }, 5*time.Second, 10*time.Millisecond)
+	st := ts.Stats()
+	assert.Equal(t, tiered.BreakerClosed, st.State)
 	assert.NotZero(t, st.FallbackOps)
 	assert.NotZero(t, st.Copied)
 	assert.Zero(t, st.CopyFailed)
@@ -322,7 +323,7 @@ func TestRedisOutageTiered(t *testing.T) {
 	// during the outage: they were copied forward into Redis.
 	other := mustTiered(t, budgetedRedis(t, srv), newMem(t))
 	t.Cleanup(func() { _ = other.Close() })
-	e2, _ := newEngine(t, other, idemkit.WithWindow(30*time.Second))
+	e2, _ := newEngine(t, other.Store, idemkit.WithWindow(30*time.Second))
 	seen := 0
 	for _, a := range outageAs {
 		if a.dup || !a.ran {

@@ -1,4 +1,4 @@
-package policy_test
+package budget_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/budget"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/redisstore"
@@ -43,28 +43,16 @@ func TestBudgetConformance(t *testing.T) {
 	})
 	t.Run("Inline", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Store {
-			s := mustBudget(t, newMem(t), conformanceBudget, policy.WithInline())
+			s := mustBudget(t, newMem(t), conformanceBudget, budget.WithInline())
 			t.Cleanup(func() { _ = s.(store.Closer).Close() })
 			return s
 		})
 	})
 }
 
-// everyOp runs each Store operation once against s and returns its error.
-func everyOp(ctx context.Context, s store.Store) map[string]error {
-	v := []byte("v")
-	errs := map[string]error{}
-	_, _, errs["SetNX"] = s.SetNX(ctx, "k", v, time.Minute)
-	_, errs["Get"] = s.Get(ctx, "k")
-	_, errs["CompareAndSwap"] = s.CompareAndSwap(ctx, "k", v, v, time.Minute)
-	_, errs["CompareAndDelete"] = s.CompareAndDelete(ctx, "k", v)
-	_, errs["Consume"] = s.Consume(ctx, "k")
-	return errs
-}
-
 func TestBudgetCutsOffStoreThatIgnoresContext(t *testing.T) {
 	f := newFaulty(t)
-	f.set(hanging) // blocks until the test ends, whatever its context says
+	f.Set(hanging) // blocks until the test ends, whatever its context says
 	s := mustBudget(t, f, 50*time.Millisecond)
 	start := time.Now()
 	errs := everyOp(ctx, s)
@@ -74,18 +62,18 @@ func TestBudgetCutsOffStoreThatIgnoresContext(t *testing.T) {
 		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
 		assert.Contains(t, err.Error(), "50ms", op)
 	}
-	assert.EqualValues(t, 1, f.calls.Load(), "later calls on the key wait behind the first, cut off and still running")
+	assert.EqualValues(t, 1, f.Calls.Load(), "later calls on the key wait behind the first, cut off and still running")
 	_, err := s.Get(ctx, "other key")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.EqualValues(t, 2, f.calls.Load(), "a call on another key reaches the store")
+	assert.EqualValues(t, 2, f.Calls.Load(), "a call on another key reaches the store")
 }
 
 var ctx = context.Background()
 
 func TestBudgetInlineWithStoreThatHonoursContext(t *testing.T) {
 	f := newFaulty(t)
-	f.set(stalling)
-	s := mustBudget(t, f, 30*time.Millisecond, policy.WithInline())
+	f.Set(stalling)
+	s := mustBudget(t, f, 30*time.Millisecond, budget.WithInline())
 	for op, err := range everyOp(ctx, s) {
 		assert.ErrorIs(t, err, store.ErrUnavailable, op)
 		assert.ErrorIs(t, err, context.DeadlineExceeded, op)
@@ -97,16 +85,16 @@ func TestBudgetRejectsInvalidArguments(t *testing.T) {
 	for name, c := range map[string]struct {
 		s     store.Store
 		d     time.Duration
-		opts  []policy.BudgetOption
+		opts  []budget.Option
 		names string
 	}{
 		"nil store":      {nil, time.Second, nil, "nil store"},
 		"zero budget":    {m, 0, nil, "time budget 0s"},
 		"negative":       {m, -time.Second, nil, "time budget -1s"},
-		"max abandoned":  {m, time.Second, []policy.BudgetOption{policy.WithMaxAbandoned(0)}, "WithMaxAbandoned(0)"},
-		"inline + bound": {m, time.Second, []policy.BudgetOption{policy.WithInline(), policy.WithMaxAbandoned(8)}, "WithInline"},
+		"max abandoned":  {m, time.Second, []budget.Option{budget.WithMaxAbandoned(0)}, "WithMaxAbandoned(0)"},
+		"inline + bound": {m, time.Second, []budget.Option{budget.WithInline(), budget.WithMaxAbandoned(8)}, "WithInline"},
 	} {
-		s, err := policy.Budget(c.s, c.d, c.opts...)
+		s, err := budget.New(c.s, c.d, c.opts...)
 		assert.ErrorIs(t, err, store.ErrInvalid, name)
 		assert.ErrorContains(t, err, c.names, name)
 		assert.Nil(t, s, name)
@@ -124,7 +112,7 @@ func TestBudgetPassesThroughAnswers(t *testing.T) {
 	require.NotErrorIs(t, err, store.ErrUnavailable)
 	_, _, err = s.SetNX(ctx, "", []byte("v"), time.Minute)
 	require.ErrorIs(t, err, store.ErrInvalid)
-	f.set(failing)
+	f.Set(failing)
 	_, err = s.Get(ctx, "k")
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.ErrorIs(t, err, errInjected)
@@ -134,10 +122,10 @@ func TestBudgetPassesThroughAnswers(t *testing.T) {
 func TestBudgetCallerCancellationStaysTheCallers(t *testing.T) {
 	for _, inline := range []bool{false, true} {
 		f := newFaulty(t)
-		f.set(stalling)
-		var opts []policy.BudgetOption
+		f.Set(stalling)
+		var opts []budget.Option
 		if inline {
-			opts = append(opts, policy.WithInline())
+			opts = append(opts, budget.WithInline())
 		}
 		s := mustBudget(t, f, time.Minute, opts...)
 		cctx, cancel := context.WithCancel(ctx)
@@ -152,14 +140,14 @@ func TestBudgetCallerCancellationStaysTheCallers(t *testing.T) {
 
 func TestBudgetCallerDeadlineBeforeBudget(t *testing.T) {
 	f := newFaulty(t)
-	f.set(hanging)
+	f.Set(hanging)
 	s := mustBudget(t, f, time.Minute)
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	_, err := s.Get(dctx, "k")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, store.ErrUnavailable)
-	require.NotContains(t, err.Error(), "budget")
+	require.NotContains(t, err.Error(), "time budget", "the caller's deadline is not reported as the budget's")
 }
 
 func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
@@ -170,7 +158,7 @@ func TestBudgetDoneContextDoesNotCallStore(t *testing.T) {
 	for op, err := range everyOp(cctx, s) {
 		assert.ErrorIs(t, err, context.Canceled, op)
 	}
-	assert.Zero(t, f.calls.Load())
+	assert.Zero(t, f.Calls.Load())
 }
 
 func TestBudgetDetachedCallGetsItsOwnValue(t *testing.T) {
@@ -199,11 +187,11 @@ func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
 	_, err := mem.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed, "Close must close the wrapped store")
 
-	c := &countingCloser{faultyStore: newFaulty(t)}
+	c := &countingCloser{Faulty: newFaulty(t)}
 	closeTwice := mustBudget(t, c, time.Second)
 	require.NoError(t, closeTwice.(store.Closer).Close())
 	require.NoError(t, closeTwice.(store.Closer).Close())
-	assert.EqualValues(t, 1, c.closes.Load(), "the wrapped store is closed once")
+	assert.EqualValues(t, 1, c.Closes.Load(), "the wrapped store is closed once")
 
 	f := newFaulty(t)
 	both := mustBudget(t, f, 30*time.Millisecond)
@@ -212,7 +200,7 @@ func TestBudgetExposesOptionalInterfacesOfItsStore(t *testing.T) {
 	p, isPinger := both.(store.Pinger)
 	require.True(t, isPinger)
 	require.NoError(t, p.Ping(ctx))
-	f.set(hanging)
+	f.Set(hanging)
 	err = p.Ping(ctx)
 	assert.ErrorIs(t, err, store.ErrUnavailable)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -263,9 +251,9 @@ func TestBudgetCutsOffSilentRedis(t *testing.T) {
 // their budget are bounded, and beyond the bound a call fails at once.
 func TestBudgetBoundsAbandonedCalls(t *testing.T) {
 	f := newFaulty(t)
-	f.set(hanging) // released by the test's cleanup
+	f.Set(hanging) // released by the test's cleanup
 	s := mustBudget(t, f, time.Millisecond)
-	const bound = policy.DefaultMaxAbandoned
+	const bound = budget.DefaultMaxAbandoned
 	const calls = 2 * bound
 	before := runtime.NumGoroutine()
 	const workers = 8
@@ -283,14 +271,14 @@ func TestBudgetBoundsAbandonedCalls(t *testing.T) {
 	// before the others were counted as abandoned.
 	leaked := runtime.NumGoroutine() - before
 	assert.LessOrEqual(t, leaked, bound+workers, "goroutines left behind by %d calls to a hung store", calls)
-	assert.LessOrEqual(t, f.calls.Load(), int64(bound+workers), "calls handed to the hung store")
+	assert.LessOrEqual(t, f.Calls.Load(), int64(bound+workers), "calls handed to the hung store")
 }
 
 // Past the bound, calls fail at once without reaching the store; once the
 // hung calls return, calls reach the store again.
 func TestBudgetMaxAbandonedRecovers(t *testing.T) {
 	h := &hungGet{bareStore: bareStore{newMem(t)}, release: make(chan struct{})}
-	s := mustBudget(t, h, time.Millisecond, policy.WithMaxAbandoned(2))
+	s := mustBudget(t, h, time.Millisecond, budget.WithMaxAbandoned(2))
 	for i := range 2 {
 		_, err := s.Get(ctx, fmt.Sprint("k", i))
 		require.ErrorIs(t, err, context.DeadlineExceeded)

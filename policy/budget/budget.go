@@ -1,4 +1,4 @@
-package policy
+package budget
 
 import (
 	"bytes"
@@ -9,52 +9,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/options"
+	"github.com/idemkit/idemkit/internal/storewrap"
 	"github.com/idemkit/idemkit/store"
 )
 
-// DefaultBudget is a time budget for a store call to a Redis on the same
+// Default is a time budget for a store call to a Redis on the same
 // network: above the p99.9 measured on a loaded 2-core machine. See the
 // package documentation ("Sizing the budget") for the measurements and for
 // how to size your own.
-const DefaultBudget = time.Second
+const Default = time.Second
 
-// DefaultMaxAbandoned is how many detached calls a Budget lets run on past
-// their budget (see WithMaxAbandoned).
-const DefaultMaxAbandoned = 1024
-
-// BudgetOption configures a store returned by Budget. An invalid option
-// makes Budget return an error naming it.
-type BudgetOption func(*budget) error
-
-// WithInline runs each call on the caller's goroutine and relies on the
-// wrapped store to honour its context's deadline, saving a goroutine and a
-// copy of the value per call. A store that ignores its context is then no
-// longer cut off at the budget; see the package documentation ("Time
-// budget"). It cannot be combined with WithMaxAbandoned.
-func WithInline() BudgetOption {
-	return func(b *budget) error {
-		b.inline = true
-		return nil
-	}
-}
-
-// WithMaxAbandoned bounds how many detached calls cut off at their budget
-// may still be running (default DefaultMaxAbandoned); past the bound a new
-// call fails at once with an error wrapping store.ErrUnavailable. n must
-// be at least 1.
-func WithMaxAbandoned(n int) BudgetOption {
-	return func(b *budget) error {
-		if n < 1 {
-			return invalid("WithMaxAbandoned(%d): must be at least 1", n)
-		}
-		b.maxAbandoned = int64(n)
-		b.maxAbandonedSet = true
-		return nil
-	}
-}
-
-// Budget returns a store.Store that gives each call to s a time budget of
-// d: a call that overruns it returns an error wrapping store.ErrUnavailable
+// New returns a store.Store that gives each call to s a time budget of d:
+// a call that overruns it returns an error wrapping store.ErrUnavailable
 // and context.DeadlineExceeded, and the caller's own cancellation is
 // reported as the caller's. By default each call is detached, so even a
 // store that ignores its context is cut off at d; see the package
@@ -62,34 +29,35 @@ func WithMaxAbandoned(n int) BudgetOption {
 //
 // The result implements store.Closer, store.Pinger and store.SetNXValuer
 // exactly when s does: it owns s, so Close closes s (once), and Ping and
-// SetNXValue run s's under the budget, as every call does. A nil s, a d <= 0 or an invalid option is an error wrapping
-// store.ErrInvalid.
-func Budget(s store.Store, d time.Duration, opts ...BudgetOption) (store.Store, error) {
+// SetNXValue run s's under the budget, as every call does. A nil s, a
+// d <= 0 or an invalid option is an error wrapping store.ErrInvalid that
+// names every problem.
+func New(s store.Store, d time.Duration, opts ...Option) (store.Store, error) {
+	var errs []error
 	if s == nil {
-		return nil, invalid("Budget: nil store")
+		errs = append(errs, errors.New("nil store"))
 	}
 	if d <= 0 {
-		return nil, invalid("Budget: time budget %v: must be positive", d)
+		errs = append(errs, fmt.Errorf("time budget %v: must be positive", d))
 	}
-	b := &budget{s: s, d: d, maxAbandoned: DefaultMaxAbandoned, cutOff: make(map[string]*cutOffCalls)}
-	for _, o := range opts {
-		if err := o(b); err != nil {
-			return nil, err
-		}
+	c := config{maxAbandoned: DefaultMaxAbandoned}
+	errs = append(errs, options.Collect(&c, opts)...)
+	if c.inline && c.maxAbandonedSet {
+		errs = append(errs, errors.New("WithMaxAbandoned: no calls are detached with WithInline"))
 	}
-	if b.inline && b.maxAbandonedSet {
-		return nil, invalid("WithMaxAbandoned: no calls are detached with WithInline")
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("budget: %w", err)
 	}
-	return expose(b, s, (&onceCloser{s: s}).Close, b.ping, b.setNXValue), nil
+	b := &budget{s: s, d: d, inline: c.inline, maxAbandoned: int64(c.maxAbandoned), cutOff: make(map[string]*cutOffCalls)}
+	return expose(b, s, (&storewrap.OnceCloser{S: s}).Close, b.ping, b.setNXValue), nil
 }
 
 type budget struct {
-	s               store.Store
-	d               time.Duration
-	inline          bool
-	maxAbandoned    int64
-	maxAbandonedSet bool
-	abandoned       atomic.Int64 // detached calls cut off and still running
+	s            store.Store
+	d            time.Duration
+	inline       bool
+	maxAbandoned int64
+	abandoned    atomic.Int64 // detached calls cut off and still running
 
 	mu     sync.Mutex
 	cutOff map[string]*cutOffCalls // keys with cut-off calls still running
@@ -211,7 +179,7 @@ func (b *budget) waitCutOff(ctx, bctx context.Context, op, key string) error {
 func detach[T any](b *budget, ctx, bctx context.Context, op, key string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if b.abandoned.Load() >= b.maxAbandoned {
-		return zero, fmt.Errorf("policy: %s: %w: %d calls still running past their time budget of %v", op, store.ErrUnavailable, b.maxAbandoned, b.d)
+		return zero, fmt.Errorf("budget: %s: %w: %d calls still running past their time budget of %v", op, store.ErrUnavailable, b.maxAbandoned, b.d)
 	}
 	c := &detachedCall[T]{key: key, done: make(chan outcome[T], 1)}
 	go c.run(b, bctx, call)
@@ -247,18 +215,18 @@ func (b *budget) check(ctx, bctx context.Context, op string, err error) error {
 // is what the store reported.
 func (b *budget) overrun(op string, cause error) error {
 	if cause == nil {
-		return fmt.Errorf("policy: %s: %w: time budget of %v exceeded: %w", op, store.ErrUnavailable, b.d, context.DeadlineExceeded)
+		return fmt.Errorf("budget: %s: %w: time budget of %v exceeded: %w", op, store.ErrUnavailable, b.d, context.DeadlineExceeded)
 	}
-	return fmt.Errorf("policy: %s: %w: time budget of %v exceeded: %w: %w", op, store.ErrUnavailable, b.d, context.DeadlineExceeded, cause)
+	return fmt.Errorf("budget: %s: %w: time budget of %v exceeded: %w: %w", op, store.ErrUnavailable, b.d, context.DeadlineExceeded, cause)
 }
 
 // callerDone is the error of a call whose caller's context is done: it
 // wraps ctx.Err(), and ErrUnavailable for a deadline.
 func callerDone(op string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return store.Unavailable("policy: "+op, err)
+		return store.Unavailable("budget: "+op, err)
 	}
-	return fmt.Errorf("policy: %s: %w", op, err)
+	return fmt.Errorf("budget: %s: %w", op, err)
 }
 
 // clone copies v for a detached call; a nil v stays nil so the store still

@@ -1,4 +1,4 @@
-package policy_test
+package tiered_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/policy"
+	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/idemkit/idemkit/store/storetest"
@@ -29,7 +29,7 @@ func TestTieredConformance(t *testing.T) {
 			_ = p.Close()
 			_ = f.Close()
 		})
-		return s
+		return s.Store
 	})
 }
 
@@ -37,7 +37,7 @@ func TestTieredConformance(t *testing.T) {
 // for a key it never received, "absent" is not an answer (the primary may
 // hold the key): Get, CompareAndSwap and Consume return ErrUnavailable.
 func TestTieredDuringOutageUnknownKeysAreUnavailable(t *testing.T) {
-	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Hour))
+	s, p, _, _ := newTiered(t, tiered.WithFailureThreshold(1), tiered.WithCoolDown(time.Hour))
 	openBreaker(t, s, p)
 	v := []byte("v")
 	_, err := s.Get(ctx, "unknown")
@@ -74,26 +74,26 @@ func TestTieredDuringOutageUnknownKeysAreUnavailable(t *testing.T) {
 // tierLog records TierEvents.
 type tierLog struct {
 	mu     sync.Mutex
-	events []policy.TierEvent
+	events []tiered.Event
 }
 
-func (l *tierLog) observe(ev policy.TierEvent) {
+func (l *tierLog) observe(ev tiered.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, ev)
 }
 
-func (l *tierLog) kinds() []policy.TierEventKind {
+func (l *tierLog) kinds() []tiered.EventKind {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []policy.TierEventKind
+	var out []tiered.EventKind
 	for _, ev := range l.events {
 		out = append(out, ev.Kind)
 	}
 	return out
 }
 
-func (l *tierLog) keysOf(kind policy.TierEventKind) []string {
+func (l *tierLog) keysOf(kind tiered.EventKind) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
@@ -106,10 +106,10 @@ func (l *tierLog) keysOf(kind policy.TierEventKind) []string {
 }
 
 // newTiered returns a Tiered over a faulty primary and a counting fallback.
-func newTiered(t *testing.T, opts ...policy.TieredOption) (*policy.Tiered, *faultyStore, *faultyStore, *tierLog) {
+func newTiered(t *testing.T, opts ...tiered.Option) (tieredStore, *faultyStore, *faultyStore, *tierLog) {
 	p, f := newFaulty(t), newFaulty(t)
 	log := &tierLog{}
-	s := mustTiered(t, p, f, append([]policy.TieredOption{policy.WithTierObserver(log.observe)}, opts...)...)
+	s := mustTiered(t, p, f, append([]tiered.Option{tiered.WithObserver(log.observe)}, opts...)...)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, p, f, log
 }
@@ -123,13 +123,13 @@ func TestTieredFallbackUntouchedWhileClosed(t *testing.T) {
 	}
 	_, err := s.Get(ctx, "absent")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	assert.EqualValues(t, 6, p.calls.Load())
-	assert.Zero(t, f.calls.Load())
+	assert.EqualValues(t, 6, p.Calls.Load())
+	assert.Zero(t, f.Calls.Load())
 	assert.Zero(t, s.Stats().FallbackOps)
 }
 
 func TestTieredOtherErrorsAreNotFailures(t *testing.T) {
-	s, _, f, _ := newTiered(t, policy.WithFailureThreshold(1))
+	s, _, f, _ := newTiered(t, tiered.WithFailureThreshold(1))
 	for range 5 {
 		_, err := s.Get(ctx, "absent")
 		require.ErrorIs(t, err, store.ErrNotFound)
@@ -138,91 +138,91 @@ func TestTieredOtherErrorsAreNotFailures(t *testing.T) {
 		_, err = s.Consume(ctx, "absent")
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
-	assert.Equal(t, policy.BreakerClosed, s.State())
-	assert.Zero(t, f.calls.Load())
+	assert.Equal(t, tiered.BreakerClosed, s.State())
+	assert.Zero(t, f.Calls.Load())
 }
 
 func TestTieredCallerCancellationIsNotAFailure(t *testing.T) {
-	s, p, f, _ := newTiered(t, policy.WithFailureThreshold(1))
-	p.set(stalling)
+	s, p, f, _ := newTiered(t, tiered.WithFailureThreshold(1))
+	p.Set(stalling)
 	for range 3 {
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(5*time.Millisecond, cancel)
 		_, err := s.Get(cctx, "k")
 		require.ErrorIs(t, err, context.Canceled)
 	}
-	assert.Equal(t, policy.BreakerClosed, s.State())
-	assert.Zero(t, f.calls.Load(), "a caller that gave up gets no fallback answer")
+	assert.Equal(t, tiered.BreakerClosed, s.State())
+	assert.Zero(t, f.Calls.Load(), "a caller that gave up gets no fallback answer")
 }
 
 // A primary failure while the breaker is closed is returned as it is: the
 // write may have happened in the primary, so it is not applied to the
 // fallback as well.
 func TestTieredPrimaryFailureIsReturnedWhileTheBreakerIsClosed(t *testing.T) {
-	s, p, f, _ := newTiered(t, policy.WithFailureThreshold(3))
-	p.set(failing)
+	s, p, f, _ := newTiered(t, tiered.WithFailureThreshold(3))
+	p.Set(failing)
 	for op, err := range everyOp(ctx, s) {
 		assert.ErrorIs(t, err, store.ErrUnavailable, op)
 	}
 	st := s.Stats()
-	assert.Equal(t, policy.BreakerOpen, st.State, "the third failure opened it")
+	assert.Equal(t, tiered.BreakerOpen, st.State, "the third failure opened it")
 	assert.EqualValues(t, 3, st.PrimaryFailed, "SetNX, Get and CompareAndSwap reached the primary")
-	assert.EqualValues(t, 2, f.calls.Load(), "only the two operations after the breaker opened reached the fallback")
+	assert.EqualValues(t, 2, f.Calls.Load(), "only the two operations after the breaker opened reached the fallback")
 }
 
 func TestTieredBreakerOpensProbesAndCloses(t *testing.T) {
-	s, p, f, log := newTiered(t, policy.WithFailureThreshold(3), policy.WithCoolDown(50*time.Millisecond))
-	p.set(failing)
+	s, p, f, log := newTiered(t, tiered.WithFailureThreshold(3), tiered.WithCoolDown(50*time.Millisecond))
+	p.Set(failing)
 	for i := range 3 {
 		_, err := s.Get(ctx, "k")
 		require.ErrorIs(t, err, store.ErrUnavailable, "the primary's failure")
-		want := policy.BreakerClosed
+		want := tiered.BreakerClosed
 		if i == 2 {
-			want = policy.BreakerOpen
+			want = tiered.BreakerOpen
 		}
 		require.Equal(t, want, s.State(), "after %d failures", i+1)
 	}
-	assert.EqualValues(t, 3, p.calls.Load())
+	assert.EqualValues(t, 3, p.Calls.Load())
 
-	assert.Zero(t, f.calls.Load(), "closed: the fallback is not asked")
+	assert.Zero(t, f.Calls.Load(), "closed: the fallback is not asked")
 
 	// Open: the primary is not called; the fallback never saw "k".
 	for range 10 {
 		_, err := s.Get(ctx, "k")
 		require.ErrorIs(t, err, store.ErrUnavailable)
 	}
-	assert.EqualValues(t, 3, p.calls.Load())
-	assert.EqualValues(t, 10, f.calls.Load())
+	assert.EqualValues(t, 3, p.Calls.Load())
+	assert.EqualValues(t, 10, f.Calls.Load())
 
 	// After the cool-down a probe goes to the primary; it still fails.
 	require.Eventually(t, func() bool {
 		_, _ = s.Get(ctx, "k")
-		return p.calls.Load() == 4
+		return p.Calls.Load() == 4
 	}, hangDetector, 5*time.Millisecond)
-	assert.Equal(t, policy.BreakerOpen, s.State(), "a failed probe opens again")
+	assert.Equal(t, tiered.BreakerOpen, s.State(), "a failed probe opens again")
 
 	// The primary answers: the next probe closes the breaker.
-	p.set(healthy)
+	p.Set(healthy)
 	require.Eventually(t, func() bool {
 		_, _ = s.Get(ctx, "k")
-		return s.State() == policy.BreakerClosed
+		return s.State() == tiered.BreakerClosed
 	}, hangDetector, 5*time.Millisecond)
-	before := f.calls.Load()
+	before := f.Calls.Load()
 	for range 10 {
 		_, err := s.Get(ctx, "k")
 		require.ErrorIs(t, err, store.ErrNotFound)
 	}
-	assert.Equal(t, before, f.calls.Load(), "closed: the fallback is off the path")
-	assert.Equal(t, []policy.TierEventKind{
-		policy.TierOpen, policy.TierHalfOpen, policy.TierOpen, policy.TierHalfOpen, policy.TierClosed,
+	assert.Equal(t, before, f.Calls.Load(), "closed: the fallback is off the path")
+	assert.Equal(t, []tiered.EventKind{
+		tiered.EventOpen, tiered.EventHalfOpen, tiered.EventOpen, tiered.EventHalfOpen, tiered.EventClosed,
 	}, log.kinds())
 }
 
 // openBreaker fails the primary until the breaker opens.
-func openBreaker(t *testing.T, s *policy.Tiered, p *faultyStore) {
+func openBreaker(t *testing.T, s tieredStore, p *faultyStore) {
 	t.Helper()
-	p.set(failing)
-	for s.State() != policy.BreakerOpen {
+	p.Set(failing)
+	for s.State() != tiered.BreakerOpen {
 		_, err := s.Get(ctx, "probe")
 		require.ErrorIs(t, err, store.ErrUnavailable)
 	}
@@ -230,17 +230,17 @@ func openBreaker(t *testing.T, s *policy.Tiered, p *faultyStore) {
 
 // recoverPrimary heals the primary and sends operations until the breaker
 // closes.
-func recoverPrimary(t *testing.T, s *policy.Tiered, p *faultyStore) {
+func recoverPrimary(t *testing.T, s tieredStore, p *faultyStore) {
 	t.Helper()
-	p.set(healthy)
+	p.Set(healthy)
 	require.Eventually(t, func() bool {
 		_, _ = s.Get(ctx, "probe")
-		return s.State() == policy.BreakerClosed
+		return s.State() == tiered.BreakerClosed
 	}, hangDetector, 5*time.Millisecond)
 }
 
 func TestTieredCopyForward(t *testing.T) {
-	s, p, f, log := newTiered(t, policy.WithFailureThreshold(1), policy.WithCoolDown(20*time.Millisecond))
+	s, p, f, log := newTiered(t, tiered.WithFailureThreshold(1), tiered.WithCoolDown(20*time.Millisecond))
 	openBreaker(t, s, p)
 
 	claim := func(key, value string, ttl time.Duration) {
@@ -273,8 +273,8 @@ func TestTieredCopyForward(t *testing.T) {
 	assert.EqualValues(t, 1, st.Conflicts)
 	assert.EqualValues(t, 2, st.Skipped, "short expired, released deleted")
 	assert.Zero(t, st.CopyFailed)
-	assert.ElementsMatch(t, []string{"live", "swapped"}, log.keysOf(policy.TierCopied))
-	assert.Equal(t, []string{"contested"}, log.keysOf(policy.TierConflict))
+	assert.ElementsMatch(t, []string{"live", "swapped"}, log.keysOf(tiered.EventCopied))
+	assert.Equal(t, []string{"contested"}, log.keysOf(tiered.EventConflict))
 
 	e, err := p.Store.Get(ctx, "live")
 	require.NoError(t, err)
@@ -301,7 +301,7 @@ func TestTieredCopyForward(t *testing.T) {
 // tiers, hidden behind bareStore, stay open).
 func TestTieredOperationOnJournaledKeyCopiesItFirst(t *testing.T) {
 	p := newFaulty(t)
-	s := mustTiered(t, bareStore{p}, bareStore{newMem(t)}, policy.WithFailureThreshold(1), policy.WithCoolDown(20*time.Millisecond))
+	s := mustTiered(t, bareStore{p}, bareStore{newMem(t)}, tiered.WithFailureThreshold(1), tiered.WithCoolDown(20*time.Millisecond))
 	require.NoError(t, s.Close())
 	openBreaker(t, s, p)
 	set, _, err := s.SetNX(ctx, "k", []byte("first"), time.Minute)
@@ -319,7 +319,7 @@ func TestTieredOperationOnJournaledKeyCopiesItFirst(t *testing.T) {
 }
 
 func TestTieredOneWinnerDuringOutage(t *testing.T) {
-	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Hour))
+	s, p, _, _ := newTiered(t, tiered.WithFailureThreshold(1), tiered.WithCoolDown(time.Hour))
 	openBreaker(t, s, p)
 	var wins atomic.Int32
 	var wg sync.WaitGroup
@@ -340,7 +340,7 @@ func TestTieredOneWinnerDuringOutage(t *testing.T) {
 // call gets an answer, and the breaker ends closed with nothing left to
 // copy.
 func TestTieredConcurrentFailureAndRecovery(t *testing.T) {
-	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(2), policy.WithCoolDown(5*time.Millisecond))
+	s, p, _, _ := newTiered(t, tiered.WithFailureThreshold(2), tiered.WithCoolDown(5*time.Millisecond))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for i := range 8 {
@@ -360,9 +360,9 @@ func TestTieredConcurrentFailureAndRecovery(t *testing.T) {
 		})
 	}
 	for range 5 {
-		p.set(failing)
+		p.Set(failing)
 		time.Sleep(20 * time.Millisecond)
-		p.set(healthy)
+		p.Set(healthy)
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(stop)
@@ -375,7 +375,7 @@ func TestTieredConcurrentFailureAndRecovery(t *testing.T) {
 }
 
 func TestTieredJournalFull(t *testing.T) {
-	s, p, _, log := newTiered(t, policy.WithFailureThreshold(1), policy.WithJournalSize(2), policy.WithCoolDown(time.Hour))
+	s, p, _, log := newTiered(t, tiered.WithFailureThreshold(1), tiered.WithJournalSize(2), tiered.WithCoolDown(time.Hour))
 	openBreaker(t, s, p)
 	for i := range 3 {
 		set, _, err := s.SetNX(ctx, fmt.Sprintf("k%d", i), []byte("v"), time.Minute)
@@ -385,27 +385,27 @@ func TestTieredJournalFull(t *testing.T) {
 	st := s.Stats()
 	assert.Equal(t, 2, st.Journal)
 	assert.EqualValues(t, 1, st.JournalDropped)
-	assert.Equal(t, []string{"k2"}, log.keysOf(policy.TierJournalFull))
+	assert.Equal(t, []string{"k2"}, log.keysOf(tiered.EventJournalFull))
 }
 
 func TestTieredPing(t *testing.T) {
 	s, p, f, _ := newTiered(t)
 	require.NoError(t, s.Ping(ctx))
-	p.set(failing)
+	p.Set(failing)
 	require.NoError(t, s.Ping(ctx), "the fallback still serves")
-	f.set(failing)
+	f.Set(failing)
 	require.ErrorIs(t, s.Ping(ctx), store.ErrUnavailable)
 }
 
 // A Tiered owns both tiers: Close closes each once, however often it is
 // called.
 func TestTieredCloseClosesBothTiersOnce(t *testing.T) {
-	p, f := &countingCloser{faultyStore: newFaulty(t)}, &countingCloser{faultyStore: newFaulty(t)}
+	p, f := &countingCloser{Faulty: newFaulty(t)}, &countingCloser{Faulty: newFaulty(t)}
 	s := mustTiered(t, p, f)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
-	assert.EqualValues(t, 1, p.closes.Load())
-	assert.EqualValues(t, 1, f.closes.Load())
+	assert.EqualValues(t, 1, p.Closes.Load())
+	assert.EqualValues(t, 1, f.Closes.Load())
 	_, err := p.Store.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed)
 	_, err = f.Store.Get(ctx, "k")
@@ -418,23 +418,23 @@ func TestNewTieredRejectsInvalidArguments(t *testing.T) {
 	for name, c := range map[string]struct {
 		p, f       store.Store
 		supersedes func(_, _ []byte) bool
-		opt        policy.TieredOption
+		opt        tiered.Option
 		names      string
 	}{
 		"nil primary":    {nil, m, never, nil, "nil primary"},
 		"nil fallback":   {m, nil, never, nil, "nil fallback"},
 		"nil supersedes": {m, m, nil, nil, "nil supersedes"},
-		"threshold":      {m, m, never, policy.WithFailureThreshold(0), "WithFailureThreshold(0)"},
-		"cool-down":      {m, m, never, policy.WithCoolDown(-time.Second), "WithCoolDown(-1s)"},
-		"journal":        {m, m, never, policy.WithJournalSize(0), "WithJournalSize(0)"},
-		"copy timeout":   {m, m, never, policy.WithCopyTimeout(0), "WithCopyTimeout(0s)"},
-		"observer":       {m, m, never, policy.WithTierObserver(nil), "WithTierObserver(nil)"},
+		"threshold":      {m, m, never, tiered.WithFailureThreshold(0), "WithFailureThreshold(0)"},
+		"cool-down":      {m, m, never, tiered.WithCoolDown(-time.Second), "WithCoolDown(-1s)"},
+		"journal":        {m, m, never, tiered.WithJournalSize(0), "WithJournalSize(0)"},
+		"copy timeout":   {m, m, never, tiered.WithCopyTimeout(0), "WithCopyTimeout(0s)"},
+		"observer":       {m, m, never, tiered.WithObserver(nil), "WithObserver(nil)"},
 	} {
-		var opts []policy.TieredOption
+		var opts []tiered.Option
 		if c.opt != nil {
 			opts = append(opts, c.opt)
 		}
-		s, err := policy.NewTiered(c.p, c.f, c.supersedes, opts...)
+		s, err := tiered.New(c.p, c.f, c.supersedes, opts...)
 		assert.ErrorIs(t, err, store.ErrInvalid, name)
 		assert.ErrorContains(t, err, c.names, name)
 		assert.Nil(t, s, name)
@@ -491,9 +491,9 @@ func TestTieredAmbiguousWriteNeverRunsTwice(t *testing.T) {
 	const keys = 8
 	p := &lossyStore{Store: newMem(t)}
 	p.lossy.Store(true)
-	tiered := mustTiered(t, p, newMem(t), policy.WithFailureThreshold(5), policy.WithCoolDown(20*time.Millisecond))
-	t.Cleanup(func() { _ = tiered.Close() })
-	e, _ := newEngine(t, tiered, idemkit.WithLease(300*time.Millisecond))
+	ts := mustTiered(t, p, newMem(t), tiered.WithFailureThreshold(5), tiered.WithCoolDown(20*time.Millisecond))
+	t.Cleanup(func() { _ = ts.Close() })
+	e, _ := newEngine(t, ts.Store, idemkit.WithLease(300*time.Millisecond))
 
 	var runs [keys]atomic.Int32
 	do := func(i int, opts ...idemkit.Option) error {
@@ -521,8 +521,8 @@ func TestTieredAmbiguousWriteNeverRunsTwice(t *testing.T) {
 
 	p.lossy.Store(false)
 	require.Eventually(t, func() bool {
-		_, _ = tiered.Get(ctx, "probe")
-		return tiered.State() == policy.BreakerClosed && tiered.Stats().Journal == 0
+		_, _ = ts.Get(ctx, "probe")
+		return ts.State() == tiered.BreakerClosed && ts.Stats().Journal == 0
 	}, hangDetector, 5*time.Millisecond)
 	for i := range keys { // the client's next retry, waiting out any claim still held
 		require.NoError(t, do(i, idemkit.WithWait(10*time.Millisecond)), "key %d", i)
@@ -534,7 +534,7 @@ func TestTieredAmbiguousWriteNeverRunsTwice(t *testing.T) {
 		}
 		assert.EqualValues(t, 1, runs[i].Load(), "key %d: runs of its work", i)
 	}
-	t.Logf("%d of %d keys ran their work twice; stats %+v", twice, keys, tiered.Stats())
+	t.Logf("%d of %d keys ran their work twice; stats %+v", twice, keys, ts.Stats())
 }
 
 // Tokens issued before an outage are unknown to the fallback. Using one
@@ -542,8 +542,8 @@ func TestTieredAmbiguousWriteNeverRunsTwice(t *testing.T) {
 // never "invalid" (400, final for the client).
 func TestTieredTokenIssuedBeforeOutageIsUnavailableNotInvalid(t *testing.T) {
 	const tokens = 200
-	s, p, _, _ := newTiered(t, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Hour))
-	e, _ := newEngine(t, s)
+	s, p, _, _ := newTiered(t, tiered.WithFailureThreshold(1), tiered.WithCoolDown(time.Hour))
+	e, _ := newEngine(t, s.Store)
 	issued := make([]idemkit.Token, tokens)
 	for i := range issued {
 		tok, err := e.IssueToken(ctx, "alice")
@@ -597,9 +597,10 @@ func laterState(held, candidate []byte) bool {
 func TestTieredCopyForwardSupersedesAnEarlierStateOfItsValue(t *testing.T) {
 	p := newFaulty(t)
 	log := &tierLog{}
-	s, err := policy.NewTiered(p, newMem(t), laterState,
-		policy.WithFailureThreshold(1), policy.WithCoolDown(time.Millisecond), policy.WithTierObserver(log.observe))
+	inner, err := tiered.New(p, newMem(t), laterState,
+		tiered.WithFailureThreshold(1), tiered.WithCoolDown(time.Millisecond), tiered.WithObserver(log.observe))
 	require.NoError(t, err)
+	s := tieredStore{inner}
 	t.Cleanup(func() { _ = s.Close() })
 	for k, v := range map[string]string{"mine": "claim:1", "theirs": "claim:2"} {
 		set, _, err := p.Store.SetNX(ctx, k, []byte(v), time.Minute)
@@ -613,7 +614,7 @@ func TestTieredCopyForwardSupersedesAnEarlierStateOfItsValue(t *testing.T) {
 		require.True(t, set)
 	}
 
-	p.set(healthy)
+	p.Set(healthy)
 	recoverPrimaryAndDrain(t, s)
 	e, err := p.Store.Get(ctx, "mine")
 	require.NoError(t, err)
@@ -624,17 +625,17 @@ func TestTieredCopyForwardSupersedesAnEarlierStateOfItsValue(t *testing.T) {
 	st := s.Stats()
 	assert.EqualValues(t, 1, st.Superseded)
 	assert.EqualValues(t, 1, st.Conflicts)
-	assert.Equal(t, []string{"mine"}, log.keysOf(policy.TierSuperseded))
-	assert.Equal(t, []string{"theirs"}, log.keysOf(policy.TierConflict))
+	assert.Equal(t, []string{"mine"}, log.keysOf(tiered.EventSuperseded))
+	assert.Equal(t, []string{"theirs"}, log.keysOf(tiered.EventConflict))
 }
 
 // recoverPrimaryAndDrain sends operations until the breaker is closed and
 // the journal is empty.
-func recoverPrimaryAndDrain(t *testing.T, s *policy.Tiered) {
+func recoverPrimaryAndDrain(t *testing.T, s tieredStore) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		_, _ = s.Get(ctx, "probe")
-		return s.State() == policy.BreakerClosed && s.Stats().Journal == 0
+		return s.State() == tiered.BreakerClosed && s.Stats().Journal == 0
 	}, hangDetector, 5*time.Millisecond)
 }
 
@@ -642,19 +643,19 @@ func recoverPrimaryAndDrain(t *testing.T, s *policy.Tiered) {
 // because the breaker was open, is replayed on the primary when it answers
 // again, before the key is copied forward or touched there.
 func TestTieredUnconfirmedDeleteIsReplayedFirst(t *testing.T) {
-	s, p, _, log := newTiered(t, policy.WithFailureThreshold(2), policy.WithCoolDown(time.Millisecond))
+	s, p, _, log := newTiered(t, tiered.WithFailureThreshold(2), tiered.WithCoolDown(time.Millisecond))
 	for _, k := range []string{"a", "b"} {
 		set, _, err := p.Store.SetNX(ctx, k, []byte("orphan-"+k), time.Minute)
 		require.NoError(t, err)
 		require.True(t, set)
 	}
-	p.set(failing)
+	p.Set(failing)
 	ok, err := s.CompareAndDelete(ctx, "a", []byte("orphan-a")) // fails on the primary
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.False(t, ok)
 	_, err = s.Get(ctx, "probe") // the second failure opens the breaker
 	require.ErrorIs(t, err, store.ErrUnavailable)
-	require.Equal(t, policy.BreakerOpen, s.State())
+	require.Equal(t, tiered.BreakerOpen, s.State())
 	ok, err = s.CompareAndDelete(ctx, "b", []byte("orphan-b")) // the fallback never held it
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	require.False(t, ok)
@@ -663,7 +664,7 @@ func TestTieredUnconfirmedDeleteIsReplayedFirst(t *testing.T) {
 	require.True(t, set)
 	assert.EqualValues(t, 2, s.Stats().DeferredDeletes)
 
-	p.set(healthy)
+	p.Set(healthy)
 	recoverPrimaryAndDrain(t, s)
 	_, err = p.Store.Get(ctx, "a")
 	assert.ErrorIs(t, err, store.ErrNotFound, "the delete of a was replayed")
@@ -674,7 +675,7 @@ func TestTieredUnconfirmedDeleteIsReplayedFirst(t *testing.T) {
 	assert.EqualValues(t, 2, st.ReplayedDeletes)
 	assert.EqualValues(t, 1, st.Copied)
 	assert.Zero(t, st.Conflicts)
-	assert.Empty(t, log.keysOf(policy.TierConflict))
+	assert.Empty(t, log.keysOf(tiered.EventConflict))
 }
 
 // The background copier reads a journaled token from the fallback; before
@@ -684,7 +685,7 @@ func TestTieredUnconfirmedDeleteIsReplayedFirst(t *testing.T) {
 func TestTieredCopierDoesNotResurrectConsumedKey(t *testing.T) {
 	p := newFaulty(t)
 	f := newPausingGet(t, "tok")
-	s := mustTiered(t, p, f, policy.WithFailureThreshold(1), policy.WithCoolDown(time.Millisecond))
+	s := mustTiered(t, p, f, tiered.WithFailureThreshold(1), tiered.WithCoolDown(time.Millisecond))
 	t.Cleanup(func() { _ = s.Close() })
 
 	openBreaker(t, s, p)
@@ -740,7 +741,7 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 	p := newFaulty(t)
 	f := newPausingGet(t, "k")
 	log := &tierLog{}
-	s := mustTiered(t, p, f, policy.WithFailureThreshold(100), policy.WithCoolDown(time.Millisecond), policy.WithTierObserver(log.observe))
+	s := mustTiered(t, p, f, tiered.WithFailureThreshold(100), tiered.WithCoolDown(time.Millisecond), tiered.WithObserver(log.observe))
 	t.Cleanup(func() { _ = s.Close() })
 
 	openBreaker(t, s, p)
@@ -755,7 +756,7 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 		t.Fatal("the copier never read the journaled key")
 	}
 
-	p.set(failing) // the breaker stays closed (threshold 100)
+	p.Set(failing) // the breaker stays closed (threshold 100)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -767,7 +768,7 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 	case <-done:
 	case <-time.After(100 * time.Millisecond):
 	}
-	p.set(healthy)
+	p.Set(healthy)
 	close(f.release)
 	<-done
 	require.Eventually(t, func() bool {
@@ -778,7 +779,7 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 	e, err := p.Store.Get(ctx, "k")
 	require.NoError(t, err)
 	if string(e.Value) != "done" {
-		assert.Equal(t, []string{"k"}, log.keysOf(policy.TierConflict),
+		assert.Equal(t, []string{"k"}, log.keysOf(tiered.EventConflict),
 			"the primary kept %q while the fallback's %q was dropped unreported", e.Value, "done")
 	}
 }
@@ -790,9 +791,10 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 func TestTieredFallbackChangeReplacesALostCopy(t *testing.T) {
 	p := &lossyStore{Store: newMem(t)}
 	const coolDown = 10 * time.Millisecond
-	s, err := policy.NewTiered(p, newMem(t), func(_, _ []byte) bool { return false },
-		policy.WithFailureThreshold(1), policy.WithCoolDown(coolDown))
+	inner, err := tiered.New(p, newMem(t), func(_, _ []byte) bool { return false },
+		tiered.WithFailureThreshold(1), tiered.WithCoolDown(coolDown))
 	require.NoError(t, err)
+	s := tieredStore{inner}
 	t.Cleanup(func() { _ = s.Close() })
 
 	p.lossy.Store(true)
@@ -824,8 +826,8 @@ func TestTieredFallbackChangeReplacesALostCopy(t *testing.T) {
 // the one the primary holds.
 func TestTieredOneWinnerWhileTheBreakerOpens(t *testing.T) {
 	for round := range 10 {
-		s, p, _, _ := newTiered(t, policy.WithFailureThreshold(8), policy.WithCoolDown(time.Millisecond))
-		p.set(failing)
+		s, p, _, _ := newTiered(t, tiered.WithFailureThreshold(8), tiered.WithCoolDown(time.Millisecond))
+		p.Set(failing)
 		var wins, refused atomic.Int32
 		var winner atomic.Value
 		var wg sync.WaitGroup
@@ -852,7 +854,7 @@ func TestTieredOneWinnerWhileTheBreakerOpens(t *testing.T) {
 			continue // the breaker opened after every call had reached the primary
 		}
 		require.EqualValues(t, 1, wins.Load(), "round %d: winners among the %d calls the fallback answered", round, 64-refused.Load())
-		p.set(healthy)
+		p.Set(healthy)
 		recoverPrimaryAndDrain(t, s)
 		e, err := p.Store.Get(ctx, "k")
 		require.NoError(t, err)
@@ -869,10 +871,10 @@ func TestTieredObserverPanicsAreRecovered(t *testing.T) {
 	p := newFaulty(t)
 	// The cool-down outlasts the outage's calls on a loaded machine: a
 	// half-open probe to the failing primary would refuse them.
-	s := mustTiered(t, p, newMem(t), policy.WithFailureThreshold(1), policy.WithCoolDown(time.Second),
-		policy.WithJournalSize(2), policy.WithTierObserver(func(policy.TierEvent) { panic("observer bug") }))
+	s := mustTiered(t, p, newMem(t), tiered.WithFailureThreshold(1), tiered.WithCoolDown(time.Second),
+		tiered.WithJournalSize(2), tiered.WithObserver(func(tiered.Event) { panic("observer bug") }))
 	t.Cleanup(func() { _ = s.Close() })
-	e, _ := newEngine(t, s)
+	e, _ := newEngine(t, s.Store)
 	runs := 0
 	ok := func(context.Context) ([]byte, error) { runs++; return []byte("ok"), nil }
 	do := func(key string) (res idemkit.Result, err error) {
@@ -881,10 +883,10 @@ func TestTieredObserverPanicsAreRecovered(t *testing.T) {
 		return res, err
 	}
 
-	p.set(failing)
+	p.Set(failing)
 	_, err := do("trip") // its failure opens the breaker (TierOpen); its undo is journaled
 	require.ErrorIs(t, err, idemkit.ErrUnavailable)
-	require.Equal(t, policy.BreakerOpen, s.State())
+	require.Equal(t, tiered.BreakerOpen, s.State())
 	for _, k := range []string{"a", "b"} { // b finds the journal full: TierJournalFull, and b is never copied
 		_, err := do(k)
 		require.NoError(t, err, k)

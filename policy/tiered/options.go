@@ -1,8 +1,12 @@
-package policy
+package tiered
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
-// Defaults of a Tiered store.
+// Defaults of a tiered store.
 const (
 	// DefaultFailureThreshold is how many consecutive primary failures open
 	// the breaker.
@@ -10,7 +14,7 @@ const (
 	// DefaultCoolDown is how long the breaker stays open before it lets a
 	// probe through to the primary.
 	DefaultCoolDown = time.Second
-	// DefaultJournalSize is how many fallback keys a Tiered remembers for
+	// DefaultJournalSize is how many fallback keys a tiered store remembers for
 	// copy-forward.
 	DefaultJournalSize = 100_000
 	// DefaultCopyTimeout bounds each store call of the background
@@ -18,20 +22,20 @@ const (
 	DefaultCopyTimeout = time.Second
 )
 
-// TieredOption configures a Tiered store. An invalid option makes
-// NewTiered return an error naming it.
-type TieredOption func(*tieredConfig) error
+// Option configures the store New returns. An invalid option makes New
+// return an error naming it.
+type Option func(*config) error
 
-type tieredConfig struct {
+type config struct {
 	threshold   int
 	coolDown    time.Duration
 	journalSize int
 	copyTimeout time.Duration
-	observer    func(TierEvent)
+	observer    func(Event)
 }
 
-func defaultTieredConfig() tieredConfig {
-	return tieredConfig{
+func defaultConfig() config {
+	return config{
 		threshold:   DefaultFailureThreshold,
 		coolDown:    DefaultCoolDown,
 		journalSize: DefaultJournalSize,
@@ -42,10 +46,10 @@ func defaultTieredConfig() tieredConfig {
 // WithFailureThreshold sets how many consecutive primary failures (errors
 // wrapping store.ErrUnavailable) open the breaker (default
 // DefaultFailureThreshold). n must be at least 1.
-func WithFailureThreshold(n int) TieredOption {
-	return func(c *tieredConfig) error {
+func WithFailureThreshold(n int) Option {
+	return func(c *config) error {
 		if n < 1 {
-			return invalid("WithFailureThreshold(%d): must be at least 1", n)
+			return fmt.Errorf("WithFailureThreshold(%d): must be at least 1", n)
 		}
 		c.threshold = n
 		return nil
@@ -54,10 +58,10 @@ func WithFailureThreshold(n int) TieredOption {
 
 // WithCoolDown sets how long the breaker stays open before one probe goes
 // to the primary (default DefaultCoolDown). d must be positive.
-func WithCoolDown(d time.Duration) TieredOption {
-	return func(c *tieredConfig) error {
+func WithCoolDown(d time.Duration) Option {
+	return func(c *config) error {
 		if d <= 0 {
-			return invalid("WithCoolDown(%v): must be positive", d)
+			return fmt.Errorf("WithCoolDown(%v): must be positive", d)
 		}
 		c.coolDown = d
 		return nil
@@ -67,10 +71,10 @@ func WithCoolDown(d time.Duration) TieredOption {
 // WithJournalSize caps how many keys the journal remembers for the primary
 // (default DefaultJournalSize); see the package documentation ("Tiered
 // fallback"). n must be at least 1.
-func WithJournalSize(n int) TieredOption {
-	return func(c *tieredConfig) error {
+func WithJournalSize(n int) Option {
+	return func(c *config) error {
 		if n < 1 {
-			return invalid("WithJournalSize(%d): must be at least 1", n)
+			return fmt.Errorf("WithJournalSize(%d): must be at least 1", n)
 		}
 		c.journalSize = n
 		return nil
@@ -79,56 +83,56 @@ func WithJournalSize(n int) TieredOption {
 
 // WithCopyTimeout bounds each store call made by the background
 // copy-forward (default DefaultCopyTimeout). d must be positive.
-func WithCopyTimeout(d time.Duration) TieredOption {
-	return func(c *tieredConfig) error {
+func WithCopyTimeout(d time.Duration) Option {
+	return func(c *config) error {
 		if d <= 0 {
-			return invalid("WithCopyTimeout(%v): must be positive", d)
+			return fmt.Errorf("WithCopyTimeout(%v): must be positive", d)
 		}
 		c.copyTimeout = d
 		return nil
 	}
 }
 
-// WithTierObserver registers fn to receive every TierEvent (default: none).
+// WithObserver registers fn to receive every Event (default: none).
 // fn is called synchronously and must be fast, safe for concurrent use,
-// and must not call the Tiered's store methods. fn must not be nil. A
+// and must not call the tiered store's methods. fn must not be nil. A
 // panic in fn is recovered and the event is dropped.
-func WithTierObserver(fn func(TierEvent)) TieredOption {
-	return func(c *tieredConfig) error {
+func WithObserver(fn func(Event)) Option {
+	return func(c *config) error {
 		if fn == nil {
-			return invalid("WithTierObserver(nil)")
+			return errors.New("WithObserver(nil)")
 		}
 		c.observer = fn
 		return nil
 	}
 }
 
-// TierEventKind names what a TierEvent reports.
-type TierEventKind string
+// EventKind names what a Event reports.
+type EventKind string
 
 // Tier event kinds.
 const (
-	TierOpen        TierEventKind = "open"         // breaker opened: operations go to the fallback
-	TierHalfOpen    TierEventKind = "half_open"    // cool-down over: the next operation probes the primary
-	TierClosed      TierEventKind = "closed"       // the primary answered: operations go to it again
-	TierCopied      TierEventKind = "copied"       // a fallback value was copied forward to the primary
-	TierSuperseded  TierEventKind = "superseded"   // a fallback value replaced an earlier state of it in the primary
-	TierConflict    TierEventKind = "conflict"     // the primary already held another value for a copied key; it was kept
-	TierCopyFailed  TierEventKind = "copy_failed"  // a key could not be copied forward (not an outage)
-	TierJournalFull TierEventKind = "journal_full" // a fallback key will not be copied forward
+	EventOpen        EventKind = "open"         // breaker opened: operations go to the fallback
+	EventHalfOpen    EventKind = "half_open"    // cool-down over: the next operation probes the primary
+	EventClosed      EventKind = "closed"       // the primary answered: operations go to it again
+	EventCopied      EventKind = "copied"       // a fallback value was copied forward to the primary
+	EventSuperseded  EventKind = "superseded"   // a fallback value replaced an earlier state of it in the primary
+	EventConflict    EventKind = "conflict"     // the primary already held another value for a copied key; it was kept
+	EventCopyFailed  EventKind = "copy_failed"  // a key could not be copied forward (not an outage)
+	EventJournalFull EventKind = "journal_full" // a fallback key will not be copied forward
 )
 
-// TierEvent is one event of a Tiered store.
-type TierEvent struct {
-	Kind TierEventKind
+// Event is one event of a tiered store.
+type Event struct {
+	Kind EventKind
 	// Key is the store key, for copy and journal events. Observers that
 	// log should not log it raw.
 	Key string
-	// Err is the cause, for TierCopyFailed.
+	// Err is the cause, for EventCopyFailed.
 	Err error
 }
 
-// BreakerState is the state of a Tiered store's circuit breaker.
+// BreakerState is the state of a tiered store's circuit breaker.
 type BreakerState int
 
 // Breaker states.
@@ -154,8 +158,8 @@ func (s BreakerState) String() string {
 	return "unknown"
 }
 
-// TieredStats are a Tiered store's counters since it was created.
-type TieredStats struct {
+// Stats are a tiered store's counters since it was created.
+type Stats struct {
 	// State is the breaker's state as of the last operation.
 	State BreakerState
 	// FallbackOps counts operations answered by the fallback.
@@ -172,7 +176,7 @@ type TieredStats struct {
 	// Copied counts fallback values copied forward to the primary.
 	Copied uint64
 	// Superseded counts fallback values that replaced an earlier state of
-	// themselves in the primary (see NewTiered's supersedes).
+	// themselves in the primary (see New's supersedes).
 	Superseded uint64
 	// Conflicts counts copied keys the primary already held with another
 	// value (claimed meanwhile elsewhere); the primary's value was kept.

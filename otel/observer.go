@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idemkit"
+	idemopts "github.com/idemkit/idemkit/internal/options"
 )
 
 // scope is the instrumentation scope name of every meter and tracer here.
@@ -116,7 +117,11 @@ func measurement(m idemkit.Mode, k idemkit.EventKind) metric.MeasurementOption {
 // milliseconds, which would put nearly every value in one bucket.
 var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// Option configures NewObserver.
+// Option configures NewObserver and WrapStore. Options are applied by
+// the rule of every idemkit package: a nil option is refused with its
+// position, every invalid option is reported, and the error wraps
+// idemkit.ErrInvalid. An option the constructor cannot use (WithNext
+// given to WrapStore) is refused, not ignored.
 type Option func(*options) error
 
 type options struct {
@@ -130,7 +135,7 @@ type options struct {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) error {
 		if mp == nil {
-			return errors.New("nil MeterProvider")
+			return errors.New("WithMeterProvider(nil)")
 		}
 		o.mp = mp
 		return nil
@@ -141,7 +146,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) error {
 		if tp == nil {
-			return errors.New("nil TracerProvider")
+			return errors.New("WithTracerProvider(nil)")
 		}
 		o.tp = tp
 		return nil
@@ -149,11 +154,12 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithNext passes every event on to another observer too, such as
-// idemkit.SlogObserver, after recording it.
+// idemkit.SlogObserver, after recording it. It is an option of
+// NewObserver only: WrapStore has no events and refuses it.
 func WithNext(next idemkit.Observer) Option {
 	return func(o *options) error {
 		if next == nil {
-			return errors.New("nil next observer")
+			return errors.New("WithNext(nil)")
 		}
 		o.next = next
 		return nil
@@ -165,13 +171,12 @@ func WithNext(next idemkit.Observer) Option {
 // wrap idemkit.ErrInvalid.
 func NewObserver(opts ...Option) (*Observer, error) {
 	var o options
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return nil, fmt.Errorf("idemotel: %w: %w", idemkit.ErrInvalid, err)
-		}
+	errs := idemopts.Collect(&o, opts)
+	if len(errs) == 0 && o.mp == nil && o.tp == nil {
+		errs = append(errs, errors.New("give WithMeterProvider, WithTracerProvider or both"))
 	}
-	if o.mp == nil && o.tp == nil {
-		return nil, fmt.Errorf("idemotel: %w: give WithMeterProvider, WithTracerProvider or both", idemkit.ErrInvalid)
+	if err := idemopts.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("idemotel: %w", err)
 	}
 	mp, tp := o.mp, o.tp
 	if mp == nil {

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	idemopts "github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -32,16 +33,19 @@ var storeOps = []string{"SetNX", "Get", "CompareAndSwap", "CompareAndDelete", "C
 // store.Pinger, a store.SetNXValuer and a store.Batcher exactly when s is,
 // so a type assertion answers as it would on s: the engine uses s as it
 // would unwrapped, and a health check does not take a store that cannot
-// ping for one that answers. Errors wrap store.ErrInvalid.
+// ping for one that answers. Errors wrap store.ErrInvalid; WithNext,
+// which has no events to pass on here, is refused.
 func WrapStore(s store.Store, opts ...Option) (store.Store, error) {
-	if s == nil {
-		return nil, fmt.Errorf("idemotel: %w: nil store", store.ErrInvalid)
-	}
 	var o options
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return nil, fmt.Errorf("idemotel: %w: %w", store.ErrInvalid, err)
-		}
+	errs := idemopts.Collect(&o, opts)
+	if s == nil {
+		errs = append([]error{errors.New("nil store")}, errs...)
+	}
+	if o.next != nil {
+		errs = append(errs, errors.New("WithNext: a store has no events to pass on; give it to NewObserver"))
+	}
+	if err := idemopts.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("idemotel: %w", err)
 	}
 	if o.mp == nil {
 		o.mp = noopMeters

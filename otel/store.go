@@ -12,12 +12,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	idemopts "github.com/idemkit/idemkit/internal/options"
+	"github.com/idemkit/idemkit/internal/storewrap"
 	"github.com/idemkit/idemkit/store"
 )
 
 // Store wraps a store.Store with a span and a latency measurement per
-// operation. WrapStore builds it, extended with Ping, SetNXValue and
-// SetNXBatch when the wrapped store has them.
+// operation. WrapStore builds it, extended with the optional interfaces of
+// the wrapped store.
 type Store struct {
 	next     store.Store
 	tracer   trace.Tracer
@@ -25,13 +26,13 @@ type Store struct {
 	ops      map[string]metric.MeasurementOption
 }
 
-var storeOps = []string{"SetNX", "Get", "CompareAndSwap", "CompareAndDelete", "Consume", "SetNXValue", "SetNXBatch"}
+var storeOps = []string{"SetNX", "Get", "CompareAndSwap", "CompareAndDelete", "Consume", "SetNXValue", "SetNXBatch", "Scan"}
 
 // WrapStore returns s with every operation measured (idemkit.store.duration)
 // and traced (a span per operation) with the providers of the options. The
-// result has Close (passed through to s when s has it) and is a
-// store.Pinger, a store.SetNXValuer and a store.Batcher exactly when s is,
-// so a type assertion answers as it would on s: the engine uses s as it
+// result is a store.Closer, store.Pinger, store.SetNXValuer, store.Batcher
+// and store.Scanner exactly when s is (the rule of every idemkit store
+// wrapper; Scan is measured and traced too), so a type assertion answers as it would on s: the engine uses s as it
 // would unwrapped, and a health check does not take a store that cannot
 // ping for one that answers. Errors wrap store.ErrInvalid; WithNext,
 // which has no events to pass on here, is refused.
@@ -63,85 +64,25 @@ func WrapStore(s store.Store, opts ...Option) (store.Store, error) {
 	for _, op := range storeOps {
 		w.ops[op] = metric.WithAttributeSet(attribute.NewSet(keyOperation.String(op)))
 	}
-	_, p := s.(store.Pinger)
-	_, v := s.(store.SetNXValuer)
-	_, b := s.(store.Batcher)
-	switch {
-	case p && v && b:
-		return withPVB{w, pingOp{w}, valueOp{w}, batchOp{w}}, nil
-	case p && v:
-		return withPV{w, pingOp{w}, valueOp{w}}, nil
-	case p && b:
-		return withPB{w, pingOp{w}, batchOp{w}}, nil
-	case v && b:
-		return withVB{w, valueOp{w}, batchOp{w}}, nil
-	case p:
-		return withP{w, pingOp{w}}, nil
-	case v:
-		return withV{w, valueOp{w}}, nil
-	case b:
-		return withB{w, batchOp{w}}, nil
-	}
-	return w, nil
+	return storewrap.Build(w, storewrap.Of(s), storewrap.Methods{
+		Close:      w.Close,
+		Ping:       w.ping,
+		SetNXValue: w.setNXValue,
+		SetNXBatch: w.setNXBatch,
+		Scan:       w.scan,
+	}), nil
 }
 
-// pingOp, valueOp and batchOp give a wrapper Ping, SetNXValue and
-// SetNXBatch; WrapStore embeds those the wrapped store has.
-type (
-	pingOp  struct{ w *Store }
-	valueOp struct{ w *Store }
-	batchOp struct{ w *Store }
-)
+// ping pings the wrapped store.
+func (w *Store) ping(ctx context.Context) error { return w.next.(store.Pinger).Ping(ctx) }
 
-// Ping pings the wrapped store.
-func (o pingOp) Ping(ctx context.Context) error { return o.w.next.(store.Pinger).Ping(ctx) }
-
-// SetNXValue measures the wrapped store's SetNXValue.
-func (o valueOp) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
-	return o.w.setNXValue(ctx, key, value, ttl)
+func (w *Store) scan(ctx context.Context, prefix string, fn func(string, store.Entry) bool) (err error) {
+	w.measure(ctx, "Scan", func(ctx context.Context) error {
+		err = w.next.(store.Scanner).Scan(ctx, prefix, fn)
+		return err
+	})
+	return err
 }
-
-// SetNXBatch measures the wrapped store's SetNXBatch.
-func (o batchOp) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
-	return o.w.setNXBatch(ctx, items)
-}
-
-// The wrappers of stores with Ping (P), SetNXValue (V) or SetNXBatch (B).
-type (
-	withP struct {
-		*Store
-		pingOp
-	}
-	withV struct {
-		*Store
-		valueOp
-	}
-	withB struct {
-		*Store
-		batchOp
-	}
-	withPV struct {
-		*Store
-		pingOp
-		valueOp
-	}
-	withPB struct {
-		*Store
-		pingOp
-		batchOp
-	}
-	withVB struct {
-		*Store
-		valueOp
-		batchOp
-	}
-	withPVB struct {
-		*Store
-		pingOp
-		valueOp
-		batchOp
-	}
-)
 
 func (w *Store) setNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (set bool, existing []byte, err error) {
 	w.measure(ctx, "SetNXValue", func(ctx context.Context) error {
@@ -235,7 +176,8 @@ func (w *Store) Consume(ctx context.Context, key string) (v []byte, err error) {
 	return v, err
 }
 
-// Close closes the wrapped store when it is a store.Closer.
+// Close closes the wrapped store; the wrapper has it when that store is a
+// store.Closer.
 func (w *Store) Close() error {
 	if c, ok := w.next.(store.Closer); ok {
 		return c.Close()
@@ -243,13 +185,4 @@ func (w *Store) Close() error {
 	return nil
 }
 
-var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Closer = (*Store)(nil)
-	_ interface {
-		store.Closer
-		store.Pinger
-		store.SetNXValuer
-		store.Batcher
-	} = withPVB{}
-)
+var _ store.Store = (*Store)(nil)

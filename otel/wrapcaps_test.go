@@ -8,6 +8,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/idemkit/idemkit/internal/storewrap/captest"
 	idemotel "github.com/idemkit/idemkit/otel"
 	"github.com/idemkit/idemkit/store"
 )
@@ -65,10 +66,15 @@ func TestWrapStoreKeepsTheStoresCapabilities(t *testing.T) {
 	if set, existing, err := v.SetNXValue(ctx, "b", []byte("w"), time.Minute); err != nil || set || string(existing) != "v" {
 		t.Fatalf("SetNXValue: %v %q %v", set, existing, err)
 	}
+	// Close too follows the wrapped store: memstore has it, valuer (which
+	// hides it) does not.
+	if _, ok := batching.(store.Closer); !ok {
+		t.Error("the wrapper of a memstore hides its Close")
+	}
+	if _, ok := valuing.(store.Closer); ok {
+		t.Error("the wrapper offers Close; the wrapped store does not")
+	}
 	for _, c := range []store.Store{batching, valuing} {
-		if _, ok := c.(store.Closer); !ok {
-			t.Errorf("%T: no Close", c)
-		}
 		// A Ping that answered nil for a store that cannot ping would
 		// report a closed memory store as healthy.
 		if _, ok := c.(store.Pinger); ok {
@@ -101,4 +107,17 @@ func TestWrapStoreKeepsTheStoresCapabilities(t *testing.T) {
 	if ops["SetNXBatch"] != 1 || ops["SetNXValue"] != 1 {
 		t.Errorf("measured operations: %v, want one SetNXBatch and one SetNXValue", ops)
 	}
+}
+
+// The wrapper against the rule of every store wrapper (package
+// internal/storewrap), over stores with each set of optional interfaces.
+func TestWrapStoreFollowsTheWrapperRule(t *testing.T) {
+	mp := sdkmetric.NewMeterProvider()
+	captest.Check(t, func(t *testing.T, s store.Store) store.Store {
+		w, err := idemotel.WrapStore(s, idemotel.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}, captest.Exactly)
 }

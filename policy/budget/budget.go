@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,10 @@ const Default = time.Second
 // store that ignores its context is cut off at d; see the package
 // documentation ("Time budget").
 //
-// The result implements store.Closer, store.Pinger and store.SetNXValuer
-// exactly when s does: it owns s, so Close closes s (once), and Ping and
-// SetNXValue run s's under the budget, as every call does. A nil s, a
+// The result implements store.Closer, store.Pinger, store.SetNXValuer,
+// store.Batcher and store.Scanner exactly when s does: it owns s, so Close
+// closes s (once); Ping, SetNXValue and SetNXBatch run s's under the
+// budget, as every call does; Scan runs under the caller's context only. A nil s, a
 // d <= 0 or an invalid option is an error wrapping store.ErrInvalid that
 // names every problem.
 func New(s store.Store, d time.Duration, opts ...Option) (store.Store, error) {
@@ -49,7 +51,13 @@ func New(s store.Store, d time.Duration, opts ...Option) (store.Store, error) {
 		return nil, fmt.Errorf("budget: %w", err)
 	}
 	b := &budget{s: s, d: d, inline: c.inline, maxAbandoned: int64(c.maxAbandoned), cutOff: make(map[string]*cutOffCalls)}
-	return expose(b, s, (&storewrap.OnceCloser{S: s}).Close, b.ping, b.setNXValue), nil
+	return storewrap.Build(b, storewrap.Of(s), storewrap.Methods{
+		Close:      (&storewrap.OnceCloser{S: s}).Close,
+		Ping:       b.ping,
+		SetNXValue: b.setNXValue,
+		SetNXBatch: b.setNXBatch,
+		Scan:       b.scan,
+	}), nil
 }
 
 type budget struct {
@@ -81,6 +89,12 @@ type outcome[T any] struct {
 // within runs call, an operation on key ("" for none), under the budget
 // and maps a budget overrun to ErrUnavailable.
 func within[T any](b *budget, ctx context.Context, op, key string, call func(context.Context) (T, error)) (T, error) {
+	return withinKeys(b, ctx, op, key, nil, call)
+}
+
+// withinKeys is within for an operation on key, or, when keys is not nil,
+// on each of keys (a batch).
+func withinKeys[T any](b *budget, ctx context.Context, op, key string, keys []string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, callerDone(op, err)
@@ -90,11 +104,16 @@ func within[T any](b *budget, ctx context.Context, op, key string, call func(con
 	if err := b.waitCutOff(ctx, bctx, op, key); err != nil {
 		return zero, err
 	}
+	for _, k := range keys {
+		if err := b.waitCutOff(ctx, bctx, op, k); err != nil {
+			return zero, err
+		}
+	}
 	if b.inline {
 		v, err := call(bctx)
 		return v, b.check(ctx, bctx, op, err)
 	}
-	return detach(b, ctx, bctx, op, key, call)
+	return detach(b, ctx, bctx, op, key, keys, call)
 }
 
 // States of a detached call.
@@ -107,6 +126,7 @@ const (
 // detachedCall is one call running on its own goroutine.
 type detachedCall[T any] struct {
 	key   string
+	keys  []string // a batch's keys, nil for a single call
 	done  chan outcome[T]
 	state atomic.Int32
 }
@@ -120,12 +140,14 @@ func (c *detachedCall[T]) run(b *budget, bctx context.Context, call func(context
 	if !c.state.CompareAndSwap(callRunning, callFinished) {
 		b.abandoned.Add(-1)
 		b.mu.Lock()
-		if cc := b.cutOff[c.key]; cc != nil {
-			if cc.running--; cc.running == 0 {
-				delete(b.cutOff, c.key)
-				close(cc.landed)
+		c.each(func(key string) {
+			if cc := b.cutOff[key]; cc != nil {
+				if cc.running--; cc.running == 0 {
+					delete(b.cutOff, key)
+					close(cc.landed)
+				}
 			}
-		}
+		})
 		b.mu.Unlock()
 	}
 }
@@ -138,15 +160,25 @@ func (c *detachedCall[T]) abandon(b *budget) bool {
 	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
 		return false
 	}
-	if c.key != "" {
-		cc := b.cutOff[c.key]
+	c.each(func(key string) {
+		cc := b.cutOff[key]
 		if cc == nil {
 			cc = &cutOffCalls{landed: make(chan struct{})}
-			b.cutOff[c.key] = cc
+			b.cutOff[key] = cc
 		}
 		cc.running++
-	}
+	})
 	return true
+}
+
+// each calls f with every key of c: its key, or its batch's keys.
+func (c *detachedCall[T]) each(f func(key string)) {
+	if c.key != "" {
+		f(c.key)
+	}
+	for _, key := range c.keys {
+		f(key)
+	}
 }
 
 // waitCutOff waits, within the budget, until no call on key that was cut
@@ -176,12 +208,12 @@ func (b *budget) waitCutOff(ctx, bctx context.Context, op, key string) error {
 
 // detach runs call on its own goroutine and waits for it until bctx is
 // done, unless too many earlier calls are still running past their budget.
-func detach[T any](b *budget, ctx, bctx context.Context, op, key string, call func(context.Context) (T, error)) (T, error) {
+func detach[T any](b *budget, ctx, bctx context.Context, op, key string, keys []string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if b.abandoned.Load() >= b.maxAbandoned {
 		return zero, fmt.Errorf("budget: %s: %w: %d calls still running past their time budget of %v", op, store.ErrUnavailable, b.maxAbandoned, b.d)
 	}
-	c := &detachedCall[T]{key: key, done: make(chan outcome[T], 1)}
+	c := &detachedCall[T]{key: key, keys: keys, done: make(chan outcome[T], 1)}
 	go c.run(b, bctx, call)
 	select {
 	case r := <-c.done:
@@ -307,4 +339,38 @@ func (b *budget) ping(ctx context.Context) error {
 		return struct{}{}, p.Ping(ctx)
 	})
 	return err
+}
+
+// setNXBatch runs the wrapped store's SetNXBatch under one budget for the
+// whole call. It waits, as a single call does, for cut-off calls on any of
+// its keys, and when it is cut off itself, later calls on any of its keys
+// wait for it. It is exposed only when the wrapped store is a
+// store.Batcher.
+func (b *budget) setNXBatch(ctx context.Context, items []store.BatchItem) ([]store.BatchResult, error) {
+	bs := b.s.(store.Batcher)
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.Key
+	}
+	if !b.inline {
+		items = slices.Clone(items)
+		for i := range items {
+			items[i].Value = bytes.Clone(items[i].Value)
+		}
+	}
+	return withinKeys(b, ctx, "SetNXBatch", "", keys, func(ctx context.Context) ([]store.BatchResult, error) {
+		return bs.SetNXBatch(ctx, items)
+	})
+}
+
+// scan runs the wrapped store's Scan under the caller's context, not the
+// budget: it lists a whole store and calls fn on the caller's goroutine.
+// It is exposed only when the wrapped store is a store.Scanner.
+func (b *budget) scan(ctx context.Context, prefix string, fn func(key string, ent store.Entry) bool) error {
+	return b.s.(store.Scanner).Scan(ctx, prefix, fn)
+}
+
+type valueResult struct {
+	set      bool
+	existing []byte
 }

@@ -13,9 +13,6 @@ import (
 
 // Shared doubles (package fake), under the names the tests use.
 type (
-	faultyStore  = fake.Faulty
-	faultyValuer = fake.Valuer
-
 	countingCloser = fake.CountingCloser
 )
 

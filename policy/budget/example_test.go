@@ -52,3 +52,30 @@ func ExampleNew_invalid() {
 	// budget: store: invalid argument: WithMaxAbandoned(0): must be at least 1
 	// option 2 is nil
 }
+
+// A budgeted store is a store.Batcher exactly when the store it wraps is
+// (memstore is), and the whole batch runs under the budget.
+func ExampleNew_batch() {
+	mem, err := memstore.New()
+	if err != nil {
+		panic(err)
+	}
+	s, err := budget.New(mem, time.Second, budget.WithInline())
+	if err != nil {
+		panic(err)
+	}
+	defer s.(store.Closer).Close()
+	b, ok := s.(store.Batcher)
+	fmt.Println("batcher:", ok)
+	res, err := b.SetNXBatch(context.Background(), []store.BatchItem{
+		{Key: "a", Value: []byte("1"), TTL: time.Minute},
+		{Key: "a", Value: []byte("2"), TTL: time.Minute},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res[0].Set, res[1].Set, string(res[1].Existing.Value))
+	// Output:
+	// batcher: true
+	// true false 1
+}

@@ -12,8 +12,7 @@ import (
 
 // Shared doubles (package fake), under the names the tests use.
 type (
-	faultyStore  = fake.Faulty
-	faultyValuer = fake.Valuer
+	faultyStore = fake.Faulty
 
 	countingCloser = fake.CountingCloser
 )
@@ -26,12 +25,10 @@ const (
 )
 
 var (
-	errInjected     = fake.ErrInjected
 	newFaulty       = fake.NewFaulty
 	newFaultyValuer = fake.NewValuer
 	newMem          = fake.NewMem
 	newEngine       = fake.NewEngine
-	everyOp         = fake.EveryOp
 )
 
 // nearStore is a store nearcache.New returned, with its Close and Stats at

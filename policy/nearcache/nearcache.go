@@ -91,13 +91,13 @@ func New(s store.Store, settled func(value []byte) bool, opts ...Option) (store.
 	for i := range nc.shards {
 		nc.shards[i].lru, _ = simplelru.NewLRU[string, nearEntry](per, nil) // per >= 1: no error
 	}
-	return nc, nil
+	return nc.wrap(), nil
 }
 
 // StatsOf returns the counters of s, a store New returned, and false for
 // any other store (one New's result was wrapped in, among them).
 func StatsOf(s store.Store) (Stats, bool) {
-	nc, ok := s.(*cache)
+	nc, ok := storewrap.Core(s).(*cache)
 	if !ok {
 		return Stats{}, false
 	}
@@ -237,8 +237,8 @@ func (nc *cache) Stats() Stats {
 	return st
 }
 
-// Close drops every cached key and closes the wrapped store if it is a
-// store.Closer. Only the first call closes the store; later calls return
+// Close drops every cached key and closes the wrapped store; it is offered
+// when that store is a store.Closer. Only the first call closes the store; later calls return
 // its result.
 func (nc *cache) Close() error {
 	for i := range nc.shards {
@@ -251,8 +251,8 @@ func (nc *cache) Close() error {
 	return nc.closer.Close()
 }
 
-// Ping forwards to the wrapped store if it is a store.Pinger, and returns
-// nil otherwise.
+// Ping forwards to the wrapped store; it is offered when that store is a
+// store.Pinger.
 func (nc *cache) Ping(ctx context.Context) error {
 	if p, ok := nc.s.(store.Pinger); ok {
 		return p.Ping(ctx)

@@ -307,7 +307,10 @@ func TestNearCacheClosesItsStoreOnceAndForwardsPing(t *testing.T) {
 	f.Set(healthy)
 	_, err := f.Get(ctx, "k")
 	assert.ErrorIs(t, err, memstore.ErrClosed)
-	assert.NoError(t, mustNear(t, bareStore{newMem(t)}, settledS).Ping(ctx))
+	// Over a store that cannot ping, the cache cannot either (a Ping that
+	// answered nil would report a store nobody checked as healthy).
+	_, ok := mustNear(t, bareStore{newMem(t)}, settledS).Store.(store.Pinger)
+	assert.False(t, ok, "a near cache over a store without Ping offers Ping")
 }
 
 // Readers that keep reading a key through the cache race every delete of

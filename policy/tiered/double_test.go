@@ -15,8 +15,7 @@ import (
 
 // Shared doubles (package fake), under the names the tests use.
 type (
-	faultyStore  = fake.Faulty
-	faultyValuer = fake.Valuer
+	faultyStore = fake.Faulty
 
 	countingCloser = fake.CountingCloser
 )

@@ -3,6 +3,7 @@ package tiered
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,4 +175,18 @@ func (j *journal) len() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.keys)
+}
+
+// held returns the keys starting with prefix whose value the fallback
+// holds for the primary.
+func (j *journal) held(prefix string) []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var keys []string
+	for k, e := range j.keys {
+		if !e.expires.IsZero() && strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

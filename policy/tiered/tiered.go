@@ -123,14 +123,14 @@ func New(primary, fallback store.Store, supersedes func(held, candidate []byte) 
 		IsExcluded:    func(err error) bool { return errors.Is(err, errExcluded) },
 		OnStateChange: t.stateChanged,
 	})
-	return t, nil
+	return t.wrap(), nil
 }
 
 // StatsOf returns the breaker's state and the counters of s, a store New
 // returned, and false for any other store (one New's result was wrapped
 // in, among them).
 func StatsOf(s store.Store) (Stats, bool) {
-	t, ok := s.(*tieredStore)
+	t, ok := storewrap.Core(s).(*tieredStore)
 	if !ok {
 		return Stats{}, false
 	}
@@ -391,13 +391,11 @@ func (t *tieredStore) SetNX(ctx context.Context, key string, value []byte, ttl t
 	return r.set, r.e, err
 }
 
-// SetNXValue implements store.SetNXValuer: SetNX without the existing
-// entry's TTL, routed as SetNX is. Each tier answers with its own
-// SetNXValue when it has one (redisstore on Redis 7.0 and later, in one
-// command) and with its SetNX otherwise, whose TTL is then dropped. Over
-// a primary without SetNXValue a claim thus costs what SetNX costs, and
-// the engine's in-progress retry hint is its cap (WithRetryHint) rather
-// than the lease's remaining time when that is shorter.
+// SetNXValue implements store.SetNXValuer, offered when the primary is
+// one: SetNX without the existing entry's TTL, routed as SetNX is. The
+// primary answers with its SetNXValue (redisstore on Redis 7.0 and later,
+// in one command); the fallback with its own when it has one and with its
+// SetNX otherwise, whose TTL is then dropped.
 func (t *tieredStore) SetNXValue(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, []byte, error) {
 	if t.fast() {
 		set, v, err := setNXValue(ctx, t.primary, key, value, ttl)

@@ -36,7 +36,7 @@ var (
 var guardedStacks = []stack{idemkitStack, idemkitFiberStack, fiberStack}
 
 // replayStacks adds the idemkit stacks with a near cache in front of Redis
-// (policy.NewNearCache), where a replay of a settled record makes no round
+// (nearcache.New), where a replay of a settled record makes no round
 // trip.
 var replayStacks = []stack{
 	idemkitStack,

@@ -113,8 +113,8 @@ type Store interface {
 // offers it, for the claims that only look at the existing record's
 // value (Do and Begin); Guard, whose answer is the remaining window,
 // keeps SetNX. A store offers it only when it costs no more than SetNX
-// (its callers get no TTL); a wrapper, when the store it wraps does or
-// when it routes to several stores of which some do.
+// (its callers get no TTL); a wrapper, exactly when the store it wraps
+// does (a tiered store: when its primary does).
 type SetNXValuer interface {
 	// SetNXValue is SetNX without the existing entry's TTL. It stores
 	// value under key with the given TTL only if key is absent, and

@@ -135,7 +135,7 @@
 // fails, behind a circuit breaker. -on-store-error (IDEMKIT_ON_STORE_ERROR)
 // says what happens when the store fails: closed (503, nothing runs
 // unprotected) or open (the order is created unguarded). -budget
-// (IDEMKIT_BUDGET) bounds each store call (policy.DefaultBudget, 1s, by default for Redis) and
+// (IDEMKIT_BUDGET) bounds each store call (budget.Default, 1s, by default for Redis) and
 // -near-cache (IDEMKIT_NEAR_CACHE) keeps settled results in process. Flags
 // override the variables; package setup documents them.
 //

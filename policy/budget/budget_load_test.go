@@ -35,7 +35,7 @@ const (
 // CPUs saturated. It is a measurement, not a check, so it is skipped
 // unless IDEMKIT_MEASURE_BUDGET is set:
 //
-//	IDEMKIT_MEASURE_BUDGET=1 go test -run TestBudgetSizingUnderCPULoad -v -count=1 ./policy/
+//	IDEMKIT_MEASURE_BUDGET=1 go test -run TestBudgetSizingUnderCPULoad -v -count=1 ./policy/budget/
 //
 // It reports per-operation p50/p99/p99.9/max, how many calls each
 // candidate budget would have cut off, and go-redis's pool statistics.

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/idemkit/idemkit/internal/b64url"
+	"github.com/idemkit/idemkit/internal/canonjson"
 )
 
 // fingerprintDomain starts every fingerprint's hash input, naming the
@@ -74,7 +75,7 @@ func WithVolatile(paths ...string) Option {
 // and safe for concurrent use. The zero value drops nothing, like
 // NewFingerprinter().
 type Fingerprinter struct {
-	root  *pathNode
+	root  *canonjson.Paths
 	paths []string // sorted, without duplicates
 }
 
@@ -86,7 +87,7 @@ func NewFingerprinter(opts ...Option) (*Fingerprinter, error) {
 	for _, opt := range opts {
 		opt(&c)
 	}
-	root, err := compilePaths(c.volatile)
+	root, err := canonjson.Compile(c.volatile)
 	if err != nil {
 		return nil, err
 	}
@@ -126,21 +127,21 @@ func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, param
 	var stack [flatSumBuffer]byte
 	if len(params) == 0 && len(principal)+len(operation)+len(body) <= flatSumBuffer-flatSumFraming {
 		head := appendHead(stack[:0], principal, operation, nil)
-		if in, ok := appendFlatObject(append(head, bodyJSON), body, f.root); ok {
+		if in, ok := canonjson.AppendFlat(append(head, bodyJSON), body, f.root); ok {
 			return appendSumText(dst, sha256.Sum256(in))
 		}
 	}
-	p := getParser()
-	head := appendHead(p.sum[:0], principal, operation, params)
-	p.sum = head
+	p := canonjson.GetParser()
+	head := appendHead(p.Buf[:0], principal, operation, params)
+	p.Buf = head
 	var sum [sha256.Size]byte
-	if in, err := p.canonicalize(append(head, bodyJSON), body, f.root); err != nil {
-		sum = p.sumRaw(head, body)
+	if in, err := p.Append(append(head, bodyJSON), body, f.root); err != nil {
+		sum = sumRaw(p, head, body)
 	} else {
-		p.sum = in
+		p.Buf = in
 		sum = sha256.Sum256(in)
 	}
-	putParser(p)
+	canonjson.PutParser(p)
 	return appendSumText(dst, sum)
 }
 
@@ -149,28 +150,28 @@ func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, param
 // marshaled with Deterministic set. For a body that is not JSON, SumRaw and
 // Sum agree.
 func (f *Fingerprinter) SumRaw(principal, operation string, params url.Values, body []byte) string {
-	p := getParser()
-	sum := p.sumRaw(appendHead(p.sum[:0], principal, operation, params), body)
-	putParser(p)
+	p := canonjson.GetParser()
+	sum := sumRaw(p, appendHead(p.Buf[:0], principal, operation, params), body)
+	canonjson.PutParser(p)
 	var text [SumLen]byte
 	return string(appendSumText(text[:0], sum))
 }
 
-// sumRaw returns the digest of head followed by the raw body. A body
-// that fits the pooled buffer is copied after head and hashed in one call;
-// a larger one is streamed rather than copied.
-func (p *parser) sumRaw(head, body []byte) [sha256.Size]byte {
+// sumRaw returns the digest of head, which p.Buf holds, followed by the
+// raw body. A body that fits the pooled buffer is copied after head and
+// hashed in one call; a larger one is streamed rather than copied.
+func sumRaw(p *canonjson.Parser, head, body []byte) [sha256.Size]byte {
 	head = append(head, bodyRaw)
 	var sum [sha256.Size]byte
-	if len(head)+len(body) > maxPooledBuffer {
+	if len(head)+len(body) > canonjson.MaxPooledBuffer {
 		h := sha256.New()
 		h.Write(head)
 		h.Write(body)
 		h.Sum(sum[:0])
 		return sum
 	}
-	p.sum = append(head, body...)
-	return sha256.Sum256(p.sum)
+	p.Buf = append(head, body...)
+	return sha256.Sum256(p.Buf)
 }
 
 // appendSumText appends the text form of a fingerprint digest to dst: the

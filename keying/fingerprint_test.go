@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkit/idemkit/internal/canonjson"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ func TestSumFormat(t *testing.T) {
 	for _, sum := range []string{
 		f.Sum("alice", "POST /orders", nil, []byte(`{"a":1}`)),
 		f.SumRaw("alice", "POST /orders", url.Values{"q": {"1"}}, []byte("raw")),
-		f.SumRaw("alice", "POST /orders", nil, make([]byte, maxPooledBuffer+1)),
+		f.SumRaw("alice", "POST /orders", nil, make([]byte, canonjson.MaxPooledBuffer+1)),
 	} {
 		require.Len(t, sum, SumLen)
 		raw, err := base64.RawURLEncoding.DecodeString(sum)
@@ -40,7 +41,7 @@ func TestSumFormat(t *testing.T) {
 // streamed; it must equal the one-shot digest of the same input.
 func TestSumRawLargeBodyStreams(t *testing.T) {
 	f := newFingerprinter(t)
-	body := make([]byte, maxPooledBuffer+100)
+	body := make([]byte, canonjson.MaxPooledBuffer+100)
 	for i := range body {
 		body[i] = byte(i)
 	}
@@ -239,7 +240,7 @@ func TestSumConcurrent(t *testing.T) {
 		[]byte(`{"a":"\u0079","b":[{"c":"e"}]}`),
 		[]byte(`not json`),
 		benchBody(),
-		make([]byte, maxPooledBuffer+1),
+		make([]byte, canonjson.MaxPooledBuffer+1),
 	}
 	params := url.Values{"q": {"1"}}
 	type answer struct{ sum, raw, canon string }
@@ -272,7 +273,7 @@ func TestSumConcurrent(t *testing.T) {
 func TestAppendSum(t *testing.T) {
 	f := newFingerprinter(t, WithVolatile("ts"))
 	params := url.Values{"q": {"1", "2"}}
-	for _, body := range [][]byte{nil, []byte(`{"b":1,"ts":2}`), []byte("not json"), make([]byte, maxPooledBuffer+1)} {
+	for _, body := range [][]byte{nil, []byte(`{"b":1,"ts":2}`), []byte("not json"), make([]byte, canonjson.MaxPooledBuffer+1)} {
 		sum := f.Sum("alice", "POST /orders", params, body)
 		require.Len(t, sum, SumLen)
 		assert.Equal(t, "prefix:"+sum, string(f.AppendSum([]byte("prefix:"), "alice", "POST /orders", params, body)))
@@ -290,7 +291,7 @@ func TestAppendSum(t *testing.T) {
 // were, whether AppendSum allocated them (nil dst) or appended to dst.
 func TestAppendSumOwnsItsResult(t *testing.T) {
 	f := newFingerprinter(t, WithVolatile("ts"))
-	bodies := [][]byte{[]byte(`{"a":1,"ts":2}`), []byte(`{"b":[1,2]}`), []byte("raw"), make([]byte, maxPooledBuffer+1)}
+	bodies := [][]byte{[]byte(`{"a":1,"ts":2}`), []byte(`{"b":[1,2]}`), []byte("raw"), make([]byte, canonjson.MaxPooledBuffer+1)}
 	want := make([]string, len(bodies))
 	for i, b := range bodies {
 		want[i] = f.Sum("p", "o", nil, b)

@@ -1,15 +1,14 @@
-package keying
+package canonjson
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idemkit/internal/canonjson/canonjsontest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -349,72 +348,33 @@ func FuzzCanonicalizeMatchesReference(f *testing.F) {
 	})
 }
 
-// flatNearMisses are bodies close to the flat objects appendFlatObject
-// handles, each with one thing it must leave to the parser: whitespace,
-// escapes, nesting, numbers not written canonically, repeated names,
-// syntax errors, trailing data.
-var flatNearMisses = []string{
-	`{ "sku":"book-42","qty":1}`, `{"sku" :"book-42","qty":1}`, `{"sku": "book-42","qty":1}`,
-	`{"sku":"book-42" ,"qty":1}`, `{"sku":"book-42", "qty":1}`, `{"sku":"book-42","qty":1 }`,
-	` {"sku":"book-42","qty":1}`, `{"sku":"book-42","qty":1} `, "{\"sku\":\"book-42\",\"qty\":1}\n",
-	`{"s\u006bu":"book-42","qty":1}`, `{"sku":"book\u002d42","qty":1}`, `{"sku":"bo\"ok","qty":1}`,
-	`{"sku":"book-42","qty":{"n":1}}`, `{"sku":"book-42","qty":[1]}`, `{"sku":"book-42","qty":[]}`, `{"a":{}}`,
-	`{"qty":1.0,"sku":"x"}`, `{"qty":1e2,"sku":"x"}`, `{"qty":1E2}`, `{"qty":-0,"sku":"x"}`, `{"qty":-0}`,
-	`{"qty":01}`, `{"qty":-}`, `{"qty":1.}`, `{"qty":10.50}`, `{"qty":12345678901234567890123456789012345678901}`,
-	`{"sku":"x","sku":"y"}`, `{"b":1,"a":2,"b":3}`, `{"a":1,"a":1}`, `{"":1,"":2}`, `{"b":1,"a":2,"a":3}`,
-	`{"sku":"x",}`, `{,"sku":"x"}`, `{"sku":"x""qty":1}`, `{"sku":"x";"qty":1}`, `{"sku""x"}`, `{"sku":}`,
-	`{"sku":"x"}}`, `{"sku":"x"}{}`, `{"sku":"x"`, `{"sku":"x`, `{"sku`, `{"`, `{`, `}`, `{}}`, `{"a":1}x`,
-	`{"a":tru}`, `{"a":trueX}`, `{"a":nul}`, `{"a":1x}`, `{"a":"b"c}`, `{a:1}`, `{'a':1}`,
-	"{\"a\":\"\xff\"}", "{\"\xc3\":1}", "{\"a\":\"x\x01\"}", "{\"\t\":1}", `{"é":1,"\u00e9":2}`,
-	"{\"a\":\"xyz\x01,\"b\":1}", "{\"a\":\"xyz\xff,\"b\":1}", `{"a":"xyz\,"b":1}`, "{\"a\x01:1,\"b\":1}",
-	"{\"a\xff:1,\"b\":1}", `{"a\:1,"b":1}`, "{\"abcdefghij\x01:1,\"b\":1}", "{\"x\":1,\"a\x01\":1}",
-	`{"ab}`, `{"abcdefghij}`, `{"a":"b}`, `{"a":"bcdefghijk}`, `{"a":1,"b}`, `{"a":1,"b":"c}`, `{"a":"}`, `{"}`,
-	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17}`,
-	`{"q":1,"p":2,"o":3,"n":4,"m":5,"l":6,"k":7,"j":8,"i":9,"h":10,"g":11,"f":12,"e":13,"d":14,"c":15,"b":16,"a":17}`,
-	`[{"b":1,"a":2}]`, `"{\"b\":1}"`, `{}  `, `{ }`,
-}
-
-// flatHits are bodies appendFlatObject handles itself.
-var flatHits = []string{
-	`{}`, `{"sku":"book-42","qty":1}`, `{"qty":1,"sku":"book-42"}`, `{"a":1}`, `{"":1}`, `{"":1,"a":2}`,
-	`{"a":1,"":2}`, `{" ":1,"":2}`, `{"!":1,"":2,"#":3}`, `{"a":1,"ab":2}`, `{"ab":1,"a":2}`,
-	`{"sku":"A-1","qty":1,"amount":1000,"currency":"EUR"}`, `{"t":true,"f":false,"n":null,"s":"","i":-15,"z":0}`,
-	`{"z":0,"i":-15,"s":"","n":null,"f":false,"t":true}`, `{"é":1,"z":2}`, `{"z":1,"é":2,"日本":"語"}`,
-	`{"traceId":"x","a":1}`, `{"b":1,"traceId":2,"a":3}`, `{"traceId":1}`, `{"nonce":1,"order":2}`,
-	`{"prefix-longer-than-16-b":1,"prefix-longer-than-16-a":2}`, `{"prefix-longer-than-16-a":1,"prefix-longer-than-16-ab":2}`,
-	`{"prefix-longer-than-16-ab":1,"prefix-longer-than-16-a":2}`, `{"abcdefgh":1,"abcdefg":2,"abcdefghi":3}`,
-	`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16}`,
-	`{"p":1,"o":2,"n":3,"m":4,"l":5,"k":6,"j":7,"i":8,"h":9,"g":10,"f":11,"e":12,"d":13,"c":14,"b":15,"a":16}`,
-	`{"v":"a string of more than eight bytes","w":1234567890123456789012345678901234567890}`,
-}
-
-// TestFlatObjectFastPath: appendFlatObject handles the flat objects it is
+// TestFlatObjectFastPath: AppendFlat handles the flat objects it is
 // meant for and leaves every near miss to the parser, and Canonicalize
 // agrees with the reference on all of them, with and without volatile
 // members.
 func TestFlatObjectFastPath(t *testing.T) {
 	for _, volatile := range [][]string{nil, testVolatile} {
-		root, err := compilePaths(volatile)
+		root, err := Compile(volatile)
 		require.NoError(t, err)
-		for _, in := range flatHits {
-			out, ok := appendFlatObject([]byte("prefix"), []byte(in), root)
+		for _, in := range canonjsontest.FlatHits {
+			out, ok := AppendFlat([]byte("prefix"), []byte(in), root)
 			require.True(t, ok, "input %s", in)
 			want, err := refCanonicalize([]byte(in), volatile)
 			require.NoError(t, err, "input %s", in)
 			assert.Equal(t, "prefix"+string(want), string(out), "input %s volatile %q", in, volatile)
 		}
-		for _, in := range flatNearMisses {
-			out, ok := appendFlatObject([]byte("prefix"), []byte(in), root)
+		for _, in := range canonjsontest.FlatNearMisses {
+			out, ok := AppendFlat([]byte("prefix"), []byte(in), root)
 			assert.False(t, ok, "input %s", in)
 			assert.Equal(t, "prefix", string(out), "input %s", in)
 		}
 	}
-	for _, in := range append(slices.Clone(flatHits), flatNearMisses...) {
+	for _, in := range append(slices.Clone(canonjsontest.FlatHits), canonjsontest.FlatNearMisses...) {
 		requireSameAsReference(t, []byte(in))
 	}
 }
 
-// randomFlatObject writes an object like the ones appendFlatObject
+// randomFlatObject writes an object like the ones AppendFlat
 // handles, now and then with one thing that sends it to the parser.
 func randomFlatObject(r *rand.Rand, b *strings.Builder) {
 	names := []string{`""`, `" "`, `"!"`, `"a"`, `"b"`, `"ab"`, `"aa"`, `"z"`, `"é"`, `"traceId"`, `"nonce"`,
@@ -442,47 +402,4 @@ func randomFlatObject(r *rand.Rand, b *strings.Builder) {
 // on random flat objects, whole, cut short, and with one byte changed.
 func TestFlatObjectMatchesReference(t *testing.T) {
 	compareRandomWithReference(t, rand.New(rand.NewPCG(11, 5)), randomFlatObject)
-}
-
-// TestAppendSumFlatMatchesReference: the fingerprint of a body, flat or
-// not, is the digest of the framed fields and the reference's canonical
-// form of the body (or the raw body when the reference rejects it),
-// whatever the length of the fields, so also when they do not fit the
-// buffer on the stack.
-func TestAppendSumFlatMatchesReference(t *testing.T) {
-	long := strings.Repeat("o", flatSumBuffer)
-	for _, volatile := range [][]string{nil, testVolatile} {
-		f := newFingerprinter(t, WithVolatile(volatile...))
-		for _, body := range append(slices.Clone(flatHits), flatNearMisses...) {
-			for _, fields := range [][2]string{{"", "POST /orders"}, {"alice", "POST /v1/orders"}, {"", long}, {long[:flatSumBuffer-len(body)-flatSumFraming], ""}} {
-				for _, params := range []url.Values{nil, {"q": {"1"}}} {
-					r := request{principal: fields[0], operation: fields[1], params: params, kind: bodyJSON}
-					if canonical, err := refCanonicalize([]byte(body), volatile); err == nil {
-						r.body = string(canonical)
-					} else {
-						r.kind, r.body = bodyRaw, body
-					}
-					want := string(appendSumText(nil, sha256.Sum256(hashInput(r))))
-					got := f.AppendSum([]byte("x"), fields[0], fields[1], params, []byte(body))
-					require.Equal(t, "x"+want, string(got), "body %s fields %q params %v", body, fields, params)
-				}
-			}
-		}
-	}
-}
-
-// A flat body whose fields and body fill the buffer on the stack right up
-// to the limit AppendSum checks is hashed without an allocation: the
-// limit leaves room for the framing.
-func TestAppendSumFlatAllocatesNothing(t *testing.T) {
-	f := newFingerprinter(t)
-	body := []byte(`{"sku":"book-42","qty":1}`)
-	principal := strings.Repeat("p", 128) // a two-byte length
-	operation := strings.Repeat("o", flatSumBuffer-flatSumFraming-len(body)-len(principal))
-	dst := make([]byte, 0, SumLen)
-	allocs := testing.AllocsPerRun(100, func() {
-		f.AppendSum(dst, principal, operation, nil, body)
-		f.AppendSum(dst, "", "POST /orders", nil, body)
-	})
-	assert.Zero(t, allocs)
 }

@@ -1,11 +1,6 @@
-package keying
+package canonjson
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
-
-// Limits of the objects appendFlatObject handles: its members' offsets are
+// Limits of the objects AppendFlat handles: its members' offsets are
 // kept in an array on its stack, in 16 bits each.
 const (
 	maxFlatMembers = 16
@@ -22,7 +17,7 @@ type flatMember struct {
 	start, colon, end uint16
 }
 
-// appendFlatObject appends the canonical form of body, without the members
+// AppendFlat appends the canonical form of body, without the members
 // root drops, to dst, for the most common small request body: an object of
 // at most maxFlatMembers members and maxFlatBody bytes, written without
 // whitespace, whose names have no escapes and whose values are strings,
@@ -34,7 +29,7 @@ type flatMember struct {
 // The members of such an object are canonical as written and need only be
 // put in name order; no parser state is needed for that, so the common case
 // skips the pooled parser altogether.
-func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
+func AppendFlat(dst, body []byte, root *Paths) ([]byte, bool) {
 	n := len(body)
 	if n < 2 || n > maxFlatBody || body[0] != '{' || body[n-1] != '}' {
 		return dst, false
@@ -56,9 +51,9 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		var colon, end int
 		var key uint64
 		j := i + 1
-		x := flatWord(body, j)
-		if k := bits.TrailingZeros64(plainStop(x)) / 8; j+k < n && body[j+k] == '"' {
-			colon, key = j+k+1, bits.ReverseBytes64(x)&^(^uint64(0)>>(8*k))
+		x := word(body, j)
+		if k := plainRun(x); j+k < n && body[j+k] == '"' {
+			colon, key = j+k+1, wordKey(x, k)
 		} else {
 			colon, key = flatName(body, i)
 		}
@@ -68,7 +63,7 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 		v := colon + 1
 		switch c := body[v]; {
 		case c == '"':
-			if k := v + 1 + bits.TrailingZeros64(plainStop(flatWord(body, v+1)))/8; k < n && body[k] == '"' {
+			if k := v + 1 + plainRun(word(body, v+1)); k < n && body[k] == '"' {
 				end = k + 1
 			} else {
 				end = plainString(body, v)
@@ -132,23 +127,6 @@ func appendFlatObject(dst, body []byte, root *pathNode) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-// flatWord returns the eight bytes of body from body[j], j <= len(body),
-// little-endian, with zero bytes for those past the end, which stop a run
-// of plain string text like control characters.
-func flatWord(body []byte, j int) uint64 {
-	if j+8 <= len(body) {
-		return binary.LittleEndian.Uint64(body[j:])
-	}
-	if len(body) >= 8 { // the last eight bytes, shifted so that body[j] comes first
-		return binary.LittleEndian.Uint64(body[len(body)-8:]) >> (8 * (j + 8 - len(body)))
-	}
-	var x uint64
-	for k := len(body) - 1; k >= j; k-- {
-		x = x<<8 | uint64(body[k])
-	}
-	return x
-}
-
 // flatName is plainString for a member name whose opening quote is at
 // body[i], in an object body that ends with '}'. It also returns the
 // name's key (see flatMember).
@@ -161,7 +139,7 @@ func flatName(body []byte, i int) (int, uint64) {
 }
 
 // flatValue is verbatimValue for a value of a flat object that
-// appendFlatObject does not recognize inline. A value that starts with 0
+// AppendFlat does not recognize inline. A value that starts with 0
 // is taken to end there: in a longer one (01, 0.5, 0e1) the byte after
 // the 0 is not the ',' or '}' the caller requires, so it still falls back.
 func flatValue(in []byte, i int) int {
@@ -169,15 +147,6 @@ func flatValue(in []byte, i int) int {
 		return i + 1
 	}
 	return verbatimValue(in, i)
-}
-
-// nameKey returns the key of the name body[s:e] (see flatMember).
-func nameKey(body []byte, s, e int) uint64 {
-	x := bits.ReverseBytes64(flatWord(body, s))
-	if l := e - s; l < 8 {
-		x &^= ^uint64(0) >> (8 * l) // the bytes after the name
-	}
-	return x
 }
 
 // compareSameKey has the sign of bytes.Compare on the names of a and b,
@@ -219,7 +188,7 @@ func sortFlatMembers(body []byte, ms []flatMember) bool {
 
 // appendFlatDropping appends the object whose members, in name order, are
 // ms, without those root drops.
-func appendFlatDropping(dst, body []byte, ms []flatMember, root *pathNode) []byte {
+func appendFlatDropping(dst, body []byte, ms []flatMember, root *Paths) []byte {
 	dst = append(dst, '{')
 	comma := false
 	for i := range ms {

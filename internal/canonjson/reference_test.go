@@ -1,4 +1,4 @@
-package keying
+package canonjson
 
 // This file keeps the canonicalizer as it was before its fast paths
 // (commit bed18c8), as the reference the current one must match byte for
@@ -14,7 +14,7 @@ import (
 
 // refCanonicalize is Canonicalize as it was before the fast paths.
 func refCanonicalize(body []byte, volatile []string) ([]byte, error) {
-	root, err := compilePaths(volatile)
+	root, err := Compile(volatile)
 	if err != nil {
 		return nil, err
 	}
@@ -23,7 +23,7 @@ func refCanonicalize(body []byte, volatile []string) ([]byte, error) {
 
 // canonicalize appends the canonical form of body, without the members
 // root drops, to dst.
-func (p *refParser) canonicalize(dst, body []byte, root *pathNode) ([]byte, error) {
+func (p *refParser) canonicalize(dst, body []byte, root *Paths) ([]byte, error) {
 	p.in, p.pos = body, 0
 	defer func() { p.in = nil }()
 	p.skipSpace()
@@ -85,7 +85,7 @@ func (p *refParser) next(c byte) bool {
 // value parses one JSON value at the current offset and appends its
 // canonical form to out.
 // Members and elements that node drops are left out.
-func (p *refParser) value(out []byte, depth int, node *pathNode) ([]byte, error) {
+func (p *refParser) value(out []byte, depth int, node *Paths) ([]byte, error) {
 	if p.pos >= len(p.in) {
 		return nil, p.fail("unexpected end of input")
 	}
@@ -118,7 +118,7 @@ func (p *refParser) literal(out []byte, word string) ([]byte, error) {
 }
 
 // array parses an array and appends its canonical form to out.
-func (p *refParser) array(out []byte, depth int, node *pathNode) ([]byte, error) {
+func (p *refParser) array(out []byte, depth int, node *Paths) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, p.fail("nesting too deep")
 	}
@@ -151,7 +151,7 @@ func (p *refParser) array(out []byte, depth int, node *pathNode) ([]byte, error)
 }
 
 // object parses an object and appends its canonical form to out.
-func (p *refParser) object(out []byte, depth int, node *pathNode) ([]byte, error) {
+func (p *refParser) object(out []byte, depth int, node *Paths) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, p.fail("nesting too deep")
 	}
@@ -185,7 +185,7 @@ func (p *refParser) object(out []byte, depth int, node *pathNode) ([]byte, error
 
 // member parses one "name": value pair of an object at node, appending the
 // canonical value to out unless node drops the member.
-func (p *refParser) member(out []byte, depth int, node *pathNode) (refMember, []byte, error) {
+func (p *refParser) member(out []byte, depth int, node *Paths) (refMember, []byte, error) {
 	if !p.next('"') {
 		return refMember{}, nil, p.fail("expected member name")
 	}

@@ -1,4 +1,4 @@
-package keying
+package canonjson
 
 import (
 	"unicode/utf16"
@@ -7,7 +7,7 @@ import (
 
 // appendDecoded parses a JSON string at the current offset and appends its
 // decoded text to buf.
-func (p *parser) appendDecoded(buf []byte) ([]byte, error) {
+func (p *Parser) appendDecoded(buf []byte) ([]byte, error) {
 	p.pos++ // opening quote
 	for {
 		run := p.pos
@@ -40,7 +40,7 @@ func (p *parser) appendDecoded(buf []byte) ([]byte, error) {
 
 // stringValue parses a JSON string value at the current offset and appends
 // its canonical form to out. A string without escapes is copied as is.
-func (p *parser) stringValue(out []byte) ([]byte, error) {
+func (p *Parser) stringValue(out []byte) ([]byte, error) {
 	if end := plainString(p.in, p.pos); end >= 0 {
 		out = append(out, p.in[p.pos:end]...)
 		p.pos = end
@@ -59,18 +59,13 @@ func (p *parser) stringValue(out []byte) ([]byte, error) {
 // ASCII or a syntax error, and a UTF-8 sequence never spans a quote,
 // backslash or control character, so checking each run of plain string
 // bytes checks the whole document.
-func (p *parser) failUTF8(run int) error {
+func (p *Parser) failUTF8(run int) error {
 	p.pos = run
 	return p.fail("invalid UTF-8 in a string")
 }
 
-// plainStringByte reports whether c stands for itself inside a string.
-func plainStringByte(c byte) bool {
-	return c >= 0x20 && c != '"' && c != '\\'
-}
-
 // escape decodes the escape sequence at the current offset onto buf.
-func (p *parser) escape(buf []byte) ([]byte, error) {
+func (p *Parser) escape(buf []byte) ([]byte, error) {
 	if p.pos+1 >= len(p.in) {
 		return nil, p.fail("unterminated escape")
 	}
@@ -102,7 +97,7 @@ func (p *parser) escape(buf []byte) ([]byte, error) {
 
 // unicodeEscape decodes the hex digits of a \u escape, which the parser has
 // just passed, combining a surrogate pair into one rune.
-func (p *parser) unicodeEscape() (rune, error) {
+func (p *Parser) unicodeEscape() (rune, error) {
 	r, ok := p.hex4()
 	if !ok {
 		return 0, p.fail("invalid \\u escape")
@@ -126,7 +121,7 @@ func (p *parser) unicodeEscape() (rune, error) {
 }
 
 // hex4 reads four hex digits.
-func (p *parser) hex4() (rune, bool) {
+func (p *Parser) hex4() (rune, bool) {
 	if p.pos+4 > len(p.in) {
 		return 0, false
 	}

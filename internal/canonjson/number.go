@@ -1,4 +1,4 @@
-package keying
+package canonjson
 
 import (
 	"math/big"
@@ -15,7 +15,7 @@ const (
 // number parses a JSON number at the current offset and appends its
 // canonical form to out. An integer already in canonical form is copied
 // as is; any other number goes through decimal.
-func (p *parser) number(out []byte) ([]byte, error) {
+func (p *Parser) number(out []byte) ([]byte, error) {
 	if end := plainInteger(p.in, p.pos); end >= 0 {
 		out = append(out, p.in[p.pos:end]...)
 		p.pos = end
@@ -26,7 +26,7 @@ func (p *parser) number(out []byte) ([]byte, error) {
 
 // decimal parses any JSON number at the current offset and appends its
 // canonical form to out.
-func (p *parser) decimal(out []byte) ([]byte, error) {
+func (p *Parser) decimal(out []byte) ([]byte, error) {
 	neg := p.next('-')
 	if neg {
 		p.pos++
@@ -58,7 +58,7 @@ func (p *parser) decimal(out []byte) ([]byte, error) {
 }
 
 // digitRun consumes one or more ASCII digits and returns them.
-func (p *parser) digitRun() ([]byte, bool) {
+func (p *Parser) digitRun() ([]byte, bool) {
 	start := p.pos
 	for p.pos < len(p.in) && isDigit(p.in[p.pos]) {
 		p.pos++

@@ -1,4 +1,4 @@
-package keying
+package canonjson
 
 import (
 	"encoding/json"
@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idemkit/internal/canonjson/canonjsontest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // testVolatile is the set of paths the Canonicalize tests drop.
-var testVolatile = []string{"traceId", "order.nonce", "order.items[].timestamp", "[].nonce", "list[][].nonce"}
+var testVolatile = canonjsontest.Volatile
 
 // canon canonicalizes in without the testVolatile members.
 func canon(t *testing.T, in string) string {

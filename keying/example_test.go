@@ -74,7 +74,7 @@ func ExampleCanonicalize() {
 
 func ExampleCheckClientKey() {
 	fmt.Println(keying.CheckClientKey("3f1c0a9e-77aa-4b1e-9d2c-0c5e1e2f3a4b"))
-	fmt.Println(errors.Is(keying.CheckClientKey("two\nlines"), keying.ErrBadClientKey))
+	fmt.Println(errors.Is(keying.CheckClientKey("two\nlines"), keying.ErrMalformedKey))
 	// Output:
 	// <nil>
 	// true

@@ -1,13 +1,6 @@
 package keying
 
-import (
-	"errors"
-	"fmt"
-)
-
-// ErrMalformedKey is wrapped by every error of ParseKeyHeader. The texts
-// never quote the value, so they can be sent back to the client.
-var ErrMalformedKey = errors.New("malformed value")
+import "fmt"
 
 // ParseKeyHeader parses the value of an idempotency key or token header
 // (KeyHeader, TokenHeader), as every HTTP adapter reads it: an RFC 8941

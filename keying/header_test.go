@@ -3,6 +3,7 @@ package keying
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -93,4 +94,92 @@ func TestParseKeyHeaderBytesAllocateNothing(t *testing.T) {
 			t.Errorf("ParseKeyHeader(%q): %v allocations", k, n)
 		}
 	}
+}
+
+// refParseKey is ParseKeyHeader written plainly, one byte at a time, from
+// its documentation: an sf-string or a bare run of token characters, ':'
+// and '/', with spaces and tabs around it, holding 1 to MaxKeyLen
+// bytes. It reports whether v is accepted and, if so, the key.
+func refParseKey(v string) (string, bool) {
+	v = strings.Trim(v, " \t")
+	var key []byte
+	if strings.HasPrefix(v, `"`) {
+		closed := false
+		for i := 1; i < len(v); i++ {
+			switch c := v[i]; {
+			case closed: // data after the closing quote
+				return "", false
+			case c == '"':
+				closed = true
+			case c == '\\':
+				i++
+				if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+					return "", false
+				}
+				key = append(key, v[i])
+			case c < 0x20 || c > 0x7e:
+				return "", false
+			default:
+				key = append(key, c)
+			}
+		}
+		if !closed {
+			return "", false
+		}
+	} else {
+		for i := 0; i < len(v); i++ {
+			c := v[i]
+			alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+			if !alnum && strings.IndexByte("!#$%&'*+-.^_`|~:/", c) < 0 {
+				return "", false
+			}
+		}
+		key = []byte(v)
+	}
+	return string(key), len(key) >= 1 && len(key) <= MaxKeyLen
+}
+
+// keyErrorText matches every text ParseKeyHeader may return: fixed
+// reasons, a length, or the one byte that is not allowed, never more of
+// the value.
+var keyErrorText = regexp.MustCompile(`^malformed value: (empty|\d+ characters, at most 255|unterminated string|invalid escape|` +
+	`unescaped quote inside the string|non-printable character|'(\\.|[^\\]|\\x[0-9a-f]{2})' is not allowed outside a quoted string)$`)
+
+// FuzzParseKeyHeader compares both forms of ParseKeyHeader with
+// refParseKey: the same key for a value it accepts, an error wrapping
+// ErrMalformedKey for one it refuses, with a text that quotes at most
+// the one byte at fault.
+func FuzzParseKeyHeader(f *testing.F) {
+	for _, s := range []string{
+		"0a1b2c3d-0000-4000-8000-000000000001", `  abc  `, `"a b\"c\\d"`, `"plain text"`, "urn:key/1",
+		"", `""`, "a,b", "a b", `"abc`, `"a\x"`, `"a"b"`, "caf\xc3\xa9", "a\x01", "\tk\t", `"\"`, `"`,
+		strings.Repeat("k", 255), strings.Repeat("k", 256), `"` + strings.Repeat("k", 255) + `"`, `"` + strings.Repeat(`\\`, 256) + `"`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		want, ok := refParseKey(v)
+		s, serr := ParseKeyHeader(v)
+		b, berr := ParseKeyHeader([]byte(v))
+		for _, got := range []struct {
+			key string
+			err error
+		}{{s, serr}, {string(b), berr}} {
+			if ok {
+				if got.err != nil || got.key != want {
+					t.Fatalf("ParseKeyHeader(%q) = %q, %v; want %q", v, got.key, got.err, want)
+				}
+				continue
+			}
+			if !errors.Is(got.err, ErrMalformedKey) || got.key != "" {
+				t.Fatalf("ParseKeyHeader(%q) = %q, %v; want an error wrapping ErrMalformedKey", v, got.key, got.err)
+			}
+			if !keyErrorText.MatchString(got.err.Error()) {
+				t.Fatalf("ParseKeyHeader(%q): unexpected error text %q", v, got.err)
+			}
+		}
+		if serr != nil && berr != nil && serr.Error() != berr.Error() {
+			t.Fatalf("ParseKeyHeader(%q): string form %v, bytes form %v", v, serr, berr)
+		}
+	})
 }

@@ -3,11 +3,13 @@ package keying
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"net/url"
 	"slices"
 
 	"github.com/idemkit/idemkit/internal/b64url"
 	"github.com/idemkit/idemkit/internal/canonjson"
+	"github.com/idemkit/idemkit/store"
 )
 
 // fingerprintDomain starts every fingerprint's hash input, naming the
@@ -44,33 +46,6 @@ const SumLen = 22
 // (a Redis claim record then takes one allocation less per claim).
 const sumBytes = 16
 
-// config holds the settings Options change.
-type config struct {
-	volatile []string
-}
-
-// Option configures a Fingerprinter.
-type Option func(*config)
-
-// WithVolatile adds paths to the JSON members a Fingerprinter drops before
-// hashing; NewFingerprinter fails with ErrInvalidPath on a malformed one.
-// By default nothing is dropped. A path names members from the top of the
-// document, matched case-sensitively after unescaping:
-//
-//   - timestamp: the top-level member "timestamp" (not one nested deeper);
-//   - meta.nonce: member "nonce" of the top-level object "meta";
-//   - items[].ts: member "ts" of every element of the array "items";
-//   - [].ts: member "ts" of every element of a top-level array.
-//
-// A path ends with a member name. '\' makes the next '.', '[', ']' or '\'
-// part of a name (a\.b is the top-level member "a.b"). A path that does not
-// match the document (an array where it names a member, say) drops
-// nothing.
-func WithVolatile(paths ...string) Option {
-	paths = slices.Clone(paths)
-	return func(c *config) { c.volatile = append(slices.Clip(c.volatile), paths...) }
-}
-
 // Fingerprinter computes request fingerprints. It is immutable once built
 // and safe for concurrent use. The zero value drops nothing, like
 // NewFingerprinter().
@@ -80,16 +55,19 @@ type Fingerprinter struct {
 }
 
 // NewFingerprinter returns a Fingerprinter that hashes whole payloads,
-// except the members named by WithVolatile options. It returns an error
-// wrapping ErrInvalidPath when a path is malformed.
+// except the members named by WithVolatile options. It refuses a nil
+// option and an option that fails, such as WithVolatile with a malformed
+// path: the error wraps store.ErrInvalid, names each culprit (a nil
+// option by its position, counted from 1) and wraps every option's own
+// error, ErrInvalidPath for a malformed path.
 func NewFingerprinter(opts ...Option) (*Fingerprinter, error) {
 	var c config
-	for _, opt := range opts {
-		opt(&c)
+	if err := c.apply(opts); err != nil {
+		return nil, err
 	}
 	root, err := canonjson.Compile(c.volatile)
-	if err != nil {
-		return nil, err
+	if err != nil { // the options checked every path
+		return nil, fmt.Errorf("keying: %w: %w", store.ErrInvalid, err)
 	}
 	paths := slices.Clone(c.volatile)
 	slices.Sort(paths)

@@ -5,7 +5,8 @@ import (
 	"strconv"
 )
 
-// Layout limits of canonical numbers; see Canonicalize.
+// Layout limits of canonical numbers; see the documentation of package
+// keying, section "Canonical JSON".
 const (
 	maxPlainIntDigits = 40 // integers with more digits use exponent form
 	minPlainExp       = -7 // fractions whose leading digit is further right use exponent form
@@ -90,7 +91,8 @@ func appendDecimal(out []byte, neg bool, digits []byte, fracLen int, expNeg bool
 }
 
 // appendSmall appends sig × 10^e, where sig has no leading or trailing
-// zeros, choosing the layout described in Canonicalize.
+// zeros, choosing the layout that keying documents (section "Canonical
+// JSON").
 func appendSmall(out, sig []byte, e int64) []byte {
 	n := int64(len(sig))
 	lead := n - 1 + e // power of ten of the leading digit

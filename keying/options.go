@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/idemkit/idemkit/internal/canonjson"
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/internal/options"
 )
 
 // config holds the settings Options change.
@@ -41,25 +41,20 @@ func WithVolatile(paths ...string) Option {
 			errs = append(errs, canonjson.CheckPath(path))
 		}
 		if err := errors.Join(errs...); err != nil {
-			return err
+			return fmt.Errorf("WithVolatile: %w", err)
 		}
 		c.volatile = append(slices.Clip(c.volatile), paths...)
 		return nil
 	}
 }
 
-// apply applies opts to c in order. It refuses a nil option, naming its
-// position counted from 1, and collects the errors of every option rather
-// than stopping at the first; the result wraps store.ErrInvalid and each
-// of them.
+// apply applies opts to c by the repository's one option rule
+// (internal/options): a nil option is refused by its position counted
+// from 1, the errors of every option are collected, and the result wraps
+// store.ErrInvalid and each of them.
 func (c *config) apply(opts []Option) error {
-	var errs []error
-	for i, opt := range opts {
-		if opt == nil {
-			errs = append(errs, fmt.Errorf("keying: %w: option %d is nil", store.ErrInvalid, i+1))
-		} else if err := opt(c); err != nil {
-			errs = append(errs, fmt.Errorf("keying: %w: option %d: %w", store.ErrInvalid, i+1, err))
-		}
+	if err := options.Apply(c, opts); err != nil {
+		return fmt.Errorf("keying: %w", err)
 	}
-	return errors.Join(errs...)
+	return nil
 }

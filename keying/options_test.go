@@ -25,18 +25,19 @@ type optionCase struct {
 
 // optionCases covers every exported option (option names it), each
 // accepted and refused, with the rules every option follows: a nil
-// option is refused by its position counted from 1, every error is
-// reported rather than the first only, and all wrap store.ErrInvalid.
+// option is refused by its position counted from 1, an option's error
+// names the option, every error is reported rather than the first only,
+// and all wrap store.ErrInvalid.
 var optionCases = []optionCase{
 	{name: "none", volatile: []string{}},
 	{name: "paths", option: "WithVolatile", opts: []Option{WithVolatile("b.c", "a", `x\.y`, "[].n")}, volatile: []string{"[].n", "a", "b.c", `x\.y`}},
 	{name: "no paths", option: "WithVolatile", opts: []Option{WithVolatile()}, volatile: []string{}},
 	{name: "paths add up", option: "WithVolatile", opts: []Option{WithVolatile("b"), WithVolatile("a", "b")}, volatile: []string{"a", "b"}},
 	{name: "malformed paths", option: "WithVolatile", opts: []Option{WithVolatile("ok", "a..b", "", "a[")},
-		errs: []string{"option 1: ", `"a..b"`, `""`, `"a["`}, is: ErrInvalidPath},
+		errs: []string{"WithVolatile: ", `"a..b"`, `""`, `"a["`}, is: ErrInvalidPath},
 	{name: "nil", opts: []Option{WithVolatile("a"), nil}, errs: []string{"keying: store: invalid argument: option 2 is nil"}},
 	{name: "every error", option: "WithVolatile", opts: []Option{nil, WithVolatile("a["), WithVolatile("ok"), nil},
-		errs: []string{"option 1 is nil", "option 2: ", `"a["`, "option 4 is nil"}, is: ErrInvalidPath},
+		errs: []string{"option 1 is nil", "WithVolatile: ", `"a["`, "option 4 is nil"}, is: ErrInvalidPath},
 }
 
 func TestOptions(t *testing.T) {

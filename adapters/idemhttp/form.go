@@ -9,6 +9,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 )
 
 // isForm reports whether r's body is an HTML form: URL-encoded or
@@ -33,9 +35,9 @@ func formToken(r *http.Request, body []byte, name string) (token string, present
 		values = q[name]
 	}
 	if err != nil {
-		return "", true, fmt.Errorf("%w: the form cannot be parsed", errBadKey)
+		return "", true, fmt.Errorf("%w: the form cannot be parsed", httpcore.ErrBadKey)
 	}
-	return headerKey(values)
+	return httpcore.HeaderKey(values)
 }
 
 // multipartField returns the values of the non-file field name in a

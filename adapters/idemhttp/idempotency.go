@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -36,16 +37,16 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	key, present, err := headerKey(r.Header[h.c.keyHeader])
+	key, present, err := httpcore.HeaderKey(r.Header[h.c.keyHeader])
 	switch {
 	case err != nil:
-		h.p.write(w, r, answer{kind: kindKeyInvalid, detail: h.c.keyHeader + ": " + err.Error()})
+		h.p.write(w, r, answer{kind: httpcore.KindKeyInvalid, detail: h.c.keyHeader + ": " + err.Error()})
 		return
 	case !present && h.c.optionalKey:
 		h.next.ServeHTTP(w, r)
 		return
 	case !present:
-		h.p.write(w, r, answer{kind: kindKeyMissing, detail: "this request requires an " + h.c.keyHeader + " header"})
+		h.p.write(w, r, answer{kind: httpcore.KindKeyMissing, detail: "this request requires an " + h.c.keyHeader + " header"})
 		return
 	}
 	body, ok := h.body(w, r)
@@ -58,7 +59,7 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it out, which keeps a small request's hash input within one block.
 	var text [128]byte
 	var op [128]byte
-	b := h.fp.AppendSum(text[:0], "", transient(appendOperation(op[:0], r)), h.params(r, true), body.b)
+	b := h.fp.AppendSum(text[:0], "", httpcore.Transient(appendOperation(op[:0], r)), h.params(r, true), body.b)
 	both := string(keying.AppendKey(b, transport, key))
 	fp, engineKey := both[:len(b)], both[len(b):]
 	if h.payload != nil && !h.firstKeyFor(w, r, principal, key, fp) {
@@ -78,7 +79,7 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func keyProblem(err error) (answer, bool) {
 	if errors.Is(err, idemkit.ErrMismatch) {
-		return answer{kind: kindKeyMismatch, detail: "this idempotency key was already used with a different request payload"}, true
+		return answer{kind: httpcore.KindKeyMismatch, detail: "this idempotency key was already used with a different request payload"}, true
 	}
 	return common(err)
 }
@@ -96,7 +97,7 @@ func (h *keyHandler) firstKeyFor(w http.ResponseWriter, r *http.Request, princip
 	}
 	a, ok := common(err)
 	if errors.Is(err, idemkit.ErrMismatch) {
-		a, ok = answer{kind: kindPayloadReused,
+		a, ok = answer{kind: httpcore.KindPayloadReused,
 			detail: "the same request was submitted a moment ago under another idempotency key; retry with that key"}, true
 	}
 	if !ok {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -18,19 +19,19 @@ import (
 const (
 	// DefaultKeyHeader is the request header that carries the client's
 	// idempotency key (draft-ietf-httpapi-idempotency-key-header).
-	DefaultKeyHeader = keying.KeyHeader
+	DefaultKeyHeader = httpcore.DefaultKeyHeader
 	// DefaultTokenHeader is the request header that carries a one-time
 	// token in Token mode.
-	DefaultTokenHeader = keying.TokenHeader
+	DefaultTokenHeader = httpcore.DefaultTokenHeader
 	// ReplayedHeader is the default replay header (WithReplayHeader):
 	// "true" on every replayed response, never on a fresh one.
-	ReplayedHeader = keying.ReplayedHeader
+	ReplayedHeader = httpcore.ReplayedHeader
 	// DefaultMaxBody is the largest request body, in bytes, read for a
 	// fingerprint; larger bodies get 413.
 	DefaultMaxBody = 1 << 20
 	// DefaultMaxStoredResponse is the largest response, in bytes, stored
 	// for replay: see WithMaxStoredResponse.
-	DefaultMaxStoredResponse = 1 << 20
+	DefaultMaxStoredResponse = httpcore.DefaultMaxStoredResponse
 	// MaxKeyLen is the longest idempotency key or token accepted, in
 	// characters.
 	MaxKeyLen = keying.MaxKeyLen
@@ -85,7 +86,7 @@ func newConfig(m mode, opts []Option) (*config, error) {
 		replayHeader:  ReplayedHeader,
 		methods:       []string{http.MethodPost, http.MethodPatch},
 		store:         DefaultStorePolicy,
-		replayHeaders: []string{"Content-Type", "Content-Encoding", "Location"},
+		replayHeaders: httpcore.DefaultReplayHeaders(),
 		maxBody:       DefaultMaxBody,
 		maxStored:     DefaultMaxStoredResponse,
 		problemBase:   DefaultProblemBase,
@@ -193,7 +194,7 @@ func WithKeyHeader(name string) Option {
 		if !c.only("WithKeyHeader", modeKey) {
 			return
 		}
-		if !validHeaderName(name) {
+		if !httpcore.ValidToken(name) {
 			c.invalid("invalid key header name %q", name)
 			return
 		}
@@ -208,7 +209,7 @@ func WithTokenHeader(name string) Option {
 		if !c.only("WithTokenHeader", modeToken) {
 			return
 		}
-		if !validHeaderName(name) {
+		if !httpcore.ValidToken(name) {
 			c.invalid("invalid token header name %q", name)
 			return
 		}
@@ -229,7 +230,7 @@ func WithMethods(methods ...string) Option {
 			return
 		}
 		for _, m := range methods {
-			if !validHeaderName(m) {
+			if !httpcore.ValidToken(m) {
 				c.invalid("invalid method %q", m)
 				return
 			}
@@ -253,17 +254,7 @@ func WithOptionalKey() Option {
 // not store 1xx, 3xx or 5xx. A response that is not stored releases its key
 // (Idempotency mode), spends its token without a result (Token mode) or
 // counts as a failure for idemkit.ReleaseOnError (Window mode).
-func DefaultStorePolicy(status int) bool {
-	switch {
-	case status >= 200 && status < 300:
-		return true
-	case status == http.StatusRequestTimeout, status == http.StatusConflict,
-		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
-		return false
-	default:
-		return status >= 400 && status < 500
-	}
-}
+func DefaultStorePolicy(status int) bool { return httpcore.DefaultStorePolicy(status) }
 
 // StoreAll is a store policy that stores every response, 5xx included,
 // as Stripe does: a retry gets the first outcome whatever it was.
@@ -296,7 +287,7 @@ func WithReplayHeaders(names ...string) Option {
 			return
 		}
 		for _, n := range names {
-			if !validHeaderName(n) {
+			if !httpcore.ValidToken(n) {
 				c.invalid("invalid replay header name %q", n)
 				return
 			}
@@ -474,7 +465,7 @@ func WithReplayHeader(name string) Option {
 		if !c.only("WithReplayHeader", modeKey, modeToken) {
 			return
 		}
-		if !validHeaderName(name) {
+		if !httpcore.ValidToken(name) {
 			c.invalid("invalid replay header name %q", name)
 			return
 		}
@@ -517,29 +508,4 @@ func WithPayloadWindow(d time.Duration) Option {
 		}
 		c.payloadWindow = d
 	}
-}
-
-// validHeaderName reports whether s is a non-empty RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTchar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
 }

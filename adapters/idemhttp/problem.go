@@ -1,184 +1,82 @@
 package idemhttp
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 )
 
 // DefaultProblemBase is the prefix of every problem type URI unless
-// WithProblemBase sets another. Each type URI names a documentation page
-// (see ProblemTypes).
-const DefaultProblemBase = "https://idemkit.dev/problems/"
+// WithProblemBase sets another, the same in every idemkit adapter. Each
+// type URI names a documentation page (see ProblemTypes).
+const DefaultProblemBase = httpcore.DefaultProblemBase
 
-// Problem type URIs under DefaultProblemBase, one per error. The status
-// each is sent with is given in the comment; ProblemTypes describes them.
+// Problem type URIs under DefaultProblemBase, one per error; the same in
+// every idemkit adapter. The status each is sent with is given in the
+// comment; ProblemTypes describes them.
 const (
-	ProblemKeyMissing        = DefaultProblemBase + "key-missing"         // 400: no idempotency key
-	ProblemKeyInvalid        = DefaultProblemBase + "key-invalid"         // 400: malformed key
-	ProblemInProgress        = DefaultProblemBase + "in-progress"         // 409: first request still running; Retry-After
-	ProblemKeyMismatch       = DefaultProblemBase + "key-mismatch"        // 422: key reused with another payload
-	ProblemPayloadReused     = DefaultProblemBase + "payload-reused"      // 409: same payload under a new key (WithPayloadWindow)
-	ProblemDuplicate         = DefaultProblemBase + "duplicate"           // 409: repeat inside a window; Retry-After
-	ProblemTokenMissing      = DefaultProblemBase + "token-missing"       // 400: no token
-	ProblemTokenInvalid      = DefaultProblemBase + "token-invalid"       // 400: unknown, expired, forged or other principal's token
-	ProblemTokenUsed         = DefaultProblemBase + "token-used"          // 409: token already used, no stored outcome
-	ProblemBodyTooLarge      = DefaultProblemBase + "body-too-large"      // 413: request body over the fingerprint cap
-	ProblemBodyUnreadable    = DefaultProblemBase + "body-unreadable"     // 400: request body could not be read
-	ProblemUnauthenticated   = DefaultProblemBase + "unauthenticated"     // 401: the principal function failed
-	ProblemResponseNotStored = DefaultProblemBase + "response-not-stored" // 500: replay of a response too large or streamed to keep
-	ProblemOutcomeUnknown    = DefaultProblemBase + "outcome-unknown"     // 500: replay of a request whose handler could not learn its outcome (OutcomeUnknown)
-	ProblemUnavailable       = DefaultProblemBase + "unavailable"         // 503: store down (fail-closed); Retry-After
-	ProblemInternal          = DefaultProblemBase + "internal"            // 500: unexpected engine error
+	ProblemKeyMissing        = httpcore.ProblemKeyMissing        // 400: no idempotency key
+	ProblemKeyInvalid        = httpcore.ProblemKeyInvalid        // 400: malformed key
+	ProblemInProgress        = httpcore.ProblemInProgress        // 409: first request still running; Retry-After
+	ProblemKeyMismatch       = httpcore.ProblemKeyMismatch       // 422: key reused with another payload
+	ProblemPayloadReused     = httpcore.ProblemPayloadReused     // 409: same payload under a new key (WithPayloadWindow)
+	ProblemDuplicate         = httpcore.ProblemDuplicate         // 409: repeat inside a window; Retry-After
+	ProblemTokenMissing      = httpcore.ProblemTokenMissing      // 400: no token
+	ProblemTokenInvalid      = httpcore.ProblemTokenInvalid      // 400: unknown, expired, forged or other principal's token
+	ProblemTokenUsed         = httpcore.ProblemTokenUsed         // 409: token already used, no stored outcome
+	ProblemBodyTooLarge      = httpcore.ProblemBodyTooLarge      // 413: request body over the fingerprint cap
+	ProblemBodyUnreadable    = httpcore.ProblemBodyUnreadable    // 400: request body could not be read
+	ProblemUnauthenticated   = httpcore.ProblemUnauthenticated   // 401: the principal function failed
+	ProblemResponseNotStored = httpcore.ProblemResponseNotStored // 500: replay of a response too large or streamed to keep
+	ProblemOutcomeUnknown    = httpcore.ProblemOutcomeUnknown    // 500: replay of a request whose handler could not learn its outcome (OutcomeUnknown)
+	ProblemUnavailable       = httpcore.ProblemUnavailable       // 503: store down (fail-closed); Retry-After
+	ProblemInternal          = httpcore.ProblemInternal          // 500: unexpected engine error
 )
 
 // ProblemContentType is the media type of every error this package writes.
-const ProblemContentType = "application/problem+json"
+const ProblemContentType = httpcore.ProblemContentType
 
 // Problem is an RFC 9457 problem details object, as written by the
 // middleware for every error it answers itself. Clients can decode error
 // bodies into it and switch on Type. The last three members are optional
 // (WithProblemMembers).
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// Instance identifies this one response, a urn:uuid by default.
-	Instance string `json:"instance,omitempty"`
-	// Retryable is true exactly when the response carries Retry-After.
-	Retryable *bool `json:"retryable,omitempty"`
-	// IdempotencyKey echoes the client's own idempotency key (Idempotency
-	// mode only; never a token or the principal).
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-}
+type Problem = httpcore.Problem
 
 // ProblemType documents one problem type: the demo server renders a page
 // per type from this list, at the type URI.
-type ProblemType struct {
-	// Name is the last segment of the type URI, e.g. "in-progress".
-	Name string
-	// Status is the HTTP status the problem is sent with.
-	Status int
-	// Title is the problem document's title member.
-	Title string
-	// Description says, for a documentation page, what happened and what
-	// a client should do.
-	Description string
-}
-
-// problemKind indexes problemTypes.
-type problemKind uint8
-
-const (
-	kindKeyMissing problemKind = iota
-	kindKeyInvalid
-	kindInProgress
-	kindKeyMismatch
-	kindPayloadReused
-	kindDuplicate
-	kindTokenMissing
-	kindTokenInvalid
-	kindTokenUsed
-	kindBodyTooLarge
-	kindBodyUnreadable
-	kindUnauthenticated
-	kindResponseNotStored
-	kindOutcomeUnknown
-	kindUnavailable
-	kindInternal
-	numKinds
-)
-
-var problemTypes = [numKinds]ProblemType{
-	kindKeyMissing: {"key-missing", http.StatusBadRequest, "Idempotency key missing",
-		"The request needs an idempotency key header and had none. Send a fresh, unique key (a UUID, say) with the request, and the same key with every retry of it."},
-	kindKeyInvalid: {"key-invalid", http.StatusBadRequest, "Idempotency key invalid",
-		"The idempotency key header is repeated, empty, too long or not printable ASCII. Send one key of 1 to 255 printable characters, bare or as a quoted string."},
-	kindInProgress: {"in-progress", http.StatusConflict, "Request in progress",
-		"A request with this idempotency key is still being processed. Retry with the same key after the Retry-After delay to get its outcome."},
-	kindKeyMismatch: {"key-mismatch", http.StatusUnprocessableEntity, "Idempotency key reused with a different payload",
-		"This idempotency key was already used for a request with another payload. A retry must repeat the first request exactly; a new request needs a new key."},
-	kindPayloadReused: {"payload-reused", http.StatusConflict, "Payload already submitted under another key",
-		"The same request was submitted a moment ago under another idempotency key, as a double click that mints a key per click does. Retry with the first key to get its outcome; send a new key only for a request that is meant to run again."},
-	kindDuplicate: {"duplicate", http.StatusConflict, "Duplicate request",
-		"The same request was already submitted inside the duplicate-protection window. If it is meant to run again, send it after the Retry-After delay."},
-	kindTokenMissing: {"token-missing", http.StatusBadRequest, "Token missing",
-		"The request needs a one-time token and had none. Get a token from the issuing endpoint and send it with the request."},
-	kindTokenInvalid: {"token-invalid", http.StatusBadRequest, "Token invalid",
-		"The one-time token is malformed, unknown, expired, or was issued to another caller. Get a new token."},
-	kindTokenUsed: {"token-used", http.StatusConflict, "Token already used",
-		"The one-time token was already spent and its outcome was not stored. No retry with it can succeed: get a new token if the request is meant to run again."},
-	kindBodyTooLarge: {"body-too-large", http.StatusRequestEntityTooLarge, "Request body too large",
-		"The request body is over the size this endpoint reads to recognise repeats. Send a smaller body."},
-	kindBodyUnreadable: {"body-unreadable", http.StatusBadRequest, "Request body unreadable",
-		"The request body could not be read to the end. Send the request again."},
-	kindUnauthenticated: {"unauthenticated", http.StatusUnauthorized, "Unauthenticated",
-		"The caller of the request could not be identified, and duplicate protection is kept per caller. Authenticate and send the request again."},
-	kindResponseNotStored: {"response-not-stored", http.StatusInternalServerError, "Response not stored",
-		"The first request with this key or token was processed, but its response was too large or streamed, so it could not be kept for replay. The request is not processed again; its outcome must be looked up another way. A retry gets this answer again."},
-	kindOutcomeUnknown: {"outcome-unknown", http.StatusInternalServerError, "Outcome unknown",
-		"The first request with this key or token may have been processed, but the server could not learn its outcome (a service behind it timed out or broke off its answer). The request is not processed again, so that it cannot run twice; its outcome must be looked up another way. A retry gets this answer again."},
-	kindUnavailable: {"unavailable", http.StatusServiceUnavailable, "Service unavailable",
-		"Duplicate protection is unavailable for a moment, so the request was not processed. Retry with the same key or token after the Retry-After delay."},
-	kindInternal: {"internal", http.StatusInternalServerError, "Internal error",
-		"The request could not be processed because of an unexpected server error."},
-}
+type ProblemType = httpcore.ProblemType
 
 // ProblemTypes returns a new slice describing every problem type the
 // middleware can answer with, in a stable order.
-func ProblemTypes() []ProblemType {
-	return append([]ProblemType(nil), problemTypes[:]...)
-}
-
-// unavailableRetry is the Retry-After sent with 503 when the store fails.
-const unavailableRetry = time.Second
+func ProblemTypes() []ProblemType { return httpcore.Types() }
 
 // ProblemMembers selects the optional members of the problem documents
 // the middleware writes.
-type ProblemMembers uint8
+type ProblemMembers = httpcore.Members
 
 // Optional problem members.
 const (
 	// MemberInstance adds "instance": a per-response identifier
 	// (WithProblemInstance; a urn:uuid by default).
-	MemberInstance ProblemMembers = 1 << iota
+	MemberInstance = httpcore.MemberInstance
 	// MemberRetryable adds "retryable": true exactly when the response
 	// carries Retry-After.
-	MemberRetryable
+	MemberRetryable = httpcore.MemberRetryable
 	// MemberIdempotencyKey adds "idempotency_key": the client's own key,
 	// back to the same client, in Idempotency mode.
-	MemberIdempotencyKey
+	MemberIdempotencyKey = httpcore.MemberIdempotencyKey
 
 	// DefaultProblemMembers holds every optional member.
-	DefaultProblemMembers = MemberInstance | MemberRetryable | MemberIdempotencyKey
+	DefaultProblemMembers = httpcore.DefaultMembers
 )
 
 // UUIDInstance returns a fresh random URN, urn:uuid:<version 4 UUID>: the
 // default problem instance (WithProblemInstance).
-func UUIDInstance(*http.Request) string {
-	var u [16]byte
-	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	var b [45]byte
-	copy(b[:], "urn:uuid:")
-	hex.Encode(b[9:17], u[0:4])
-	b[17] = '-'
-	hex.Encode(b[18:22], u[4:6])
-	b[22] = '-'
-	hex.Encode(b[23:27], u[6:8])
-	b[27] = '-'
-	hex.Encode(b[28:32], u[8:10])
-	b[32] = '-'
-	hex.Encode(b[33:45], u[10:16])
-	return string(b[:])
-}
+func UUIDInstance(r *http.Request) string { return httpcore.UUIDInstance(r) }
 
 // WithProblemBase sets the prefix of the problem type URIs (default
 // DefaultProblemBase): each type is base followed by the name
@@ -223,7 +121,7 @@ func WithProblemInstance(fn func(*http.Request) string) Option {
 
 // problems writes a route's problem documents.
 type problems struct {
-	types    [numKinds]string // type URIs
+	types    [httpcore.NumKinds]string // type URIs
 	members  ProblemMembers
 	instance func(*http.Request) string
 	replay   string // the replay header, removed from every problem
@@ -231,7 +129,7 @@ type problems struct {
 
 func newProblems(c *config) problems {
 	p := problems{members: c.members, instance: c.instance, replay: c.replayHeader}
-	for k, t := range problemTypes {
+	for k, t := range httpcore.Types() {
 		p.types[k] = c.problemBase + t.Name
 	}
 	return p
@@ -239,7 +137,7 @@ func newProblems(c *config) problems {
 
 // answer is one problem the middleware sends.
 type answer struct {
-	kind     problemKind
+	kind     httpcore.Kind
 	detail   string
 	retry    time.Duration // > 0 adds Retry-After, whole seconds rounded up
 	key      string        // the client's idempotency key, echoed when enabled
@@ -249,7 +147,7 @@ type answer struct {
 
 // write answers with an application/problem+json body.
 func (p *problems) write(w http.ResponseWriter, r *http.Request, a answer) {
-	t := &problemTypes[a.kind]
+	t := a.kind.Type()
 	doc := Problem{Type: p.types[a.kind], Title: t.Title, Status: t.Status, Detail: a.detail}
 	if p.members&MemberInstance != 0 {
 		doc.Instance = a.instance
@@ -264,29 +162,30 @@ func (p *problems) write(w http.ResponseWriter, r *http.Request, a answer) {
 	if p.members&MemberIdempotencyKey != 0 {
 		doc.IdempotencyKey = a.key
 	}
-	body, err := json.Marshal(doc)
-	if err != nil { // cannot happen for these field types
-		body = []byte(`{"type":"` + p.types[kindInternal] + `"}`)
+	if a.replay {
+		w.Header().Set(p.replay, "true")
+	} else {
+		w.Header().Del(p.replay)
 	}
+	WriteProblem(w, &doc, a.retry)
+}
+
+// WriteProblem answers with doc as an application/problem+json body, not
+// to be cached, with status doc.Status and, when retry is positive,
+// Retry-After: retry in whole seconds, rounded up. Headers already in w's
+// map stay, but for Content-Type, Cache-Control, Content-Length and
+// Retry-After. The middleware writes its own problems with it; so can a
+// handler or a proxy that answers beside it, for problems alike on the
+// wire.
+func WriteProblem(w http.ResponseWriter, doc *Problem, retry time.Duration) {
+	body := doc.JSON()
 	h := w.Header()
 	h.Set("Content-Type", ProblemContentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if a.replay {
-		h.Set(p.replay, "true")
-	} else {
-		h.Del(p.replay)
+	if retry > 0 {
+		h.Set("Retry-After", httpcore.RetrySeconds(retry))
 	}
-	if a.retry > 0 {
-		h.Set("Retry-After", retrySeconds(a.retry))
-	}
-	w.WriteHeader(t.Status)
+	w.WriteHeader(doc.Status)
 	_, _ = w.Write(body)
-}
-
-// retrySeconds formats d as a Retry-After value: whole seconds, rounded
-// up, at least 1.
-func retrySeconds(d time.Duration) string {
-	s := (d + time.Second - 1) / time.Second
-	return strconv.FormatInt(max(int64(s), 1), 10)
 }

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 )
 
 // recorder captures a handler's response (status, headers, body) so that
@@ -206,13 +208,13 @@ func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Reque
 		if rec.unknown {
 			if v := recover(); v != nil {
 				rec.panicked = v
-				enc, err = terminalRecord(reasonOutcomeUnknown), nil
+				enc, err = httpcore.TerminalRecord(httpcore.ReasonOutcomeUnknown), nil
 			}
 		}
 	}()
 	next.ServeHTTP(rec, withRecorder(r, ctx, rec))
 	if rec.unknown {
-		return terminalRecord(reasonOutcomeUnknown), nil
+		return httpcore.TerminalRecord(httpcore.ReasonOutcomeUnknown), nil
 	}
 	if rec.txResponse != nil {
 		return nil, nil // the engine settles by the transaction's outcome
@@ -222,9 +224,9 @@ func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Reque
 	case capturing:
 	case overflowed:
 		rec.tooBig = true
-		return unstored(c.tooLarge, reasonTooLarge)
+		return unstored(c.tooLarge, httpcore.ReasonTooLarge)
 	default:
-		return unstored(c.streamed, reasonStreamed)
+		return unstored(c.streamed, httpcore.ReasonStreamed)
 	}
 	rec.complete()
 	if !c.store(rec.status) {
@@ -235,17 +237,17 @@ func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Reque
 		// The headers took it over the cap; the response itself is
 		// still to be sent (writeFresh).
 		rec.tooBig = true
-		return unstored(c.tooLarge, reasonTooLarge)
+		return unstored(c.tooLarge, httpcore.ReasonTooLarge)
 	}
 	return enc, nil
 }
 
 // unstored is the outcome of a response that cannot be stored.
-func unstored(u Unstored, reason byte) ([]byte, error) {
+func unstored(u Unstored, reason httpcore.Reason) ([]byte, error) {
 	if u == ReleaseKey {
 		return nil, errPassedThrough
 	}
-	return terminalRecord(reason), nil
+	return httpcore.TerminalRecord(reason), nil
 }
 
 // complete settles the captured response as net/http would have sent it:

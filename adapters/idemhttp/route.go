@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"unsafe"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/keying"
 	"github.com/idemkit/idemkit/store"
 )
@@ -99,7 +99,7 @@ func (rt *route) enter(w http.ResponseWriter, r *http.Request, next http.Handler
 func (rt *route) principal(w http.ResponseWriter, r *http.Request) (string, bool) {
 	p, err := rt.c.principal(r)
 	if err != nil || p == "" {
-		rt.p.write(w, r, answer{kind: kindUnauthenticated, detail: "the caller of this request could not be identified"})
+		rt.p.write(w, r, answer{kind: httpcore.KindUnauthenticated, detail: "the caller of this request could not be identified"})
 		return "", false
 	}
 	return p, true
@@ -123,9 +123,9 @@ func (rt *route) body(w http.ResponseWriter, r *http.Request) (reqBody, bool) {
 		if tooLarge != nil {
 			limit = min(limit, tooLarge.Limit)
 		}
-		rt.p.write(w, r, answer{kind: kindBodyTooLarge, detail: fmt.Sprintf("the request body is over %d bytes", limit)})
+		rt.p.write(w, r, answer{kind: httpcore.KindBodyTooLarge, detail: fmt.Sprintf("the request body is over %d bytes", limit)})
 	default:
-		rt.p.write(w, r, answer{kind: kindBodyUnreadable, detail: "the request body could not be read"})
+		rt.p.write(w, r, answer{kind: httpcore.KindBodyUnreadable, detail: "the request body could not be read"})
 	}
 	return reqBody{}, false
 }
@@ -227,7 +227,7 @@ func scope(principal string) idemkit.Option { return idemkit.WithScope(principal
 // appendOperation appends to b what the request does: its method, the
 // ServeMux pattern that matched it (r.Pattern) and its path, so the same
 // body sent to /orders/1 and /orders/2 are different operations. Callers
-// pass transient(appendOperation(buf[:0], r)), buf a stack array, straight
+// pass httpcore.Transient(appendOperation(buf[:0], r)), buf a stack array, straight
 // to the fingerprinter, which keeps no reference to it.
 //
 // A pattern that names the request's method ("POST /orders") is not
@@ -271,12 +271,6 @@ var plainPathByte = func() (plain [256]bool) {
 	}
 	return plain
 }()
-
-// transient returns b as a string without a copy, for a callee that only
-// reads it during the call: b must not change while the string is in use.
-func transient(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
 
 // hasMethod reports whether pattern starts with method and a space.
 func hasMethod(pattern, method string) bool {
@@ -344,7 +338,7 @@ func (rt *route) finish(w http.ResponseWriter, r *http.Request, rec *recorder, r
 
 // replay answers with a stored outcome.
 func (rt *route) replay(w http.ResponseWriter, r *http.Request, value []byte, key string) {
-	if kind, why, ok := terminalReason(value); ok {
+	if kind, why, ok := httpcore.Terminal(value); ok {
 		rt.p.write(w, r, answer{kind: kind, detail: why, key: key, replay: true})
 		return
 	}
@@ -379,15 +373,15 @@ func common(err error) (answer, bool) {
 	var ce *idemkit.ConflictError
 	switch {
 	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrInProgress):
-		return answer{kind: kindInProgress, retry: ce.RetryAfter,
+		return answer{kind: httpcore.KindInProgress, retry: ce.RetryAfter,
 			detail: "a request with this key is still being processed; retry after the delay given"}, true
 	case errors.Is(err, idemkit.ErrResultTooLarge):
 		// The engine's terminal record of a response over its result cap
 		// (idemkit.WithOversized): the handler ran and does not run again.
-		_, why, _ := terminalReason(terminalRecord(reasonTooLarge))
-		return answer{kind: kindResponseNotStored, detail: why, replay: true}, true
+		_, why, _ := httpcore.Terminal(httpcore.TerminalRecord(httpcore.ReasonTooLarge))
+		return answer{kind: httpcore.KindResponseNotStored, detail: why, replay: true}, true
 	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return answer{kind: kindUnavailable, retry: unavailableRetry,
+		return answer{kind: httpcore.KindUnavailable, retry: httpcore.UnavailableRetry,
 			detail: "duplicate protection is unavailable; the request was not processed"}, true
 	}
 	return answer{}, false
@@ -398,7 +392,7 @@ func common(err error) (answer, bool) {
 // the answer share the problem instance, so one can be found from the
 // other.
 func (rt *route) internal(w http.ResponseWriter, r *http.Request, err error, key string) {
-	a := answer{kind: kindInternal, detail: "the request could not be processed", key: key}
+	a := answer{kind: httpcore.KindInternal, detail: "the request could not be processed", key: key}
 	if rt.p.members&MemberInstance != 0 {
 		a.instance = rt.p.instance(r)
 	}

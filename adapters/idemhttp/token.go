@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 )
 
 // Token returns middleware that requires a one-time token, issued by
@@ -56,7 +57,7 @@ func (h *tokenHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // itself and reports false. body is the request body when it was read
 // for the form field, for the handler.
 func (h *tokenHandler) token(w http.ResponseWriter, r *http.Request) (token string, body reqBody, ok bool) {
-	token, present, err := headerKey(r.Header[h.c.tokenHeader])
+	token, present, err := httpcore.HeaderKey(r.Header[h.c.tokenHeader])
 	from := h.c.tokenHeader
 	if !present && err == nil && h.c.tokenField != "" && isForm(r) {
 		if body, ok = h.body(w, r); !ok {
@@ -70,14 +71,14 @@ func (h *tokenHandler) token(w http.ResponseWriter, r *http.Request) (token stri
 	}
 	switch {
 	case err != nil:
-		h.p.write(w, r, answer{kind: kindTokenInvalid, detail: from + ": " + err.Error()})
+		h.p.write(w, r, answer{kind: httpcore.KindTokenInvalid, detail: from + ": " + err.Error()})
 		return "", body, false
 	case !present && h.c.tokenField != "":
-		h.p.write(w, r, answer{kind: kindTokenMissing,
+		h.p.write(w, r, answer{kind: httpcore.KindTokenMissing,
 			detail: "this request requires an " + h.c.tokenHeader + " header or a " + h.c.tokenField + " form field"})
 		return "", body, false
 	case !present:
-		h.p.write(w, r, answer{kind: kindTokenMissing, detail: "this request requires an " + h.c.tokenHeader + " header"})
+		h.p.write(w, r, answer{kind: httpcore.KindTokenMissing, detail: "this request requires an " + h.c.tokenHeader + " header"})
 		return "", body, false
 	}
 	return token, body, true
@@ -86,10 +87,10 @@ func (h *tokenHandler) token(w http.ResponseWriter, r *http.Request) (token stri
 func tokenProblem(err error) (answer, bool) {
 	switch {
 	case errors.Is(err, idemkit.ErrTokenUsed):
-		return answer{kind: kindTokenUsed,
+		return answer{kind: httpcore.KindTokenUsed,
 			detail: "this token was already used and its outcome was not stored; request a new token"}, true
 	case errors.Is(err, idemkit.ErrTokenInvalid):
-		return answer{kind: kindTokenInvalid,
+		return answer{kind: httpcore.KindTokenInvalid,
 			detail: "the token is unknown, expired or was not issued to this caller"}, true
 	}
 	return common(err)

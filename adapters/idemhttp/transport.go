@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
 )
@@ -81,11 +82,11 @@ func (t *Transport) Validate() error {
 		return invalidTransport("MaxBackoff %v is negative", t.MaxBackoff)
 	case minB > maxB:
 		return invalidTransport("MinBackoff %v is over MaxBackoff %v (a zero field takes its default)", minB, maxB)
-	case t.KeyHeader != "" && !validHeaderName(t.KeyHeader):
+	case t.KeyHeader != "" && !httpcore.ValidToken(t.KeyHeader):
 		return invalidTransport("KeyHeader %q is not a header name", t.KeyHeader)
 	}
 	for _, m := range t.Methods {
-		if !validHeaderName(m) {
+		if !httpcore.ValidToken(m) {
 			return invalidTransport("Methods holds %q, not a method", m)
 		}
 	}
@@ -279,13 +280,13 @@ func inProgress(resp *http.Response) bool {
 		return false
 	}
 	var p Problem
-	return json.Unmarshal(head, &p) == nil && isProblem(p.Type, kindInProgress)
+	return json.Unmarshal(head, &p) == nil && isProblem(p.Type, httpcore.KindInProgress)
 }
 
 // isProblem reports whether the type URI typ names the problem kind k
 // under any base (WithProblemBase).
-func isProblem(typ string, k problemKind) bool {
-	name := problemTypes[k].Name
+func isProblem(typ string, k httpcore.Kind) bool {
+	name := k.Type().Name
 	return len(typ) > len(name) && strings.HasSuffix(typ, name) && strings.ContainsRune("/#:", rune(typ[len(typ)-len(name)-1]))
 }
 

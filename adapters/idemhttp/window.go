@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 )
 
 // Window returns middleware that rejects a repeat of the same request
@@ -42,7 +43,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// fingerprint is always a literal part.
 	var text [64]byte
 	var op [128]byte
-	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, transient(appendOperation(op[:0], r)),
+	key := string(h.fp.AppendSum(append(text[:0], transport+":"...), principal, httpcore.Transient(appendOperation(op[:0], r)),
 		h.params(r, false), body.b))
 	ran := false
 	var panicked any // what the handler panicked with after OutcomeUnknown
@@ -75,7 +76,7 @@ func (h *windowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var ce *idemkit.ConflictError
 	a, ok := common(err)
 	if errors.As(err, &ce) && errors.Is(err, idemkit.ErrDuplicate) {
-		a, ok = answer{kind: kindDuplicate, retry: ce.RetryAfter,
+		a, ok = answer{kind: httpcore.KindDuplicate, retry: ce.RetryAfter,
 			detail: "the same request was already submitted; retry after the delay given if it is meant to run again"}, true
 	}
 	if !ok {

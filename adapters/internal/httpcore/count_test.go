@@ -1,4 +1,4 @@
-package idemhttp
+package httpcore
 
 import (
 	"encoding/binary"
@@ -6,22 +6,25 @@ import (
 	"testing"
 )
 
-// readCount must accept exactly the uvarints binary.Uvarint accepts, with
-// the same value, when the value does not exceed the bytes after it, and
-// validCount must read back what readCount accepted.
-func TestReadCountMatchesUvarint(t *testing.T) {
+// count must accept exactly the uvarints binary.Uvarint accepts, with the
+// same value, when the value does not exceed the bytes after it, and
+// Response.uvarint, which reads checked encodings, must read back what
+// count accepted.
+func TestCountMatchesUvarint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	check := func(b []byte, off int) {
 		t.Helper()
 		want, n := binary.Uvarint(b[off:])
 		wantOK := n > 0 && want <= uint64(len(b)-off-n)
-		v, next, ok := readCount(b, off)
-		if ok != wantOK || (ok && (uint64(v) != want || next != off+n)) {
-			t.Fatalf("readCount(% x, %d) = %d, %d, %v; binary.Uvarint: %d, %d", b, off, v, next, ok, want, n)
+		v, next := count(b, off)
+		ok := next <= len(b)
+		if ok != wantOK || (ok && (uint64(v) != want || next != off+n)) || (!ok && (v != 0 || next != len(b)+1)) {
+			t.Fatalf("count(% x, %d) = %d, %d; binary.Uvarint: %d, %d", b, off, v, next, want, n)
 		}
 		if ok {
-			if v2, next2 := validCount(b, off); v2 != v || next2 != next {
-				t.Fatalf("validCount(% x, %d) = %d, %d, want %d, %d", b, off, v2, next2, v, next)
+			r := Response{b: b, off: off}
+			if v2 := r.uvarint(); v2 != v || r.off != next {
+				t.Fatalf("uvarint(% x, %d) = %d, %d, want %d, %d", b, off, v2, r.off, v, next)
 			}
 		}
 	}
@@ -50,7 +53,7 @@ func TestReadCountMatchesUvarint(t *testing.T) {
 	check([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}, 0)
 	check([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0}, 0)
 	check([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, 0)
-	if _, _, ok := readCount(nil, 0); ok {
-		t.Fatal("readCount accepted no bytes")
+	if _, next := count(nil, 0); next <= 0 {
+		t.Fatal("count accepted no bytes")
 	}
 }

@@ -44,7 +44,7 @@ func benchHandler(b *testing.B, app *fiber.App) {
 		ctx.Request.SetRequestURI("/orders/1")
 		ctx.Request.Header.SetContentType("application/json")
 		ctx.Request.Header.Set(userHeader, "alice")
-		ctx.Request.Header.Set(idemfiber.KeyHeader, "0a1b2c3d-0000-4000-8000-000000000001")
+		ctx.Request.Header.Set(idemfiber.DefaultKeyHeader, "0a1b2c3d-0000-4000-8000-000000000001")
 		ctx.Request.SetBodyString(body)
 		h(&ctx)
 		if ctx.Response.StatusCode() != 201 {

@@ -41,7 +41,7 @@
 // middleware runs, so there is no separate body cap here.
 //
 // Errors are RFC 9457 application/problem+json bodies with the type URIs
-// idemhttp uses (ProblemBase + "in-progress", ...), Cache-Control:
+// idemhttp uses (DefaultProblemBase + "in-progress", ...), Cache-Control:
 // no-store, and never quote the key or the principal.
 //
 // # Keys and scopes

@@ -144,7 +144,7 @@ func trySend(method, url, body string, headers ...string) (answer, error) {
 
 // as returns the headers of a request by user with key.
 func as(user, key string) []string {
-	return []string{userHeader, user, idemfiber.KeyHeader, key}
+	return []string{userHeader, user, idemfiber.DefaultKeyHeader, key}
 }
 
 func (a answer) String() string { return fmt.Sprintf("%d %v %s", a.status, a.header, a.body) }

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"unsafe"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -28,9 +28,9 @@ func New(e *idemkit.Engine, opts ...Option) (fiber.Handler, error) {
 		return nil, fmt.Errorf("idemfiber: %w: nil engine", idemkit.ErrInvalid)
 	}
 	c := &config{
-		keyHeader:     keying.KeyHeader,
+		keyHeader:     DefaultKeyHeader,
 		methods:       []string{http.MethodPost, http.MethodPatch},
-		replayHeaders: slices.Clone(defaultReplayHeaders),
+		replayHeaders: httpcore.DefaultReplayHeaders(),
 		storePolicy:   DefaultStorePolicy,
 		maxStored:     DefaultMaxStoredResponse,
 	}
@@ -81,16 +81,16 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	}
 	principal, err := m.c.principal(c)
 	if err != nil || principal == "" {
-		return writeProblem(c, http.StatusUnauthorized, ProblemUnauthenticated, "the caller of this request could not be identified", 0)
+		return writeProblem(c, httpcore.KindUnauthenticated, httpcore.DetailUnauthenticated, 0)
 	}
-	key, present, err := m.key(c)
+	key, present, err := httpcore.HeaderKey(c.Request().Header.PeekAll(m.c.keyHeader))
 	switch {
 	case err != nil:
-		return writeProblem(c, http.StatusBadRequest, ProblemKeyInvalid, m.c.keyHeader+": "+err.Error(), 0)
+		return writeProblem(c, httpcore.KindKeyInvalid, m.c.keyHeader+": "+err.Error(), 0)
 	case !present && m.c.optionalKey:
 		return c.Next()
 	case !present:
-		return writeProblem(c, http.StatusBadRequest, ProblemKeyMissing, "this request requires an "+m.c.keyHeader+" header", 0)
+		return writeProblem(c, httpcore.KindKeyMissing, httpcore.DetailKeyMissing(m.c.keyHeader), 0)
 	}
 	ctx := c.Context()
 	// The fingerprint, the engine key and the scope share one string. The
@@ -104,8 +104,8 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	var text [128]byte
 	var opText [96]byte
 	op := appendOperation(opText[:0], method, c)
-	b := m.fp.AppendSum(text[:0], "", transient(op), query(c), c.BodyRaw())
-	k := keying.AppendKey(b, "fiber", transient(key))
+	b := m.fp.AppendSum(text[:0], "", httpcore.Transient(op), query(c), c.BodyRaw())
+	k := keying.AppendKey(b, "fiber", httpcore.Transient(key))
 	all := string(append(k, principal...))
 	fp, engineKey, scope := all[:len(b)], all[len(b):len(k)], all[len(k):]
 	claim, res, err := m.e.Begin(ctx, engineKey, fp, idemkit.WithScope(scope))
@@ -117,25 +117,14 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	case res.Unguarded:
 		return c.Next()
 	}
+	if kind, why, ok := httpcore.Terminal(res.Value); ok {
+		return replayProblem(c, kind, why)
+	}
 	if err := writeStored(c.Response(), res.Value); err != nil {
 		m.c.logger.ErrorContext(ctx, "idemfiber: stored response cannot be decoded", "error", err)
-		return writeProblem(c, http.StatusInternalServerError, ProblemInternal, "the stored response cannot be read", 0)
+		return writeProblem(c, httpcore.KindInternal, "the stored response cannot be read", 0)
 	}
 	return nil
-}
-
-// key returns the parsed key header, over the request's memory unless it
-// had escapes; present reports whether it was sent.
-func (m *middleware) key(c fiber.Ctx) (key []byte, present bool, err error) {
-	vs := c.Request().Header.PeekAll(m.c.keyHeader)
-	switch len(vs) {
-	case 0:
-		return nil, false, nil
-	case 1:
-		key, err = keying.ParseKeyHeader(vs[0])
-		return key, true, err
-	}
-	return nil, true, fmt.Errorf("%w: the header is repeated", errBadKey)
 }
 
 // run runs the rest of the chain under claim and records its response
@@ -151,7 +140,7 @@ func (m *middleware) run(ctx context.Context, c fiber.Ctx, claim *idemkit.Claim)
 	}
 	if len(resp.Body()) > m.c.maxStored {
 		m.warn(ctx, c, "idemfiber: response over the stored-size cap sent and not stored; repeats get 500 response-not-stored", slog.Int("max_stored", m.c.maxStored))
-		if err := claim.Complete(ctx, notStored); err != nil {
+		if err := claim.Complete(ctx, httpcore.TerminalRecord(httpcore.ReasonTooLarge)); err != nil {
 			m.warn(ctx, c, "idemfiber: the key's not-stored record could not be written", slog.Any("error", err))
 		}
 		return nil
@@ -167,24 +156,19 @@ func (m *middleware) answer(c fiber.Ctx, err error) error {
 	var ce *idemkit.ConflictError
 	switch {
 	case errors.Is(err, idemkit.ErrMismatch):
-		return writeProblem(c, http.StatusUnprocessableEntity, ProblemKeyMismatch,
-			"this idempotency key was already used with a different request payload", 0)
+		return writeProblem(c, httpcore.KindKeyMismatch, httpcore.DetailKeyMismatch, 0)
 	case errors.As(err, &ce) && errors.Is(err, idemkit.ErrInProgress):
-		return writeProblem(c, http.StatusConflict, ProblemInProgress,
-			"a request with this key is still being processed; retry after the delay given", ce.RetryAfter)
+		return writeProblem(c, httpcore.KindInProgress, httpcore.DetailInProgress, ce.RetryAfter)
 	case errors.Is(err, idemkit.ErrResultTooLarge):
 		// The engine's terminal record (idemkit.WithOversized): the
 		// handler ran, its response was over the engine's result cap.
-		writeProblem(c, http.StatusInternalServerError, ProblemResponseNotStored, notStoredDetail, 0)
-		c.Response().Header.Set(replayedHeader, "true")
-		return nil
+		return replayProblem(c, httpcore.KindResponseNotStored, httpcore.DetailTooLarge)
 	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return writeProblem(c, http.StatusServiceUnavailable, ProblemUnavailable,
-			"duplicate protection is unavailable; the request was not processed", unavailableRetry)
+		return writeProblem(c, httpcore.KindUnavailable, httpcore.DetailUnavailable, httpcore.UnavailableRetry)
 	}
 	m.c.logger.ErrorContext(c.Context(), "idemfiber: unexpected engine outcome", "error", err,
 		"method", c.Method(), "route", c.Route().Path)
-	return writeProblem(c, http.StatusInternalServerError, ProblemInternal, "the request could not be processed", 0)
+	return writeProblem(c, httpcore.KindInternal, httpcore.DetailInternal, 0)
 }
 
 func (m *middleware) warn(ctx context.Context, c fiber.Ctx, msg string, attrs ...slog.Attr) {
@@ -201,12 +185,6 @@ func appendOperation(dst []byte, method string, c fiber.Ctx) []byte {
 	dst = append(dst, c.Route().Path...)
 	dst = append(dst, ' ')
 	return append(dst, c.Request().URI().PathOriginal()...)
-}
-
-// transient returns b as a string without a copy, for a callee that only
-// reads it during the call: b must not change while the string is in use.
-func transient(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // query returns the query parameters for the fingerprint, nil for none.

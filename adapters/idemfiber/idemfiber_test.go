@@ -64,8 +64,8 @@ func TestKeyErrors(t *testing.T) {
 		{"delimiter", as("alice", "a,b"), 400, idemfiber.ProblemKeyInvalid},
 		{"unterminated", as("alice", `"abc`), 400, idemfiber.ProblemKeyInvalid},
 		{"too long", as("alice", strings.Repeat("k", 256)), 400, idemfiber.ProblemKeyInvalid},
-		{"repeated", append(as("alice", "k"), idemfiber.KeyHeader, "k2"), 400, idemfiber.ProblemKeyInvalid},
-		{"no principal", []string{idemfiber.KeyHeader, "k"}, 401, idemfiber.ProblemUnauthenticated},
+		{"repeated", append(as("alice", "k"), idemfiber.DefaultKeyHeader, "k2"), 400, idemfiber.ProblemKeyInvalid},
+		{"no principal", []string{idemfiber.DefaultKeyHeader, "k"}, 401, idemfiber.ProblemUnauthenticated},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,11 +376,11 @@ func TestTooLargeIsNeverRunAgain(t *testing.T) {
 func TestRepeatedPrincipalHeaderIsRefused(t *testing.T) {
 	o := &orders{}
 	u := serve(t, newEngine(t), o) + "/orders/1"
-	a := send(t, "POST", u, body, userHeader, "alice", userHeader, "mallory", idemfiber.KeyHeader, "k")
+	a := send(t, "POST", u, body, userHeader, "alice", userHeader, "mallory", idemfiber.DefaultKeyHeader, "k")
 	if a.status != http.StatusUnauthorized || o.runs.Load() != 0 {
 		t.Fatalf("repeated principal header: %v after %d runs, want 401 and no run", a, o.runs.Load())
 	}
-	if a := send(t, "POST", u, body, userHeader, "", idemfiber.KeyHeader, "k"); a.status != http.StatusUnauthorized {
+	if a := send(t, "POST", u, body, userHeader, "", idemfiber.DefaultKeyHeader, "k"); a.status != http.StatusUnauthorized {
 		t.Fatalf("empty principal header: %v, want 401", a)
 	}
 }
@@ -407,7 +407,7 @@ func TestKeysDoNotMeetOtherTransports(t *testing.T) {
 	}
 	r := httptest.NewRequest("POST", "/orders/1", strings.NewReader(body))
 	r.Header.Set(userHeader, "alice")
-	r.Header.Set(idemfiber.KeyHeader, "shared")
+	r.Header.Set(idemfiber.DefaultKeyHeader, "shared")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusCreated || w.Header().Get(idemfiber.ReplayedHeader) != "" || httpRuns.Load() != 1 {

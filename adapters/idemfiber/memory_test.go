@@ -54,7 +54,7 @@ func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
 	}
 	app := fiber.New()
 	app.Post("/echo", guard, func(c fiber.Ctx) error {
-		c.Set("X-Key", c.Get(idemfiber.KeyHeader))
+		c.Set("X-Key", c.Get(idemfiber.DefaultKeyHeader))
 		c.Set("Content-Type", "application/json")
 		return c.Status(http.StatusCreated).Send(c.Body())
 	})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/keying"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 )
 
 // Option configures the middleware New returns. New refuses an invalid
@@ -41,10 +41,7 @@ type config struct {
 
 // DefaultMaxStoredResponse is the largest response body, in bytes, that is
 // stored by default; see WithMaxStoredResponse.
-const DefaultMaxStoredResponse = 1 << 20
-
-// defaultReplayHeaders are replayed whatever WithReplayHeaders adds.
-var defaultReplayHeaders = []string{"Content-Type", "Content-Encoding", "Location"}
+const DefaultMaxStoredResponse = httpcore.DefaultMaxStoredResponse
 
 func (c *config) invalid(format string, args ...any) {
 	if c.err == nil {
@@ -86,7 +83,7 @@ func TrustedHeaderPrincipal(name string) PrincipalFunc {
 // Idempotency-Key).
 func WithKeyHeader(name string) Option {
 	return func(c *config) {
-		if !validToken(name) {
+		if !httpcore.ValidToken(name) {
 			c.invalid("key header %q is not a header name", name)
 			return
 		}
@@ -103,7 +100,7 @@ func WithMethods(methods ...string) Option {
 			return
 		}
 		for _, m := range methods {
-			if !validToken(m) {
+			if !httpcore.ValidToken(m) {
 				c.invalid("method %q is not a token", m)
 				return
 			}
@@ -126,10 +123,10 @@ func WithReplayHeaders(names ...string) Option {
 	return func(c *config) {
 		for _, n := range names {
 			switch {
-			case !validToken(n):
+			case !httpcore.ValidToken(n):
 				c.invalid("replay header %q is not a header name", n)
 				return
-			case strings.EqualFold(n, "Set-Cookie"), strings.EqualFold(n, keying.ReplayedHeader):
+			case strings.EqualFold(n, "Set-Cookie"), strings.EqualFold(n, ReplayedHeader):
 				c.invalid("header %s cannot be replayed", n)
 				return
 			}
@@ -155,13 +152,7 @@ func WithStorePolicy(store func(status int) bool) Option {
 
 // DefaultStorePolicy stores 2xx and 4xx responses except 408, 409, 425
 // and 429, which a retry may turn into another outcome.
-func DefaultStorePolicy(status int) bool {
-	switch status {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
-		return false
-	}
-	return status >= 200 && status < 300 || status >= 400 && status < 500
-}
+func DefaultStorePolicy(status int) bool { return httpcore.DefaultStorePolicy(status) }
 
 // WithMaxStoredResponse sets the largest response body stored (default
 // DefaultMaxStoredResponse); n must be positive. A larger response is
@@ -204,27 +195,3 @@ func WithLogger(l *slog.Logger) Option {
 		c.logger = l
 	}
 }
-
-// validToken reports whether s is a non-empty RFC 9110 token.
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTchar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTchar(c byte) bool { return tchar[c] }
-
-// tchar marks the RFC 9110 token characters.
-var tchar = func() (t [256]bool) {
-	for c := range 256 {
-		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
-	}
-	return t
-}()

@@ -66,11 +66,11 @@ func sendResponse(w http.ResponseWriter, b []byte, method, replayHeader string, 
 	plain := len(h) == 0
 	framing := false
 	for range resp.Headers {
-		nb, k := resp.Header()
-		name := text(nb)
+		name := text(resp.Field())
 		framing = framing || framingHeader(name)
+		k := resp.Count()
 		for j := range k {
-			vals[j] = text(resp.Value())
+			vals[j] = text(resp.Field())
 		}
 		h[name], vals = vals[:k:k], vals[k:]
 	}

@@ -8,7 +8,7 @@ import (
 
 // count must accept exactly the uvarints binary.Uvarint accepts, with the
 // same value, when the value does not exceed the bytes after it, and
-// Response.uvarint, which reads checked encodings, must read back what
+// Response.Count, which reads checked encodings, must read back what
 // count accepted.
 func TestCountMatchesUvarint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -23,7 +23,7 @@ func TestCountMatchesUvarint(t *testing.T) {
 		}
 		if ok {
 			r := Response{b: b, off: off}
-			if v2 := r.uvarint(); v2 != v || r.off != next {
+			if v2 := r.Count(); v2 != v || r.off != next {
 				t.Fatalf("uvarint(% x, %d) = %d, %d, want %d, %d", b, off, v2, r.off, v, next)
 			}
 		}

@@ -121,7 +121,7 @@ func MaxHeaderLen[V string | []byte](name string, values []V) int {
 func MaxResponseLen(body int) int { return 3 + binary.MaxVarintLen64 + body }
 
 // Response is a stored response that Decode checked whole: reading its
-// headers (Header, Value) needs no more checks.
+// headers (Field, Count) needs no more checks.
 type Response struct {
 	// Status is the response status, from 100 to 999.
 	Status int
@@ -147,17 +147,37 @@ func Decode(b []byte) (Response, error) {
 	if status < 100 || status > 999 {
 		return Response{}, ErrCorrupt
 	}
-	// A malformed count reads as 0 and moves off past len(b), where
-	// every later read stays: the loops end and the check below fails.
-	names, off := count(b, 3)
+	// Each count and length is read inline when it is one byte (small),
+	// by readCount otherwise. A malformed one reads as 0 and moves off
+	// past len(b), where every later read stays: the loops end and the
+	// check below fails.
+	off, names := 3, 0
+	if names = small(b, off); names >= 0 {
+		off++
+	} else {
+		names, off = readCount(b, off)
+	}
 	start, values := off, 0
 	for range names {
 		n, k := 0, 0
-		n, off = count(b, off) // the name
-		k, off = count(b, off+n)
+		if n = small(b, off); n >= 0 { // the name's length
+			off++
+		} else {
+			n, off = readCount(b, off)
+		}
+		off += n
+		if k = small(b, off); k >= 0 {
+			off++
+		} else {
+			k, off = readCount(b, off)
+		}
 		values += k
 		for range k {
-			n, off = count(b, off)
+			if n = small(b, off); n >= 0 {
+				off++
+			} else {
+				n, off = readCount(b, off)
+			}
 			off += n
 		}
 	}
@@ -167,56 +187,62 @@ func Decode(b []byte) (Response, error) {
 	return Response{Status: status, Headers: names, Values: values, Body: b[off:], b: b[:off], off: start}, nil
 }
 
-// Header returns the next header's name and its number of values, which
-// Value returns in turn. Call it Headers times, each time after the
-// previous header's values were read.
-func (r *Response) Header() (name []byte, values int) {
-	name = r.field()
-	return name, r.uvarint()
-}
+// A checked response's headers are read in order: for each of Headers,
+// Field returns the name, Count its number of values, and Field each
+// value in turn.
 
-// Value returns the next value of the header Header returned.
-func (r *Response) Value() []byte { return r.field() }
-
-func (r *Response) field() []byte {
+// Field returns the next header name or value.
+func (r *Response) Field() []byte {
 	n := r.uvarint()
-	s := r.b[r.off : r.off+n]
 	r.off += n
-	return s
+	return r.b[r.off-n : r.off]
 }
 
-// uvarint reads a count or length of a checked encoding; most are one
-// byte, read inline.
+// Count returns the number of values of the header whose name Field just
+// returned.
+func (r *Response) Count() int { return r.uvarint() }
+
+// uvarint reads a count or length of a checked encoding. It is inlined,
+// into Field and Count too: most are one byte, and a loop costs less to
+// inline than a call to binary.Uvarint.
 func (r *Response) uvarint() int {
-	if c := r.b[r.off]; c < 0x80 {
-		r.off++
-		return int(c)
+	off := r.off
+	c := r.b[off]
+	u := int(c & 0x7f)
+	for s := uint(7); c >= 0x80; s += 7 {
+		off++
+		c = r.b[off]
+		u |= int(c&0x7f) << s
 	}
-	return r.long()
+	r.off = off + 1
+	return u
 }
 
-// long reads a uvarint of two bytes or more, of a checked encoding.
-func (r *Response) long() int {
-	u, n := binary.Uvarint(r.b[r.off:])
-	r.off += n
-	return int(u)
+// small returns the one-byte uvarint at b[off] when it is one and does
+// not exceed the bytes left after it, -1 otherwise. It is inlined: most
+// counts and lengths are under 128.
+func small(b []byte, off int) int {
+	if off < len(b) {
+		if c := int(b[off]); c < min(0x80, len(b)-off) {
+			return c
+		}
+	}
+	return -1
 }
 
 // count reads the uvarint at b[off:], a count or a field length, which
 // cannot exceed the bytes after it, and returns it and the offset after
-// it. A one-byte value, as most are, is read inline; readCount reads the
-// others.
+// it. A malformed or too large value gives 0 and len(b)+1.
 func count(b []byte, off int) (v, next int) {
-	if off < len(b) {
-		if c := int(b[off]); c < min(0x80, len(b)-off) {
-			return c, off + 1
-		}
+	if c := small(b, off); c >= 0 {
+		return c, off + 1
 	}
 	return readCount(b, off)
 }
 
-// readCount is count for any uvarint. A malformed or too large value, or
-// off past len(b), gives 0 and len(b)+1.
+// readCount is count for a uvarint of any length, too large to be inlined
+// itself with the call to binary.Uvarint. A malformed or too large value,
+// or off past len(b), gives 0 and len(b)+1.
 func readCount(b []byte, off int) (v, next int) {
 	if off >= len(b) {
 		return 0, len(b) + 1

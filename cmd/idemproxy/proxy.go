@@ -14,7 +14,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -562,7 +561,7 @@ func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // upstreamRetry is the Retry-After of the proxy's 502 and 504 answers.
-const upstreamRetry = "1"
+const upstreamRetry = time.Second
 
 // writeProblem answers with an RFC 9457 problem with the members idemhttp
 // writes: a urn:uuid instance, and retryable (with Retry-After) for the
@@ -572,19 +571,15 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, typ, title
 }
 
 // writeProblemRetry is writeProblem with retryable (and Retry-After) as
-// given.
+// given, written by idemhttp.WriteProblem as the middleware writes its
+// own.
 func writeProblemRetry(w http.ResponseWriter, r *http.Request, status int, typ, title, detail string, retryable bool) {
-	body, _ := json.Marshal(idemhttp.Problem{Type: typ, Title: title, Status: status, Detail: detail,
-		Instance: idemhttp.UUIDInstance(r), Retryable: &retryable})
-	h := w.Header()
-	h.Set("Content-Type", idemhttp.ProblemContentType)
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	var retry time.Duration
 	if retryable {
-		h.Set("Retry-After", upstreamRetry)
+		retry = upstreamRetry
 	}
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	idemhttp.WriteProblem(w, &idemhttp.Problem{Type: typ, Title: title, Status: status, Detail: detail,
+		Instance: idemhttp.UUIDInstance(r), Retryable: &retryable}, retry)
 }
 
 // health answers the proxy's own health check: the store, and what went

@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// count must accept exactly the uvarints binary.Uvarint accepts, with the
-// same value, when the value does not exceed the bytes after it, and
+// count must accept exactly the uvarints binary.Uvarint accepts in their
+// shortest form, with the same value, when the value does not exceed the
+// bytes after it, and
 // Response.Count, which reads checked encodings, must read back what
 // count accepted.
 func TestCountMatchesUvarint(t *testing.T) {
@@ -15,7 +16,7 @@ func TestCountMatchesUvarint(t *testing.T) {
 	check := func(b []byte, off int) {
 		t.Helper()
 		want, n := binary.Uvarint(b[off:])
-		wantOK := n > 0 && want <= uint64(len(b)-off-n)
+		wantOK := n > 0 && want <= uint64(len(b)-off-n) && (n == 1 || b[off+n-1] != 0) // and in its shortest form
 		v, next := count(b, off)
 		ok := next <= len(b)
 		if ok != wantOK || (ok && (uint64(v) != want || next != off+n)) || (!ok && (v != 0 || next != len(b)+1)) {

@@ -137,7 +137,10 @@ type Response struct {
 
 // Decode checks that b is a well-formed stored response and returns it.
 // It returns ErrCorrupt when it is not: a wrong version, a status outside
-// 100 to 999, or a count or length that is malformed or runs past b.
+// 100 to 999, or a count or length that is malformed, written in more
+// bytes than it needs, or runs past b. Every response has one encoding:
+// what Decode accepts is exactly what the encoder writes for the response
+// it returns.
 // What it returns aliases b.
 func Decode(b []byte) (Response, error) {
 	if len(b) < 4 || b[0] != responseVersion {
@@ -241,14 +244,17 @@ func count(b []byte, off int) (v, next int) {
 }
 
 // readCount is count for a uvarint of any length, too large to be inlined
-// itself with the call to binary.Uvarint. A malformed or too large value,
-// or off past len(b), gives 0 and len(b)+1.
+// itself with the call to binary.Uvarint. A malformed, long-form or too
+// large value, or off past len(b), gives 0 and len(b)+1.
 func readCount(b []byte, off int) (v, next int) {
 	if off >= len(b) {
 		return 0, len(b) + 1
 	}
 	u, n := binary.Uvarint(b[off:])
-	if n <= 0 || u > uint64(len(b)-off-n) {
+	// A last byte of 0 after the first makes a longer form of a smaller
+	// number (0x80 0x00 is 0), which binary.Uvarint takes: it is refused,
+	// so that every response has one encoding.
+	if n <= 0 || u > uint64(len(b)-off-n) || b[off+n-1] == 0 {
 		return 0, len(b) + 1
 	}
 	return int(u), off + n

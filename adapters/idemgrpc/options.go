@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -25,10 +26,10 @@ const (
 	// MaxKeyLen is the longest idempotency key, in bytes, that the server
 	// accepts and WithCallKey sends.
 	MaxKeyLen = keying.MaxKeyLen
-	// DefaultBackoff and DefaultMaxBackoff bound the client's own retry
-	// backoff (see WithBackoff).
-	DefaultBackoff    = 50 * time.Millisecond
-	DefaultMaxBackoff = time.Second
+	// DefaultMinBackoff and DefaultMaxBackoff bound the client's own
+	// retry backoff (see WithBackoff), the same as idemhttp.Transport's.
+	DefaultMinBackoff = backoff.DefaultMin
+	DefaultMaxBackoff = backoff.DefaultMax
 )
 
 // DefaultFinalCodes returns a new slice holding the status codes that are
@@ -87,7 +88,7 @@ func newConfig(s side, opts []Option) (*config, error) {
 		methods:    map[string]bool{},
 		mdKey:      DefaultMetadataKey,
 		types:      protoregistry.GlobalTypes,
-		backoff:    DefaultBackoff,
+		backoff:    DefaultMinBackoff,
 		maxBackoff: DefaultMaxBackoff,
 	}
 	c.final = finalSet(DefaultFinalCodes())
@@ -300,7 +301,7 @@ func WithRetries(n int) Option {
 
 // WithBackoff sets the client's backoff between retries on
 // codes.Unavailable: base doubles with each retry up to maxDelay, with
-// jitter (client side; defaults DefaultBackoff and DefaultMaxBackoff).
+// jitter (client side; defaults DefaultMinBackoff and DefaultMaxBackoff).
 // maxDelay also bounds the RetryInfo delay the client will wait after
 // codes.Aborted.
 func WithBackoff(base, maxDelay time.Duration) Option {

@@ -23,8 +23,8 @@ import (
 // Defaults of Transport, used for fields left at zero.
 const (
 	DefaultMaxRetries = 3
-	DefaultMinBackoff = 100 * time.Millisecond
-	DefaultMaxBackoff = 5 * time.Second
+	DefaultMinBackoff = backoff.DefaultMin // the same for every idemkit client
+	DefaultMaxBackoff = backoff.DefaultMax
 )
 
 // NoRetries disables retries when set as Transport.MaxRetries (whose 0

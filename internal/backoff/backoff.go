@@ -8,6 +8,19 @@ import (
 	"time"
 )
 
+// The default schedule of every idemkit client (idemhttp.Transport, the
+// idemgrpc client): the first retry after DefaultMin, doubling up to
+// DefaultMax, which also bounds the delay a server may ask for
+// (Retry-After, RetryInfo) before the client gives up. An HTTP
+// Retry-After is whole seconds, at least 1, and the middleware asks for
+// 1 s when its store is down: DefaultMax must leave room for a few of
+// those, and DefaultMin gives a first request that is still running a
+// moment to finish before the first retry.
+const (
+	DefaultMin = 100 * time.Millisecond
+	DefaultMax = 5 * time.Second
+)
+
 // Ceiling returns base doubled attempt times, capped at limit, without
 // overflowing. A non-positive base or limit returns 0.
 func Ceiling(base, limit time.Duration, attempt int) time.Duration {

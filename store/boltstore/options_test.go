@@ -124,7 +124,10 @@ func TestWithoutSweeper(t *testing.T) {
 	s, _ = openStore(t)
 	waitUntil(t, "the default sweeper to show", func() bool { return len(sweeperGoroutines()) > 0 })
 	require.NoError(t, s.Close())
-	require.Empty(t, sweeperGoroutines())
+	// Close returns once the sweeper has called wg.Done, which its
+	// deferred calls do just before it returns: the goroutine may still
+	// be in the dump for a moment, so wait for it to leave.
+	waitUntil(t, "the sweeper to stop after Close", func() bool { return len(sweeperGoroutines()) == 0 })
 }
 
 // sweeperGoroutines returns the stacks of running background sweepers.

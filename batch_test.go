@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
 )
@@ -43,8 +44,7 @@ func (b *batcher) SetNXBatch(ctx context.Context, items []store.BatchItem) ([]st
 func TestBeginBatchDecidesEachItem(t *testing.T) {
 	for _, withBatcher := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batcher=%v", withBatcher), func(t *testing.T) {
-			mem := mustMem()
-			defer mem.Close()
+			mem := testkit.NewMem(t)
 			var s store.Store = mem
 			b := &batcher{Store: mem}
 			if withBatcher {
@@ -86,8 +86,7 @@ func TestBeginBatchDecidesEachItem(t *testing.T) {
 }
 
 func TestBeginBatchRaceHasOneWinnerPerKey(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(&batcher{Store: mem}, idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -121,8 +120,7 @@ func TestBeginBatchRaceHasOneWinnerPerKey(t *testing.T) {
 }
 
 func TestBeginBatchStoreFailureUndoesAndAppliesThePolicy(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
+	mem := testkit.NewMem(t)
 	b := &batcher{Store: mem, fail: store.Unavailable("batch", errors.New("reply lost"))}
 	e, err := idemkit.New(b, idemkit.WithObserver(nil))
 	require.NoError(t, err)

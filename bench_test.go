@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/memstore"
 )
 
@@ -21,8 +22,7 @@ import (
 // MemstoreGet is the floor for Do's replay.
 
 func benchEngine(b *testing.B, opts ...idemkit.Option) (*idemkit.Engine, *memstore.Store) {
-	s := mustMem(memstore.WithCapacity(1<<22), memstore.WithMaxBytes(4<<30)) // nothing evicted during a run
-	b.Cleanup(func() { _ = s.Close() })
+	s := testkit.NewMem(b, memstore.WithCapacity(1<<22), memstore.WithMaxBytes(4<<30)) // nothing evicted during a run
 	e, err := idemkit.New(s, append([]idemkit.Option{idemkit.WithObserver(nil), idemkit.WithWindow(time.Hour)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // With, it applies to the calls that use it.
 func TestCallsRefuseOptionsOfOtherModes(t *testing.T) {
 	ctx := context.Background()
-	e := newEngine(t, idemkit.WithWindow(time.Minute), idemkit.WithWait(0), idemkit.WithTokenTTL(time.Minute))
+	e := testkit.NewEngine(t, idemkit.WithWindow(time.Minute), idemkit.WithWait(0), idemkit.WithTokenTTL(time.Minute))
 	view, err := e.With(idemkit.WithRelease(idemkit.ReleaseOnDone), idemkit.WithLease(time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package idemkit_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/storetest"
 )
 
 func TestBeginCompleteReplays(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx := context.Background()
 	c, res, err := e.Begin(ctx, "k", "fp")
 	require.NoError(t, err)
@@ -43,7 +42,7 @@ func TestBeginCompleteReplays(t *testing.T) {
 }
 
 func TestBeginRaceHasOneWinner(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx := context.Background()
 	for round := range 20 {
 		key := "race-" + string(rune('a'+round))
@@ -72,7 +71,7 @@ func TestBeginRaceHasOneWinner(t *testing.T) {
 
 func TestClaimFailReleasesOrRecordsFinal(t *testing.T) {
 	errFinal := errors.New("declined")
-	e := newEngine(t, idemkit.WithErrorCodec(idemkit.FinalErrors(errFinal)))
+	e := testkit.NewEngine(t, idemkit.WithErrorCodec(idemkit.FinalErrors(errFinal)))
 	ctx := context.Background()
 	c, _, err := e.Begin(ctx, "k", "")
 	require.NoError(t, err)
@@ -88,144 +87,6 @@ func TestClaimFailReleasesOrRecordsFinal(t *testing.T) {
 	require.ErrorIs(t, err, errFinal)
 }
 
-func TestClaimHeartbeatKeepsTheKey(t *testing.T) {
-	e := newEngine(t, idemkit.WithLease(300*time.Millisecond))
-	ctx := context.Background()
-	c, _, err := e.Begin(ctx, "k", "")
-	require.NoError(t, err)
-	deadline := time.Now().Add(time.Second) // three leases
-	for time.Now().Before(deadline) {
-		_, _, err := e.Begin(ctx, "k", "")
-		require.ErrorIs(t, err, idemkit.ErrInProgress, "the heartbeat must keep the claim alive")
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.NoError(t, c.Complete(ctx, []byte("v")))
-}
-
-func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
-	rec := &recorder{}
-	e, err := idemkit.New(mem, idemkit.WithObserver(rec))
-	require.NoError(t, err)
-	ctx := context.Background()
-
-	// Rolled back: the record stays in progress until Release frees it.
-	c, _, err := e.Begin(ctx, "order-1", "")
-	require.NoError(t, err)
-	require.NoError(t, c.CompleteIn(ctx, storetest.NewTx(mem), []byte("order #1")))
-	_, _, err = e.Begin(ctx, "order-1", "")
-	require.ErrorIs(t, err, idemkit.ErrInProgress, "nothing committed yet")
-	c.Release(ctx) // the transaction rolled back
-	c, _, err = e.Begin(ctx, "order-1", "")
-	require.NoError(t, err)
-	require.NotNil(t, c, "a retry runs after the rollback")
-
-	// Committed: Release afterwards changes nothing and reports no loss.
-	tx := storetest.NewTx(mem)
-	require.NoError(t, c.CompleteIn(ctx, tx, []byte("order #1")))
-	tx.Commit()
-	c.Release(ctx)
-	again, res, err := e.Begin(ctx, "order-1", "")
-	require.NoError(t, err)
-	assert.Nil(t, again)
-	assert.Equal(t, "order #1", string(res.Value))
-	assert.Zero(t, rec.count(idemkit.EventLeaseLost))
-
-	require.ErrorIs(t, c.CompleteIn(ctx, nil, nil), idemkit.ErrInvalid)
-}
-
-func TestCompleteInAfterLostLeaseRefuses(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
-	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
-	require.NoError(t, err)
-	ctx := context.Background()
-	stale, _, err := e.Begin(ctx, "k", "")
-	require.NoError(t, err)
-	time.Sleep(40 * time.Millisecond) // the lease ends; another caller takes the key
-	owner, _, err := e.Begin(ctx, "k", "")
-	require.NoError(t, err)
-	require.NotNil(t, owner)
-	tx := storetest.NewTx(mem)
-	require.ErrorIs(t, stale.CompleteIn(ctx, tx, []byte("stale")), idemkit.ErrLeaseLost)
-	assert.Zero(t, tx.Pending(), "a stale owner must never commit")
-	stale.Release(ctx)
-	_, _, err = e.Begin(ctx, "k", "")
-	require.ErrorIs(t, err, idemkit.ErrInProgress, "the stale release left the new owner's claim alone")
-	require.NoError(t, owner.Complete(ctx, []byte("fresh")))
-}
-
-func TestOnStoreWorksOnTheGivenStore(t *testing.T) {
-	e := newEngine(t)
-	_, err := e.OnStore(nil)
-	require.ErrorIs(t, err, idemkit.ErrInvalid)
-	mem := mustMem()
-	defer mem.Close()
-	log := &keyLog{Store: mem}
-	v, err := e.OnStore(log)
-	require.NoError(t, err)
-	res, err := v.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return []byte("v"), nil })
-	require.NoError(t, err)
-	assert.False(t, res.Replayed)
-	assert.NotEmpty(t, log.keys)
-	assert.Same(t, log, v.Store())
-}
-
-// TestHeartbeatsOfManyClaims holds claims with different leases and beat
-// intervals at once, each for several leases: the engine's one beat
-// scheduler must keep every one of them.
-func TestHeartbeatsOfManyClaims(t *testing.T) {
-	e := newEngine(t)
-	ctx := context.Background()
-	var claims []*idemkit.Claim
-	for i := range 12 {
-		lease := time.Duration(300+100*(i%3)) * time.Millisecond // generous: a loaded machine delays beats
-		every := lease / time.Duration(3+i%4)
-		c, _, err := e.Begin(ctx, fmt.Sprint("k", i), "", idemkit.WithLease(lease), idemkit.WithHeartbeat(every))
-		require.NoError(t, err)
-		require.NotNil(t, c)
-		claims = append(claims, c)
-	}
-	time.Sleep(1600 * time.Millisecond) // over three leases each
-	for i, c := range claims {
-		_, _, err := e.Begin(ctx, fmt.Sprint("k", i), "")
-		require.ErrorIs(t, err, idemkit.ErrInProgress, "claim %d lost its lease", i)
-		require.NoError(t, c.Complete(ctx, []byte("v")))
-	}
-}
-
-// TestOnStoreNeverBeats: a view over a caller's transaction runs without
-// heartbeats, whatever the options: a beat would run on the transaction
-// from the beat scheduler's goroutine, concurrently with the caller's own
-// statements (a *sql.Tx or pgx.Tx is not meant to be shared), and the
-// transaction's row lock holds the key anyway.
-func TestOnStoreNeverBeats(t *testing.T) {
-	e := newEngine(t)
-	ctx := context.Background()
-	mem := mustMem()
-	defer mem.Close()
-	tx := &swapCount{Store: mem}
-	v, err := e.OnStore(tx)
-	require.NoError(t, err)
-	vv, err := v.With(idemkit.WithHeartbeat(time.Millisecond))
-	require.NoError(t, err)
-	for i, begin := range []func() (*idemkit.Claim, idemkit.Result, error){
-		func() (*idemkit.Claim, idemkit.Result, error) {
-			return v.Begin(ctx, "a", "", idemkit.WithLease(30*time.Millisecond), idemkit.WithHeartbeat(time.Millisecond))
-		},
-		func() (*idemkit.Claim, idemkit.Result, error) { return vv.Begin(ctx, "b", "") },
-	} {
-		c, _, err := begin()
-		require.NoError(t, err)
-		require.NotNil(t, c)
-		time.Sleep(20 * time.Millisecond)
-		assert.Zero(t, tx.n.Load(), "claim %d beat through the transaction's view", i)
-		require.NoError(t, c.Complete(ctx, []byte("v")))
-		tx.n.Store(0)
-	}
-}
-
 // swapCount counts CompareAndSwap calls.
 type swapCount struct {
 	store.Store
@@ -235,4 +96,135 @@ type swapCount struct {
 func (s *swapCount) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
 	s.n.Add(1)
 	return s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
+}
+
+// quirky is a Store that misreports in the two ways real backends can:
+// SetNX that wrote but returns an error (replicas did not confirm), and
+// SetNX that wrote but reports the caller's own value as existing (a retry
+// after a lost reply).
+type quirky struct {
+	store.Store
+	mode string
+}
+
+func (q *quirky) SetNX(ctx context.Context, k string, v []byte, ttl time.Duration) (bool, store.Entry, error) {
+	set, existing, err := q.Store.SetNX(ctx, k, v, ttl)
+	switch q.mode {
+	case "wrote-but-failed":
+		return set, existing, store.Unavailable("setnx", errors.New("NOREPLICAS"))
+	case "lost-reply":
+		if set {
+			ent, gerr := q.Store.Get(ctx, k)
+			return false, ent, gerr
+		}
+	}
+	return set, existing, err
+}
+
+func TestClaimInterpretsMisreportingStores(t *testing.T) {
+	ctx := context.Background()
+	mem := testkit.NewMem(t)
+
+	q := &quirky{Store: mem, mode: "wrote-but-failed"}
+	e, err := idemkit.New(q, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	_, err = e.Do(ctx, "k1", "", func(context.Context) ([]byte, error) { return []byte("x"), nil })
+	require.ErrorIs(t, err, idemkit.ErrUnavailable)
+	_, err = mem.Get(ctx, idemkit.StoreKey(e, idemkit.ModeDo, "", "k1"))
+	require.ErrorIs(t, err, store.ErrNotFound, "a claim reported as failed must be undone")
+
+	q.mode = "lost-reply"
+	runs := 0
+	res, err := e.Do(ctx, "k2", "", func(context.Context) ([]byte, error) { runs++; return []byte("x"), nil })
+	require.NoError(t, err, "our own claim read back must count as ours")
+	assert.False(t, res.Replayed)
+	assert.Equal(t, 1, runs)
+	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }))
+}
+
+// casRetried applies the first swap of an unused token and reports it as
+// not applied, as a retried swap whose first attempt landed does.
+type casRetried struct {
+	store.Store
+	on atomic.Bool
+}
+
+func (s *casRetried) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
+	ok, err := s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
+	if ok && s.on.CompareAndSwap(true, false) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// TestCompleteRecordedButReportedNotAppliedSucceeds: a completion whose
+// swap the store applied but reported as not applied (a retried command
+// after a lost reply) recorded this claim's result: Complete reads the key
+// back and succeeds, instead of reporting ErrLeaseLost ("nothing was
+// recorded") for a result every repeat now gets.
+func TestCompleteRecordedButReportedNotAppliedSucceeds(t *testing.T) {
+	ctx := context.Background()
+	mem := testkit.NewMem(t)
+	s := &casRetried{Store: mem}
+	var lost atomic.Int32
+	e, err := idemkit.New(s, idemkit.WithObserver(idemkit.ObserverFunc(func(_ context.Context, ev idemkit.Event) {
+		if ev.Kind == idemkit.EventLeaseLost {
+			lost.Add(1)
+		}
+	})))
+	require.NoError(t, err)
+	c, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	s.on.Store(true)
+	require.NoError(t, c.Complete(ctx, []byte("v")))
+	assert.Zero(t, lost.Load())
+	res, err := e.Do(ctx, "k", "", nil)
+	require.NoError(t, err)
+	assert.True(t, res.Replayed)
+	assert.Equal(t, "v", string(res.Value))
+}
+
+// lostSetNXReply is a Store whose next SetNX, once armed, is applied
+// but answered with a timeout (the reply was lost): the contract says
+// nothing can be concluded about the key's state.
+type lostSetNXReply struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (s *lostSetNXReply) SetNX(ctx context.Context, k string, v []byte, ttl time.Duration) (bool, store.Entry, error) {
+	set, existing, err := s.Store.SetNX(ctx, k, v, ttl)
+	if err == nil && s.armed.CompareAndSwap(true, false) {
+		return false, store.Entry{}, store.Unavailable("setnx", errors.New("i/o timeout"))
+	}
+	return set, existing, err
+}
+
+// A claim whose outcome is unknown (ErrUnavailable) may have been written.
+// The engine undoes it only when the store says set=true, so after a lost
+// reply the caller is told nothing ran, and its retry is refused as a
+// duplicate or in-progress request for a whole window or lease.
+func TestClaimWithUnknownOutcomeIsUndone(t *testing.T) {
+	ctx := context.Background()
+	s := &lostSetNXReply{Store: testkit.NewMem(t)}
+	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithWindow(time.Minute))
+	require.NoError(t, err)
+
+	t.Run("do", func(t *testing.T) {
+		s.armed.Store(true)
+		_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+		require.ErrorIs(t, err, idemkit.ErrUnavailable)
+		res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("ran"), nil })
+		require.NoError(t, err, "the retry of a request that never ran is refused")
+		assert.Equal(t, "ran", string(res.Value))
+	})
+	t.Run("guard", func(t *testing.T) {
+		s.armed.Store(true)
+		err := e.Guard(ctx, "g", func(context.Context) error { return errors.New("must not run") })
+		require.ErrorIs(t, err, idemkit.ErrUnavailable)
+		ran := false
+		require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { ran = true; return nil }),
+			"the retry of a request that never ran is refused as a duplicate")
+		assert.True(t, ran)
+	})
 }

@@ -12,15 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
 var errRolledBack = errors.New("order rejected; transaction rolled back")
 
 func TestDoCompletedInCommittedTransactionReturnsTheRecord(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
-	rec := &recorder{}
+	mem := testkit.NewMem(t)
+	rec := &testkit.Recorder{}
 	e, err := idemkit.New(mem, idemkit.WithObserver(rec))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -38,8 +38,8 @@ func TestDoCompletedInCommittedTransactionReturnsTheRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "order #1", string(res.Value), "the first caller gets what every repeat gets")
 	assert.False(t, res.Replayed)
-	assert.Equal(t, 1, rec.count(idemkit.EventCompleted), "completed once, in the transaction")
-	assert.Zero(t, rec.count(idemkit.EventReleased))
+	assert.Equal(t, 1, rec.Count(idemkit.EventCompleted), "completed once, in the transaction")
+	assert.Zero(t, rec.Count(idemkit.EventReleased))
 
 	res, err = e.Do(ctx, "order-1", "fp", func(context.Context) ([]byte, error) {
 		t.Fatal("a repeat ran the work")
@@ -51,8 +51,7 @@ func TestDoCompletedInCommittedTransactionReturnsTheRecord(t *testing.T) {
 }
 
 func TestDoCompletedInRolledBackTransactionFreesTheKey(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -89,8 +88,7 @@ func TestDoCompletedInRolledBackTransactionFreesTheKey(t *testing.T) {
 }
 
 func TestDoCompletedInWhileLeaseLostDoesNotClaimTheRecord(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -114,8 +112,7 @@ func TestDoCompletedInWhileLeaseLostDoesNotClaimTheRecord(t *testing.T) {
 }
 
 func TestTypedCompleteIn(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -152,8 +149,7 @@ func TestTypedCompleteIn(t *testing.T) {
 // its own transaction: exactly one transaction commits, and every other
 // caller (waiting with WithWait) gets the committed record.
 func TestCompleteInRace(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithWait(10*time.Millisecond))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -182,4 +178,56 @@ func TestCompleteInRace(t *testing.T) {
 	for i, r := range results {
 		assert.Equal(t, "order #1", r, "caller %d", i)
 	}
+}
+
+func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
+	mem := testkit.NewMem(t)
+	rec := &testkit.Recorder{}
+	e, err := idemkit.New(mem, idemkit.WithObserver(rec))
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	// Rolled back: the record stays in progress until Release frees it.
+	c, _, err := e.Begin(ctx, "order-1", "")
+	require.NoError(t, err)
+	require.NoError(t, c.CompleteIn(ctx, storetest.NewTx(mem), []byte("order #1")))
+	_, _, err = e.Begin(ctx, "order-1", "")
+	require.ErrorIs(t, err, idemkit.ErrInProgress, "nothing committed yet")
+	c.Release(ctx) // the transaction rolled back
+	c, _, err = e.Begin(ctx, "order-1", "")
+	require.NoError(t, err)
+	require.NotNil(t, c, "a retry runs after the rollback")
+
+	// Committed: Release afterwards changes nothing and reports no loss.
+	tx := storetest.NewTx(mem)
+	require.NoError(t, c.CompleteIn(ctx, tx, []byte("order #1")))
+	tx.Commit()
+	c.Release(ctx)
+	again, res, err := e.Begin(ctx, "order-1", "")
+	require.NoError(t, err)
+	assert.Nil(t, again)
+	assert.Equal(t, "order #1", string(res.Value))
+	assert.Zero(t, rec.Count(idemkit.EventLeaseLost))
+
+	require.ErrorIs(t, c.CompleteIn(ctx, nil, nil), idemkit.ErrInvalid)
+}
+
+func TestCompleteInAfterLostLeaseRefuses(t *testing.T) {
+	mem := testkit.NewMem(t)
+	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
+	require.NoError(t, err)
+	ctx := context.Background()
+	stale, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	time.Sleep(40 * time.Millisecond) // the lease ends; another caller takes the key
+	owner, _, err := e.Begin(ctx, "k", "")
+	require.NoError(t, err)
+	require.NotNil(t, owner)
+	tx := storetest.NewTx(mem)
+	require.ErrorIs(t, stale.CompleteIn(ctx, tx, []byte("stale")), idemkit.ErrLeaseLost)
+	assert.Zero(t, tx.Pending(), "a stale owner must never commit")
+	stale.Release(ctx)
+	_, _, err = e.Begin(ctx, "k", "")
+	require.ErrorIs(t, err, idemkit.ErrInProgress, "the stale release left the new owner's claim alone")
+	require.NoError(t, owner.Complete(ctx, []byte("fresh")))
 }

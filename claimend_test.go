@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
 )
@@ -101,8 +102,7 @@ func (b *breaking) heal() {
 // exactly one event with a Duration, so an observer can count claims in
 // flight from the events alone. Guard claims report none.
 func TestEveryAdmittedClaimHasOneTimedEnd(t *testing.T) {
-	mem := mustMem()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMem(t)
 	st := &breaking{Store: mem}
 	rec := &endRecorder{}
 	e, err := idemkit.New(st, idemkit.WithObserver(rec), idemkit.WithErrorCodec(idemkit.FinalErrors(errDeclined)),
@@ -338,7 +338,7 @@ func (b *breakingTx) Consume(context.Context, string) ([]byte, error) { return n
 func TestDurationStartsAtAdmission(t *testing.T) {
 	const hold = 300 * time.Millisecond
 	var rec endRecorder
-	e := newEngine(t, idemkit.WithObserver(&rec))
+	e := testkit.NewEngine(t, idemkit.WithObserver(&rec))
 	ctx := context.Background()
 	started := make(chan struct{})
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 var (
@@ -19,7 +20,7 @@ var (
 
 func TestFinalErrorsKeepTheirIdentityOnReplay(t *testing.T) {
 	codec := idemkit.FinalErrors(errOutOfStock, nil, errDeclined)
-	e := newEngine(t, idemkit.WithErrorCodec(codec))
+	e := testkit.NewEngine(t, idemkit.WithErrorCodec(codec))
 	ctx := context.Background()
 	first := fmt.Errorf("charge 42: %w", errDeclined)
 	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, first })

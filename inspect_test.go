@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
 func TestInspectReportsEachState(t *testing.T) {
-	rec := &recorder{}
-	e := newEngine(t, idemkit.WithObserver(rec), idemkit.WithErrorCodec(idemkit.FinalErrors(errDeclined)))
+	rec := &testkit.Recorder{}
+	e := testkit.NewEngine(t, idemkit.WithObserver(rec), idemkit.WithErrorCodec(idemkit.FinalErrors(errDeclined)))
 	ctx := context.Background()
 	alice := idemkit.WithScope("alice")
 
@@ -71,8 +72,8 @@ func TestInspectReportsEachState(t *testing.T) {
 
 // A crash leaves an in-progress record; Forget lets the retry run at once.
 func TestForgetUnblocksAStuckKey(t *testing.T) {
-	rec := &recorder{}
-	e := newEngine(t, idemkit.WithObserver(rec), idemkit.WithoutHeartbeat())
+	rec := &testkit.Recorder{}
+	e := testkit.NewEngine(t, idemkit.WithObserver(rec), idemkit.WithoutHeartbeat())
 	ctx := context.Background()
 	stuck, _, err := e.Begin(ctx, "order-9", "")
 	require.NoError(t, err)
@@ -83,7 +84,7 @@ func TestForgetUnblocksAStuckKey(t *testing.T) {
 	forgot, err := e.Forget(ctx, idemkit.ModeDo, "order-9")
 	require.NoError(t, err)
 	assert.True(t, forgot)
-	assert.Equal(t, 1, rec.count(idemkit.EventForgotten))
+	assert.Equal(t, 1, rec.Count(idemkit.EventForgotten))
 	res, err := e.Do(ctx, "order-9", "", func(context.Context) ([]byte, error) { return []byte("ran"), nil })
 	require.NoError(t, err)
 	assert.Equal(t, "ran", string(res.Value))
@@ -94,7 +95,7 @@ func TestForgetUnblocksAStuckKey(t *testing.T) {
 }
 
 func TestModeOfStoreKey(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	for _, mode := range []idemkit.Mode{idemkit.ModeGuard, idemkit.ModeDo, idemkit.ModeToken} {
 		got, ok := idemkit.ModeOfStoreKey(idemkit.StoreKey(e, mode, "s", "k"))
 		assert.True(t, ok)
@@ -112,7 +113,7 @@ func TestClockStampsRecords(t *testing.T) {
 	ctx := context.Background()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	now := at
-	e := newEngine(t, idemkit.WithClock(func() time.Time { return now }))
+	e := testkit.NewEngine(t, idemkit.WithClock(func() time.Time { return now }))
 	ahead, err := idemkit.New(e.Store(), idemkit.WithClock(func() time.Time { return now.Add(time.Hour) }))
 	require.NoError(t, err)
 
@@ -141,7 +142,7 @@ func TestWaiterStampsTheRecordItClaims(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	var now atomic.Int64
 	now.Store(at.UnixMilli())
-	e := newEngine(t, idemkit.WithClock(func() time.Time { return time.UnixMilli(now.Load()) }))
+	e := testkit.NewEngine(t, idemkit.WithClock(func() time.Time { return time.UnixMilli(now.Load()) }))
 	holder, _, err := e.Begin(ctx, "k", "")
 	require.NoError(t, err)
 	created := make(chan time.Time, 1)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -51,8 +52,7 @@ func (k *keyLog) CompareAndSwap(ctx context.Context, key string, old, v []byte, 
 // store key names used.
 func exercise(t *testing.T, opts ...idemkit.Option) (keys []string, token string) {
 	t.Helper()
-	mem := mustMem()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMem(t)
 	log := &keyLog{Store: mem}
 	e, err := idemkit.New(log, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestReadableKeysKeepCallerText(t *testing.T) {
 }
 
 func TestScopesNeverMeet(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx := context.Background()
 	runs := 0
 	fn := func(context.Context) ([]byte, error) { runs++; return []byte("r"), nil }
@@ -113,7 +113,7 @@ func TestScopeOf(t *testing.T) {
 		if readable {
 			opts = append(opts, idemkit.WithReadableKeys())
 		}
-		e := newEngine(t, opts...)
+		e := testkit.NewEngine(t, opts...)
 		alice := idemkit.ScopeOf(idemkit.StoreKey(e, idemkit.ModeDo, "alice", "k1"))
 		require.NotEmpty(t, alice)
 		assert.NotContains(t, alice, ":")
@@ -132,7 +132,7 @@ func TestScopeOf(t *testing.T) {
 }
 
 func TestWithScopeRejectsEmpty(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	_, err := e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithScope(""))
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 }
@@ -141,7 +141,7 @@ func TestWithScopeRejectsEmpty(t *testing.T) {
 // and long scopes and keys (the names were computed apart, with Python's
 // hashlib): a change here invalidates every record written before it.
 func TestStoreKeysPinned(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	for _, c := range []struct {
 		scope, key, want string
 	}{
@@ -165,7 +165,7 @@ func TestStoreKeysPinned(t *testing.T) {
 // that shares its slot with another, or is replaced while it is read,
 // never gives another scope's name.
 func TestStoreKeysUnderManyScopes(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	want := func(scope, key string) string {
 		seg := "-"
 		if scope != "" {
@@ -204,8 +204,8 @@ func TestStoreKeysUnderManyScopes(t *testing.T) {
 // fasthttp handler's header strings do: each name must still be its own
 // principal's, so the engine must not keep the caller's memory.
 func TestStoreKeysWhenTheCallerReusesTheScopeMemory(t *testing.T) {
-	e := newEngine(t)
-	ref := newEngine(t)
+	e := testkit.NewEngine(t)
+	ref := testkit.NewEngine(t)
 	buf := make([]byte, len("tenant-00"))
 	for i := range 50 {
 		copy(buf, fmt.Sprintf("tenant-%02d", i))
@@ -223,7 +223,7 @@ func TestStoreKeysWhenTheCallerReusesTheScopeMemory(t *testing.T) {
 // rather than ignored (ignored, a token issued under WithScope(alice) with
 // an empty principal was usable by any caller).
 func TestTokenCallsRefuseWithScope(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx := context.Background()
 	_, err := e.IssueToken(ctx, "", idemkit.WithScope("alice"))
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
@@ -240,7 +240,7 @@ func TestTokenCallsRefuseWithScope(t *testing.T) {
 // same key; the last scope given wins either way; a scoped call leaves the
 // engine's unscoped calls unscoped; the zero Option changes nothing.
 func TestScopeWithOtherOptions(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	view, err := e.With(idemkit.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -270,7 +270,7 @@ func TestScopeWithOtherOptions(t *testing.T) {
 	require.ErrorIs(t, err, idemkit.ErrInvalid, "a mode-specific option beside a scope is still refused")
 	_, err = e.With(idemkit.WithScope("alice"))
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
-	_, err = idemkit.New(newMem(t), idemkit.WithScope("alice"))
+	_, err = idemkit.New(testkit.NewMem(t), idemkit.WithScope("alice"))
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 }
 
@@ -280,7 +280,7 @@ func TestScopedReplayAllocatesNoConfig(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes allocations")
 	}
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx := context.Background()
 	fn := func(context.Context) ([]byte, error) { return []byte("r"), nil }
 	scoped := []idemkit.Option{idemkit.WithScope("alice")}

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -71,8 +72,7 @@ func expose(t *testing.T, opts ...idemkit.Option) exposure {
 		x.logs = append(x.logs, ev.KeyDigest())
 		mu.Unlock()
 	})
-	mem := mustMem()
-	t.Cleanup(func() { mem.Close() })
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(mem, append([]idemkit.Option{idemkit.WithObserver(obs)}, opts...)...)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -245,7 +245,7 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 // so is a secret given to a view or a call; the engine keeps its own copy
 // of the secret.
 func TestWithKeySecretValidation(t *testing.T) {
-	mem := newMem(t)
+	mem := testkit.NewMem(t)
 	for _, s := range [][]byte{nil, {}, []byte("short"), testSecret[:idemkit.MinKeySecretLen-1]} {
 		_, err := idemkit.New(mem, idemkit.WithKeySecret(s))
 		require.ErrorIs(t, err, idemkit.ErrInvalid, "a %d-byte secret", len(s))
@@ -271,12 +271,12 @@ func TestWithKeySecretValidation(t *testing.T) {
 // the scope segment is still one per scope (ScopeOf) and the name keeps
 // its length.
 func TestKeySecretNames(t *testing.T) {
-	mem := newMem(t)
-	a := newEngine(t, idemkit.WithKeySecret(testSecret))
+	mem := testkit.NewMem(t)
+	a := testkit.NewEngine(t, idemkit.WithKeySecret(testSecret))
 	b, err := idemkit.New(mem, idemkit.WithKeySecret(bytes.Clone(testSecret)))
 	require.NoError(t, err)
-	other := newEngine(t, idemkit.WithKeySecret(bytes.Repeat([]byte("x"), 40)))
-	plain := newEngine(t)
+	other := testkit.NewEngine(t, idemkit.WithKeySecret(bytes.Repeat([]byte("x"), 40)))
+	plain := testkit.NewEngine(t)
 	for _, mode := range []idemkit.Mode{idemkit.ModeDo, idemkit.ModeGuard, idemkit.ModeToken} {
 		for _, scope := range []string{"", "alice"} {
 			for _, key := range []string{"order-1", "http:" + strings.Repeat("k", 80)} {
@@ -301,7 +301,7 @@ func TestKeySecretLogDigest(t *testing.T) {
 	for _, opts := range [][]idemkit.Option{nil, {idemkit.WithKeySecret(testSecret)}} {
 		var got []string
 		obs := idemkit.ObserverFunc(func(_ context.Context, ev idemkit.Event) { got = append(got, ev.KeyDigest()) })
-		e := newEngine(t, append([]idemkit.Option{idemkit.WithObserver(obs)}, opts...)...)
+		e := testkit.NewEngine(t, append([]idemkit.Option{idemkit.WithObserver(obs)}, opts...)...)
 		_, err := e.Do(ctx, "order-1", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithScope("alice"))
 		require.NoError(t, err)
 		want, err := e.KeyDigest("order-1", idemkit.WithScope("alice"))
@@ -330,7 +330,7 @@ func TestKeySecretLogDigest(t *testing.T) {
 // run the work once.
 func TestKeySecretModes(t *testing.T) {
 	ctx := context.Background()
-	e := newEngine(t, idemkit.WithKeySecret(testSecret))
+	e := testkit.NewEngine(t, idemkit.WithKeySecret(testSecret))
 	fn := func(context.Context) ([]byte, error) { return []byte("r"), nil }
 	_, err := e.Do(ctx, "k", "fp", fn, idemkit.WithScope("alice"))
 	require.NoError(t, err)

@@ -1,10 +1,13 @@
 package idemkit_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,12 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/store"
 )
 
 // A panicking observer must not leave a claim held or a call unanswered.
 func TestObserverPanicsAreRecovered(t *testing.T) {
 	panicky := idemkit.ObserverFunc(func(context.Context, idemkit.Event) { panic("observer bug") })
-	e := newEngine(t, idemkit.WithObserver(panicky))
+	e := testkit.NewEngine(t, idemkit.WithObserver(panicky))
 	ctx := context.Background()
 	runs := 0
 	fail := func(context.Context) ([]byte, error) { runs++; return nil, errors.New("transient") }
@@ -37,15 +42,14 @@ func TestObserverPanicsAreRecovered(t *testing.T) {
 }
 
 func TestAmbiguousClaimIsUndoneAndReported(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
-	rec := &recorder{}
+	mem := testkit.NewMem(t)
+	rec := &testkit.Recorder{}
 	e, err := idemkit.New(&quirky{Store: mem, mode: "wrote-but-failed"}, idemkit.WithObserver(rec))
 	require.NoError(t, err)
 	ctx := context.Background()
 	err = e.Guard(ctx, "g", func(context.Context) error { return errors.New("must not run") })
 	require.ErrorIs(t, err, idemkit.ErrUnavailable)
-	assert.Equal(t, 1, rec.count(idemkit.EventAmbiguous))
+	assert.Equal(t, 1, rec.Count(idemkit.EventAmbiguous))
 	_, err = mem.Get(ctx, idemkit.StoreKey(e, idemkit.ModeGuard, "", "g"))
 	require.Error(t, err, "the claim was undone before the caller was answered")
 }
@@ -82,7 +86,7 @@ func (tr *tracer) Observe(ctx context.Context, ev idemkit.Event) {
 
 func TestTracerSpansEveryCall(t *testing.T) {
 	tr := &tracer{inSpan: map[idemkit.EventKind]int{}}
-	e := newEngine(t, idemkit.WithObserver(tr))
+	e := testkit.NewEngine(t, idemkit.WithObserver(tr))
 	ctx := context.Background()
 	work := func(ctx context.Context) ([]byte, error) {
 		assert.Equal(t, "Do", ctx.Value(ctxKey{}), "fn runs inside the call's span")
@@ -131,7 +135,7 @@ func (p panickyTracer) Start(ctx context.Context, _ idemkit.Mode, _ string) (con
 func TestTracerPanicsAreRecovered(t *testing.T) {
 	for _, inStart := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inStart=%v", inStart), func(t *testing.T) {
-			e := newEngine(t, idemkit.WithObserver(panickyTracer{inStart: inStart}), idemkit.WithLease(time.Minute))
+			e := testkit.NewEngine(t, idemkit.WithObserver(panickyTracer{inStart: inStart}), idemkit.WithLease(time.Minute))
 			ctx := context.Background()
 			ok := func(context.Context) ([]byte, error) { return []byte("ok"), nil }
 
@@ -167,4 +171,72 @@ func TestTracerPanicsAreRecovered(t *testing.T) {
 			assert.Equal(t, "ok", string(res.Value))
 		})
 	}
+}
+
+func TestSlogObserverNeverLogsRawKeys(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e, err := idemkit.New(testkit.NewMem(t), idemkit.WithObserver(idemkit.SlogObserver(l)))
+	require.NoError(t, err)
+	ctx := context.Background()
+	secret := "user-42:card-4111111111111111"
+	require.NoError(t, e.Guard(ctx, secret, func(context.Context) error { return nil }))
+	require.ErrorIs(t, e.Guard(ctx, secret, func(context.Context) error { return nil }), idemkit.ErrDuplicate)
+	out := buf.String()
+	assert.Contains(t, out, "idemkit: admitted")
+	assert.Contains(t, out, "idemkit: duplicate")
+	assert.Contains(t, out, "key_digest=")
+	assert.NotContains(t, out, "4111")
+}
+
+// keyNamingStore fails every operation while down with an error that names
+// the key, as redisstore (WAIT not confirmed, other replies) and boltstore
+// (corrupt entries, the contract's ErrCorrupt rule) do.
+type keyNamingStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *keyNamingStore) fail(op, key string) error {
+	return fmt.Errorf("fakestore: %s %q: the write was applied on the primary, but not replicated: %w", op, key, store.ErrUnavailable)
+}
+
+func (s *keyNamingStore) SetNX(ctx context.Context, k string, v []byte, ttl time.Duration) (bool, store.Entry, error) {
+	if s.down.Load() {
+		return false, store.Entry{}, s.fail("setnx", k)
+	}
+	return s.Store.SetNX(ctx, k, v, ttl)
+}
+
+func (s *keyNamingStore) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
+	if s.down.Load() {
+		return false, s.fail("cas", k)
+	}
+	return s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
+}
+
+// The default observer promises never to log raw keys, but it logs store
+// errors verbatim, and stores name the key in their errors: idempotency
+// keys and one-time tokens (credentials) end up in the logs.
+func TestSlogObserverRedactsKeysInStoreErrors(t *testing.T) {
+	ctx := context.Background()
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := &keyNamingStore{Store: testkit.NewMem(t)}
+	e, err := idemkit.New(s, idemkit.WithObserver(idemkit.SlogObserver(l)))
+	require.NoError(t, err)
+	tok, err := e.IssueToken(ctx, "alice")
+	require.NoError(t, err)
+
+	s.down.Store(true)
+	secret := "user-42-card-4111111111111111"
+	_, err = e.Do(ctx, secret, "", func(context.Context) ([]byte, error) { return nil, nil })
+	require.ErrorIs(t, err, idemkit.ErrUnavailable)
+	_, err = e.UseToken(ctx, "alice", tok.Value, func(context.Context) ([]byte, error) { return nil, nil })
+	require.ErrorIs(t, err, idemkit.ErrUnavailable)
+
+	out := buf.String()
+	require.Contains(t, out, "idemkit: store_error")
+	assert.NotContains(t, out, "4111111111111111", "raw idempotency key logged")
+	assert.NotContains(t, out, tok.Value, "raw one-time token logged")
 }

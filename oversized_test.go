@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
 	"github.com/idemkit/idemkit/store/memstore"
@@ -24,7 +26,7 @@ import (
 // memory store and a bbolt file.
 func oversizedStores() map[string]func(t *testing.T) store.Store {
 	return map[string]func(t *testing.T) store.Store{
-		"memstore": func(t *testing.T) store.Store { return newMem(t) },
+		"memstore": func(t *testing.T) store.Store { return testkit.NewMem(t) },
 		"boltstore": func(t *testing.T) store.Store {
 			s, err := boltstore.Open(filepath.Join(t.TempDir(), "idem.db"))
 			require.NoError(t, err)
@@ -46,7 +48,7 @@ var oversized = bytes.Repeat([]byte("x"), oversizedCap+1)
 func TestDoOversizedResultRunsOnce(t *testing.T) {
 	for name, open := range oversizedStores() {
 		t.Run(name, func(t *testing.T) {
-			rec := &recorder{}
+			rec := &testkit.Recorder{}
 			e, err := idemkit.New(open(t), idemkit.WithObserver(rec), idemkit.WithMaxResultSize(oversizedCap))
 			require.NoError(t, err)
 			const callers = 50
@@ -88,8 +90,8 @@ func TestDoOversizedResultRunsOnce(t *testing.T) {
 				assert.True(t, res.Replayed)
 			}
 			assert.EqualValues(t, 1, runs.Load(), "a retry ran fn again")
-			assert.Equal(t, 1, rec.count(idemkit.EventTooLarge))
-			assert.Zero(t, rec.count(idemkit.EventReleased), "the key was released")
+			assert.Equal(t, 1, rec.Count(idemkit.EventTooLarge))
+			assert.Zero(t, rec.Count(idemkit.EventReleased), "the key was released")
 
 			info, err := e.Inspect(context.Background(), idemkit.ModeDo, "order-1")
 			require.NoError(t, err)
@@ -125,7 +127,7 @@ func TestDoOversizedResultReleaseKey(t *testing.T) {
 }
 
 func TestWithOversizedRejectsUnknownValues(t *testing.T) {
-	s := newMem(t)
+	s := testkit.NewMem(t)
 	for _, o := range []idemkit.Oversized{-1, idemkit.ReleaseKey + 1} {
 		_, err := idemkit.New(s, idemkit.WithOversized(o))
 		require.ErrorIs(t, err, idemkit.ErrInvalid, "%d", o)
@@ -141,7 +143,7 @@ func TestWithOversizedRejectsUnknownValues(t *testing.T) {
 
 // TestDoOversizedPerCall chooses the behaviour per call and per view.
 func TestDoOversizedPerCall(t *testing.T) {
-	e := newEngine(t, idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(idemkit.ReleaseKey))
+	e := testkit.NewEngine(t, idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(idemkit.ReleaseKey))
 	ctx := context.Background()
 	var runs atomic.Int32
 	fn := func(context.Context) ([]byte, error) { runs.Add(1); return oversized, nil }
@@ -162,7 +164,7 @@ func TestDoOversizedPerCall(t *testing.T) {
 // TestClaimCompleteOversized ends a Begin claim with an oversized value:
 // the repeat is a replay of ErrResultTooLarge, with no claim to run.
 func TestClaimCompleteOversized(t *testing.T) {
-	e := newEngine(t, idemkit.WithMaxResultSize(oversizedCap))
+	e := testkit.NewEngine(t, idemkit.WithMaxResultSize(oversizedCap))
 	ctx := context.Background()
 	c, _, err := e.Begin(ctx, "k", "fp")
 	require.NoError(t, err)
@@ -179,7 +181,7 @@ func TestClaimCompleteOversized(t *testing.T) {
 	require.ErrorIs(t, err, idemkit.ErrMismatch)
 
 	// The record over the store's value limit is treated the same way.
-	big, err := idemkit.New(newMem(t), idemkit.WithObserver(nil), idemkit.WithMaxResultSize(store.MaxValueLen))
+	big, err := idemkit.New(testkit.NewMem(t), idemkit.WithObserver(nil), idemkit.WithMaxResultSize(store.MaxValueLen))
 	require.NoError(t, err)
 	c, _, err = big.Begin(ctx, "k", "fp")
 	require.NoError(t, err)
@@ -197,7 +199,7 @@ func TestUseTokenOversized(t *testing.T) {
 		o    idemkit.Oversized
 		want error
 	}{{idemkit.KeepTerminal, idemkit.ErrResultTooLarge}, {idemkit.ReleaseKey, idemkit.ErrTokenUsed}} {
-		e := newEngine(t, idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(tc.o))
+		e := testkit.NewEngine(t, idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(tc.o))
 		tok, err := e.IssueToken(ctx, "alice")
 		require.NoError(t, err)
 		runs := 0
@@ -219,7 +221,7 @@ func TestUseTokenOversized(t *testing.T) {
 func TestCompleteInOversized(t *testing.T) {
 	ctx := context.Background()
 	for _, o := range []idemkit.Oversized{idemkit.KeepTerminal, idemkit.ReleaseKey} {
-		mem := newMem(t)
+		mem := testkit.NewMem(t)
 		e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(oversizedCap), idemkit.WithOversized(o))
 		require.NoError(t, err)
 		runs := 0
@@ -267,7 +269,7 @@ func TestCompleteInOversized(t *testing.T) {
 // TestOversizedRecordIsSettled: caches and copy-forward treat the
 // terminal record as the claim's final state.
 func TestOversizedRecordIsSettled(t *testing.T) {
-	mem := newMem(t)
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(oversizedCap))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -310,7 +312,7 @@ func TestDoRecordRefusedByTheStoreKeepsTerminal(t *testing.T) {
 // transaction view that fails the completion leaves the claim in place
 // until the caller, having rolled back, releases it.
 func TestCompleteInFailureDoesNotReleaseBeforeTheTransactionEnds(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx := context.Background()
 	c, _, err := e.Begin(ctx, "k", "")
 	require.NoError(t, err)
@@ -360,4 +362,46 @@ func TestDoRecordRefusedByTheStoreReleaseKey(t *testing.T) {
 	require.EqualValues(t, 2, tooLarge.Load())
 	_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestDoResultTooLarge(t *testing.T) {
+	e := testkit.NewEngine(t, idemkit.WithMaxResultSize(8))
+	ctx := context.Background()
+	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return bytes.Repeat([]byte("x"), 9), nil })
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("small"), nil })
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge, "the key was released")
+	assert.True(t, res.Replayed)
+	assert.Contains(t, err.Error(), "(9 bytes)")
+
+	_, err = e.Do(ctx, "r", "", func(context.Context) ([]byte, error) { return bytes.Repeat([]byte("x"), 9), nil },
+		idemkit.WithOversized(idemkit.ReleaseKey))
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	res, err = e.Do(ctx, "r", "", func(context.Context) ([]byte, error) { return []byte("small"), nil })
+	require.NoError(t, err, "ReleaseKey kept the key")
+	assert.Equal(t, "small", string(res.Value))
+}
+
+// A result under the engine's cap whose record exceeds the store's value
+// limit was refused by the store with ErrInvalid, which the engine
+// reported as ErrUnavailable (a policy layer counts it as an outage),
+// leaving the key claimed until the lease expired. It is a result too
+// large to keep like any other: a terminal record by default.
+func TestDoResultOverStoreLimitIsTooLarge(t *testing.T) {
+	s := testkit.NewMem(t)
+	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(store.MaxValueLen))
+	if err != nil {
+		// Rejecting a cap the store cannot hold is an acceptable fix too.
+		require.ErrorIs(t, err, idemkit.ErrInvalid)
+		return
+	}
+	ctx := context.Background()
+	fp := strings.Repeat("f", 64)
+	_, err = e.Do(ctx, "k", fp, func(context.Context) ([]byte, error) { return make([]byte, store.MaxValueLen), nil })
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, idemkit.ErrUnavailable, "the store did not fail; the record was too large")
+	assert.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+	res, err := e.Do(ctx, "k", fp, func(context.Context) ([]byte, error) { return []byte("small"), nil })
+	require.ErrorIs(t, err, idemkit.ErrResultTooLarge, "the key must keep its terminal record as for any refused result")
+	assert.True(t, res.Replayed)
 }

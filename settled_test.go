@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // TestSupersedes takes real values from the engine at each stage of a Do
 // and of a token, and checks which may replace which.
 func TestSupersedes(t *testing.T) {
-	mem := mustMem()
-	defer mem.Close()
+	mem := testkit.NewMem(t)
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -55,4 +55,30 @@ func TestSupersedes(t *testing.T) {
 	used := read(tk)
 	assert.True(t, idemkit.Supersedes(issued, used), "a used token replaces the unused one")
 	assert.False(t, idemkit.Supersedes(used, issued), "a used token never comes back")
+}
+
+func TestSettled(t *testing.T) {
+	s := testkit.NewMem(t)
+	ctx := context.Background()
+	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithWindow(time.Minute))
+	require.NoError(t, err)
+	value := func(key string) []byte {
+		ent, err := s.Get(ctx, key)
+		require.NoError(t, err)
+		return ent.Value
+	}
+	require.NoError(t, e.Guard(ctx, "kept", func(context.Context) error { return nil }))
+	assert.True(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeGuard, "", "kept"))))
+	require.NoError(t, e.Guard(ctx, "rel", func(context.Context) error {
+		assert.False(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeGuard, "", "rel"))), "a releasable claim")
+		return nil
+	}, idemkit.WithRelease(idemkit.ReleaseOnError)))
+	_, err = e.Do(ctx, "do", "", func(context.Context) ([]byte, error) {
+		assert.False(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeDo, "", "do"))), "in progress")
+		return []byte("r"), nil
+	})
+	require.NoError(t, err)
+	assert.True(t, idemkit.Settled(value(idemkit.StoreKey(e, idemkit.ModeDo, "", "do"))), "completed")
+	assert.False(t, idemkit.Settled([]byte("junk")))
+	assert.False(t, idemkit.Settled(nil))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -41,7 +42,7 @@ func (s *valuerStore) SetNXValue(ctx context.Context, k string, v []byte, ttl ti
 var _ store.SetNXValuer = (*valuerStore)(nil)
 
 func newValuer(t *testing.T) *valuerStore {
-	return &valuerStore{Store: newMem(t)}
+	return &valuerStore{Store: testkit.NewMem(t)}
 }
 
 // counts returns the SetNX and SetNXValue calls so far.

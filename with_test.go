@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 func TestWithViewSharesClaimsAndKeepsItsOptions(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	view, err := e.With(idemkit.WithWindow(time.Hour), idemkit.WithFailureMode(idemkit.FailOpen))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -26,7 +27,7 @@ func TestWithViewSharesClaimsAndKeepsItsOptions(t *testing.T) {
 }
 
 func TestWithRejectsBadOptions(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	for name, opt := range map[string]idemkit.Option{
 		"invalid window":    idemkit.WithWindow(0),
 		"namespace":         idemkit.WithNamespace("other"),
@@ -39,9 +40,9 @@ func TestWithRejectsBadOptions(t *testing.T) {
 		require.ErrorIs(t, err, idemkit.ErrInvalid, name)
 		assert.Nil(t, v, name)
 	}
-	_, err := idemkit.New(newEngine(t).Store(), idemkit.WithScope("alice"))
+	_, err := idemkit.New(testkit.NewEngine(t).Store(), idemkit.WithScope("alice"))
 	require.ErrorIs(t, err, idemkit.ErrInvalid, "a scope is never engine-wide")
-	_, err = idemkit.New(newEngine(t).Store(), idemkit.WithClock(nil))
+	_, err = idemkit.New(testkit.NewEngine(t).Store(), idemkit.WithClock(nil))
 	require.ErrorIs(t, err, idemkit.ErrInvalid, "a nil clock")
 	_, err = e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithReadableKeys())
 	require.ErrorIs(t, err, idemkit.ErrInvalid)

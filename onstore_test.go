@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -22,8 +23,7 @@ import (
 // store at once, as a database does.
 func TestOnStoreOutlivesTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := mustMem()
-		defer mem.Close()
+		mem := testkit.NewMem(t)
 		e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(300*time.Millisecond))
 		require.NoError(t, err)
 		ctx := context.Background()
@@ -55,8 +55,7 @@ func TestOnStoreOutlivesTheLease(t *testing.T) {
 // never runs the work a second time; Forget frees it.
 func TestOnStoreCommitWithoutEndingKeepsTheKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := mustMem()
-		defer mem.Close()
+		mem := testkit.NewMem(t)
 		e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(300*time.Millisecond), idemkit.WithRetention(time.Hour))
 		require.NoError(t, err)
 		ctx := context.Background()
@@ -85,4 +84,49 @@ func TestOnStoreCommitWithoutEndingKeepsTheKey(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "again", string(res.Value))
 	})
+}
+
+func TestOnStoreWorksOnTheGivenStore(t *testing.T) {
+	e := testkit.NewEngine(t)
+	_, err := e.OnStore(nil)
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
+	mem := testkit.NewMem(t)
+	log := &keyLog{Store: mem}
+	v, err := e.OnStore(log)
+	require.NoError(t, err)
+	res, err := v.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) { return []byte("v"), nil })
+	require.NoError(t, err)
+	assert.False(t, res.Replayed)
+	assert.NotEmpty(t, log.keys)
+	assert.Same(t, log, v.Store())
+}
+
+// TestOnStoreNeverBeats: a view over a caller's transaction runs without
+// heartbeats, whatever the options: a beat would run on the transaction
+// from the beat scheduler's goroutine, concurrently with the caller's own
+// statements (a *sql.Tx or pgx.Tx is not meant to be shared), and the
+// transaction's row lock holds the key anyway.
+func TestOnStoreNeverBeats(t *testing.T) {
+	e := testkit.NewEngine(t)
+	ctx := context.Background()
+	mem := testkit.NewMem(t)
+	tx := &swapCount{Store: mem}
+	v, err := e.OnStore(tx)
+	require.NoError(t, err)
+	vv, err := v.With(idemkit.WithHeartbeat(time.Millisecond))
+	require.NoError(t, err)
+	for i, begin := range []func() (*idemkit.Claim, idemkit.Result, error){
+		func() (*idemkit.Claim, idemkit.Result, error) {
+			return v.Begin(ctx, "a", "", idemkit.WithLease(30*time.Millisecond), idemkit.WithHeartbeat(time.Millisecond))
+		},
+		func() (*idemkit.Claim, idemkit.Result, error) { return vv.Begin(ctx, "b", "") },
+	} {
+		c, _, err := begin()
+		require.NoError(t, err)
+		require.NotNil(t, c)
+		time.Sleep(20 * time.Millisecond)
+		assert.Zero(t, tx.n.Load(), "claim %d beat through the transaction's view", i)
+		require.NoError(t, c.Complete(ctx, []byte("v")))
+		tx.n.Store(0)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -88,27 +89,29 @@ func TestDoCompletedInRolledBackTransactionFreesTheKey(t *testing.T) {
 }
 
 func TestDoCompletedInWhileLeaseLostDoesNotClaimTheRecord(t *testing.T) {
-	mem := testkit.NewMem(t)
-	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
-	require.NoError(t, err)
-	ctx := context.Background()
-	var other *idemkit.Claim
-	res, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
-		tx := storetest.NewTx(mem)
-		require.NoError(t, idemkit.ClaimFromContext(ctx).CompleteIn(ctx, tx, []byte("stale")))
-		time.Sleep(40 * time.Millisecond) // the commit stalls; the lease ends and another caller claims
-		var err error
-		other, _, err = e.Begin(ctx, "k", "")
+	synctest.Test(t, func(t *testing.T) {
+		mem := testkit.NewMem(t)
+		e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
 		require.NoError(t, err)
-		require.NotNil(t, other)
-		tx.Commit() // the database refuses: the row is no longer ours
-		return []byte("fn's answer"), nil
+		ctx := context.Background()
+		var other *idemkit.Claim
+		res, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
+			tx := storetest.NewTx(mem)
+			require.NoError(t, idemkit.ClaimFromContext(ctx).CompleteIn(ctx, tx, []byte("stale")))
+			time.Sleep(40 * time.Millisecond) // the commit stalls; the lease ends and another caller claims
+			var err error
+			other, _, err = e.Begin(ctx, "k", "")
+			require.NoError(t, err)
+			require.NotNil(t, other)
+			tx.Commit() // the database refuses: the row is no longer ours
+			return []byte("fn's answer"), nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, "fn's answer", string(res.Value), "a record that is not ours is never reported as committed")
+		_, _, err = e.Begin(ctx, "k", "")
+		require.ErrorIs(t, err, idemkit.ErrInProgress, "the new owner's claim is left alone")
+		require.NoError(t, other.Complete(ctx, []byte("fresh")))
 	})
-	require.NoError(t, err)
-	assert.Equal(t, "fn's answer", string(res.Value), "a record that is not ours is never reported as committed")
-	_, _, err = e.Begin(ctx, "k", "")
-	require.ErrorIs(t, err, idemkit.ErrInProgress, "the new owner's claim is left alone")
-	require.NoError(t, other.Complete(ctx, []byte("fresh")))
 }
 
 func TestTypedCompleteIn(t *testing.T) {
@@ -149,35 +152,37 @@ func TestTypedCompleteIn(t *testing.T) {
 // its own transaction: exactly one transaction commits, and every other
 // caller (waiting with WithWait) gets the committed record.
 func TestCompleteInRace(t *testing.T) {
-	mem := testkit.NewMem(t)
-	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithWait(10*time.Millisecond))
-	require.NoError(t, err)
-	ctx := context.Background()
-	var commits atomic.Int32
-	var wg sync.WaitGroup
-	results := make([]string, 64)
-	for i := range results {
-		wg.Go(func() {
-			res, err := e.Do(ctx, "order-1", "fp", func(ctx context.Context) ([]byte, error) {
-				tx := storetest.NewTx(mem)
-				if err := idemkit.ClaimFromContext(ctx).CompleteIn(ctx, tx, []byte("order #1")); err != nil {
-					return nil, err
+	synctest.Test(t, func(t *testing.T) {
+		mem := testkit.NewMem(t)
+		e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithWait(10*time.Millisecond))
+		require.NoError(t, err)
+		ctx := context.Background()
+		var commits atomic.Int32
+		var wg sync.WaitGroup
+		results := make([]string, 64)
+		for i := range results {
+			wg.Go(func() {
+				res, err := e.Do(ctx, "order-1", "fp", func(ctx context.Context) ([]byte, error) {
+					tx := storetest.NewTx(mem)
+					if err := idemkit.ClaimFromContext(ctx).CompleteIn(ctx, tx, []byte("order #1")); err != nil {
+						return nil, err
+					}
+					time.Sleep(5 * time.Millisecond) // the business write
+					tx.Commit()
+					commits.Add(1)
+					return []byte("order #1"), nil
+				})
+				if assert.NoError(t, err) {
+					results[i] = string(res.Value)
 				}
-				time.Sleep(5 * time.Millisecond) // the business write
-				tx.Commit()
-				commits.Add(1)
-				return []byte("order #1"), nil
 			})
-			if assert.NoError(t, err) {
-				results[i] = string(res.Value)
-			}
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, int32(1), commits.Load(), "transactions committed")
-	for i, r := range results {
-		assert.Equal(t, "order #1", r, "caller %d", i)
-	}
+		}
+		wg.Wait()
+		assert.Equal(t, int32(1), commits.Load(), "transactions committed")
+		for i, r := range results {
+			assert.Equal(t, "order #1", r, "caller %d", i)
+		}
+	})
 }
 
 func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
@@ -213,21 +218,23 @@ func TestCompleteInCommitsWithTheTransaction(t *testing.T) {
 }
 
 func TestCompleteInAfterLostLeaseRefuses(t *testing.T) {
-	mem := testkit.NewMem(t)
-	e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
-	require.NoError(t, err)
-	ctx := context.Background()
-	stale, _, err := e.Begin(ctx, "k", "")
-	require.NoError(t, err)
-	time.Sleep(40 * time.Millisecond) // the lease ends; another caller takes the key
-	owner, _, err := e.Begin(ctx, "k", "")
-	require.NoError(t, err)
-	require.NotNil(t, owner)
-	tx := storetest.NewTx(mem)
-	require.ErrorIs(t, stale.CompleteIn(ctx, tx, []byte("stale")), idemkit.ErrLeaseLost)
-	assert.Zero(t, tx.Pending(), "a stale owner must never commit")
-	stale.Release(ctx)
-	_, _, err = e.Begin(ctx, "k", "")
-	require.ErrorIs(t, err, idemkit.ErrInProgress, "the stale release left the new owner's claim alone")
-	require.NoError(t, owner.Complete(ctx, []byte("fresh")))
+	synctest.Test(t, func(t *testing.T) {
+		mem := testkit.NewMem(t)
+		e, err := idemkit.New(mem, idemkit.WithObserver(nil), idemkit.WithLease(20*time.Millisecond), idemkit.WithoutHeartbeat())
+		require.NoError(t, err)
+		ctx := context.Background()
+		stale, _, err := e.Begin(ctx, "k", "")
+		require.NoError(t, err)
+		time.Sleep(40 * time.Millisecond) // the lease ends; another caller takes the key
+		owner, _, err := e.Begin(ctx, "k", "")
+		require.NoError(t, err)
+		require.NotNil(t, owner)
+		tx := storetest.NewTx(mem)
+		require.ErrorIs(t, stale.CompleteIn(ctx, tx, []byte("stale")), idemkit.ErrLeaseLost)
+		assert.Zero(t, tx.Pending(), "a stale owner must never commit")
+		stale.Release(ctx)
+		_, _, err = e.Begin(ctx, "k", "")
+		require.ErrorIs(t, err, idemkit.ErrInProgress, "the stale release left the new owner's claim alone")
+		require.NoError(t, owner.Complete(ctx, []byte("fresh")))
+	})
 }

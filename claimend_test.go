@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -336,31 +337,33 @@ func (b *breakingTx) Consume(context.Context, string) ([]byte, error) { return n
 // another's claim to end, then won the key, reports how long its own work
 // ran, not the wait.
 func TestDurationStartsAtAdmission(t *testing.T) {
-	const hold = 300 * time.Millisecond
-	var rec endRecorder
-	e := testkit.NewEngine(t, idemkit.WithObserver(&rec))
-	ctx := context.Background()
-	started := make(chan struct{})
-	go func() {
-		_, _ = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
-			close(started)
-			time.Sleep(hold)
-			return nil, errors.New("transient: the key is released")
-		})
-	}()
-	<-started
-	res, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return []byte("second"), nil },
-		idemkit.WithWait(10*time.Millisecond))
-	require.NoError(t, err)
-	require.Equal(t, "second", string(res.Value))
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	var completed []time.Duration
-	for _, ev := range rec.events["do/k"] {
-		if ev.Kind == idemkit.EventCompleted {
-			completed = append(completed, ev.Duration)
+	synctest.Test(t, func(t *testing.T) {
+		const hold = 300 * time.Millisecond
+		var rec endRecorder
+		e := testkit.NewEngine(t, idemkit.WithObserver(&rec))
+		ctx := context.Background()
+		started := make(chan struct{})
+		go func() {
+			_, _ = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
+				close(started)
+				time.Sleep(hold)
+				return nil, errors.New("transient: the key is released")
+			})
+		}()
+		<-started
+		res, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return []byte("second"), nil },
+			idemkit.WithWait(10*time.Millisecond))
+		require.NoError(t, err)
+		require.Equal(t, "second", string(res.Value))
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var completed []time.Duration
+		for _, ev := range rec.events["do/k"] {
+			if ev.Kind == idemkit.EventCompleted {
+				completed = append(completed, ev.Duration)
+			}
 		}
-	}
-	require.Len(t, completed, 1)
-	assert.Less(t, completed[0], hold/2, "the waiter's Duration counts the time it waited")
+		require.Len(t, completed, 1)
+		assert.Less(t, completed[0], hold/2, "the waiter's Duration counts the time it waited")
+	})
 }

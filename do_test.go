@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -19,35 +20,37 @@ import (
 )
 
 func TestDoRunsOnceUnderConcurrency(t *testing.T) {
-	e := testkit.NewEngine(t)
-	for round := range 10 {
-		key := fmt.Sprintf("order-%d", round)
-		var runs atomic.Int32
-		var wg sync.WaitGroup
-		results := make([][]byte, 100)
-		errs := make([]error, 100)
-		start := make(chan struct{})
-		for i := range 100 {
-			wg.Go(func() {
-				<-start
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				res, err := e.Do(ctx, key, "fp", func(context.Context) ([]byte, error) {
-					n := runs.Add(1)
-					time.Sleep(5 * time.Millisecond)
-					return fmt.Appendf(nil, "created #%d", n), nil
-				}, idemkit.WithWait(time.Millisecond))
-				results[i], errs[i] = res.Value, err
-			})
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t)
+		for round := range 10 {
+			key := fmt.Sprintf("order-%d", round)
+			var runs atomic.Int32
+			var wg sync.WaitGroup
+			results := make([][]byte, 100)
+			errs := make([]error, 100)
+			start := make(chan struct{})
+			for i := range 100 {
+				wg.Go(func() {
+					<-start
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					res, err := e.Do(ctx, key, "fp", func(context.Context) ([]byte, error) {
+						n := runs.Add(1)
+						time.Sleep(5 * time.Millisecond)
+						return fmt.Appendf(nil, "created #%d", n), nil
+					}, idemkit.WithWait(time.Millisecond))
+					results[i], errs[i] = res.Value, err
+				})
+			}
+			close(start)
+			wg.Wait()
+			require.EqualValues(t, 1, runs.Load(), "fn ran more than once")
+			for i := range 100 {
+				require.NoError(t, errs[i])
+				require.Equal(t, "created #1", string(results[i]))
+			}
 		}
-		close(start)
-		wg.Wait()
-		require.EqualValues(t, 1, runs.Load(), "fn ran more than once")
-		for i := range 100 {
-			require.NoError(t, errs[i])
-			require.Equal(t, "created #1", string(results[i]))
-		}
-	}
+	})
 }
 
 func TestDoConcurrentDuplicateGetsInProgress(t *testing.T) {
@@ -78,21 +81,23 @@ func TestDoConcurrentDuplicateGetsInProgress(t *testing.T) {
 }
 
 func TestDoWaitIsBoundedByContext(t *testing.T) {
-	e := testkit.NewEngine(t)
-	started, finish := make(chan struct{}), make(chan struct{})
-	go func() {
-		_, _ = e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) {
-			close(started)
-			<-finish
-			return []byte("ok"), nil
-		})
-	}()
-	<-started
-	defer close(finish)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithWait(5*time.Millisecond))
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t)
+		started, finish := make(chan struct{}), make(chan struct{})
+		go func() {
+			_, _ = e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) {
+				close(started)
+				<-finish
+				return []byte("ok"), nil
+			})
+		}()
+		<-started
+		defer close(finish)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, nil }, idemkit.WithWait(5*time.Millisecond))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
 }
 
 func TestDoFailureReleasesKey(t *testing.T) {
@@ -216,22 +221,24 @@ func TestTypedDo(t *testing.T) {
 // returns: the heartbeat is never stopped and keeps the key claimed
 // forever (and the timer beats the store forever).
 func TestDoGoexitInFnDoesNotLockKeyForever(t *testing.T) {
-	e := testkit.NewEngine(t, idemkit.WithLease(60*time.Millisecond), idemkit.WithHeartbeat(10*time.Millisecond))
-	ctx := context.Background()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
-			runtime.Goexit()
-			return nil, nil
-		})
-	}()
-	<-done
-	// More than three leases: only a runaway heartbeat can still hold it.
-	time.Sleep(200 * time.Millisecond)
-	res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("ran"), nil })
-	require.NoError(t, err, "the key is still claimed after its owner's goroutine exited")
-	assert.Equal(t, "ran", string(res.Value))
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, idemkit.WithLease(60*time.Millisecond), idemkit.WithHeartbeat(10*time.Millisecond))
+		ctx := context.Background()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
+				runtime.Goexit()
+				return nil, nil
+			})
+		}()
+		<-done
+		// More than three leases: only a runaway heartbeat can still hold it.
+		time.Sleep(200 * time.Millisecond)
+		res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("ran"), nil })
+		require.NoError(t, err, "the key is still claimed after its owner's goroutine exited")
+		assert.Equal(t, "ran", string(res.Value))
+	})
 }
 
 // A value that decodes as an unused token (two bytes {1, 1}) in Do's key

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -74,12 +75,14 @@ func TestGuardReleaseBehaviours(t *testing.T) {
 }
 
 func TestGuardWindowExpires(t *testing.T) {
-	e := testkit.NewEngine(t, idemkit.WithWindow(60*time.Millisecond))
-	ctx := context.Background()
-	require.NoError(t, e.Guard(ctx, "k", func(context.Context) error { return nil }))
-	require.ErrorIs(t, e.Guard(ctx, "k", func(context.Context) error { return nil }), idemkit.ErrDuplicate)
-	time.Sleep(90 * time.Millisecond)
-	require.NoError(t, e.Guard(ctx, "k", func(context.Context) error { return nil }))
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, idemkit.WithWindow(60*time.Millisecond))
+		ctx := context.Background()
+		require.NoError(t, e.Guard(ctx, "k", func(context.Context) error { return nil }))
+		require.ErrorIs(t, e.Guard(ctx, "k", func(context.Context) error { return nil }), idemkit.ErrDuplicate)
+		time.Sleep(90 * time.Millisecond)
+		require.NoError(t, e.Guard(ctx, "k", func(context.Context) error { return nil }))
+	})
 }
 
 func TestGuardReleaseOnPanic(t *testing.T) {
@@ -94,18 +97,20 @@ func TestGuardReleaseOnPanic(t *testing.T) {
 // TestGuardReleaseDeletesOnlyOwnClaim: a release after the window expired
 // and another caller claimed the key must not delete the new claim.
 func TestGuardReleaseDeletesOnlyOwnClaim(t *testing.T) {
-	e := testkit.NewEngine(t, idemkit.WithWindow(40*time.Millisecond), idemkit.WithRelease(idemkit.ReleaseOnDone))
-	ctx := context.Background()
-	second := make(chan error, 1)
-	err := e.Guard(ctx, "k", func(context.Context) error {
-		time.Sleep(70 * time.Millisecond) // the window expires under us
-		second <- e.Guard(ctx, "k", func(context.Context) error { return nil }, idemkit.WithWindow(time.Minute), idemkit.WithRelease(idemkit.KeepUntilExpiry))
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, idemkit.WithWindow(40*time.Millisecond), idemkit.WithRelease(idemkit.ReleaseOnDone))
+		ctx := context.Background()
+		second := make(chan error, 1)
+		err := e.Guard(ctx, "k", func(context.Context) error {
+			time.Sleep(70 * time.Millisecond) // the window expires under us
+			second <- e.Guard(ctx, "k", func(context.Context) error { return nil }, idemkit.WithWindow(time.Minute), idemkit.WithRelease(idemkit.KeepUntilExpiry))
+			return nil
+		})
+		require.NoError(t, err)
+		require.NoError(t, <-second)
+		err = e.Guard(ctx, "k", func(context.Context) error { return nil })
+		require.ErrorIs(t, err, idemkit.ErrDuplicate, "the first caller's release deleted the second caller's claim")
 	})
-	require.NoError(t, err)
-	require.NoError(t, <-second)
-	err = e.Guard(ctx, "k", func(context.Context) error { return nil })
-	require.ErrorIs(t, err, idemkit.ErrDuplicate, "the first caller's release deleted the second caller's claim")
 }
 
 // The same hole in Guard: with ReleaseOnError, a fn that ends with

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -17,55 +18,61 @@ import (
 )
 
 func TestDoHeartbeatKeepsLongWorkClaimed(t *testing.T) {
-	// Generous times: a loaded 2-core machine can delay a beat by 100ms.
-	e := testkit.NewEngine(t, idemkit.WithLease(400*time.Millisecond), idemkit.WithHeartbeat(100*time.Millisecond))
-	ctx := context.Background()
-	var duplicateErr error
-	res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
-		time.Sleep(1300 * time.Millisecond) // more than three leases
-		_, duplicateErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("stolen"), nil })
-		return []byte("mine"), nil
+	synctest.Test(t, func(t *testing.T) {
+		// Generous times: a loaded 2-core machine can delay a beat by 100ms.
+		e := testkit.NewEngine(t, idemkit.WithLease(400*time.Millisecond), idemkit.WithHeartbeat(100*time.Millisecond))
+		ctx := context.Background()
+		var duplicateErr error
+		res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
+			time.Sleep(1300 * time.Millisecond) // more than three leases
+			_, duplicateErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("stolen"), nil })
+			return []byte("mine"), nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, "mine", string(res.Value))
+		require.ErrorIs(t, duplicateErr, idemkit.ErrInProgress, "the heartbeat did not keep the lease")
 	})
-	require.NoError(t, err)
-	assert.Equal(t, "mine", string(res.Value))
-	require.ErrorIs(t, duplicateErr, idemkit.ErrInProgress, "the heartbeat did not keep the lease")
 }
 
 func TestClaimHeartbeatKeepsTheKey(t *testing.T) {
-	e := testkit.NewEngine(t, idemkit.WithLease(300*time.Millisecond))
-	ctx := context.Background()
-	c, _, err := e.Begin(ctx, "k", "")
-	require.NoError(t, err)
-	deadline := time.Now().Add(time.Second) // three leases
-	for time.Now().Before(deadline) {
-		_, _, err := e.Begin(ctx, "k", "")
-		require.ErrorIs(t, err, idemkit.ErrInProgress, "the heartbeat must keep the claim alive")
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.NoError(t, c.Complete(ctx, []byte("v")))
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, idemkit.WithLease(300*time.Millisecond))
+		ctx := context.Background()
+		c, _, err := e.Begin(ctx, "k", "")
+		require.NoError(t, err)
+		deadline := time.Now().Add(time.Second) // three leases
+		for time.Now().Before(deadline) {
+			_, _, err := e.Begin(ctx, "k", "")
+			require.ErrorIs(t, err, idemkit.ErrInProgress, "the heartbeat must keep the claim alive")
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.NoError(t, c.Complete(ctx, []byte("v")))
+	})
 }
 
 // TestHeartbeatsOfManyClaims holds claims with different leases and beat
 // intervals at once, each for several leases: the engine's one beat
 // scheduler must keep every one of them.
 func TestHeartbeatsOfManyClaims(t *testing.T) {
-	e := testkit.NewEngine(t)
-	ctx := context.Background()
-	var claims []*idemkit.Claim
-	for i := range 12 {
-		lease := time.Duration(300+100*(i%3)) * time.Millisecond // generous: a loaded machine delays beats
-		every := lease / time.Duration(3+i%4)
-		c, _, err := e.Begin(ctx, fmt.Sprint("k", i), "", idemkit.WithLease(lease), idemkit.WithHeartbeat(every))
-		require.NoError(t, err)
-		require.NotNil(t, c)
-		claims = append(claims, c)
-	}
-	time.Sleep(1600 * time.Millisecond) // over three leases each
-	for i, c := range claims {
-		_, _, err := e.Begin(ctx, fmt.Sprint("k", i), "")
-		require.ErrorIs(t, err, idemkit.ErrInProgress, "claim %d lost its lease", i)
-		require.NoError(t, c.Complete(ctx, []byte("v")))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t)
+		ctx := context.Background()
+		var claims []*idemkit.Claim
+		for i := range 12 {
+			lease := time.Duration(300+100*(i%3)) * time.Millisecond // generous: a loaded machine delays beats
+			every := lease / time.Duration(3+i%4)
+			c, _, err := e.Begin(ctx, fmt.Sprint("k", i), "", idemkit.WithLease(lease), idemkit.WithHeartbeat(every))
+			require.NoError(t, err)
+			require.NotNil(t, c)
+			claims = append(claims, c)
+		}
+		time.Sleep(1600 * time.Millisecond) // over three leases each
+		for i, c := range claims {
+			_, _, err := e.Begin(ctx, fmt.Sprint("k", i), "")
+			require.ErrorIs(t, err, idemkit.ErrInProgress, "claim %d lost its lease", i)
+			require.NoError(t, c.Complete(ctx, []byte("v")))
+		}
+	})
 }
 
 // A heartbeat interval not shorter than the lease is accepted, and then
@@ -73,24 +80,26 @@ func TestHeartbeatsOfManyClaims(t *testing.T) {
 // runs twice. Here the engine's heartbeat is fine for its own lease and
 // the per-call lease makes it useless.
 func TestHeartbeatNotShorterThanPerCallLeaseIsRefusedOrHolds(t *testing.T) {
-	e := testkit.NewEngine(t, idemkit.WithHeartbeat(time.Second)) // lease 30s: fine
-	ctx := context.Background()
-	var runs atomic.Int32
-	var dupErr error
-	_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
-		runs.Add(1)
-		time.Sleep(time.Second) // several leases
-		_, dupErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil },
-			idemkit.WithLease(300*time.Millisecond))
-		return []byte("mine"), nil
-	}, idemkit.WithLease(300*time.Millisecond))
-	if errors.Is(err, idemkit.ErrInvalid) {
-		require.Zero(t, runs.Load(), "rejecting the combination is an acceptable fix")
-		return
-	}
-	require.ErrorIs(t, dupErr, idemkit.ErrInProgress, "the duplicate took the key over")
-	require.EqualValues(t, 1, runs.Load(), "fn ran twice for one key")
-	require.NoError(t, err)
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t, idemkit.WithHeartbeat(time.Second)) // lease 30s: fine
+		ctx := context.Background()
+		var runs atomic.Int32
+		var dupErr error
+		_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
+			runs.Add(1)
+			time.Sleep(time.Second) // several leases
+			_, dupErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil },
+				idemkit.WithLease(300*time.Millisecond))
+			return []byte("mine"), nil
+		}, idemkit.WithLease(300*time.Millisecond))
+		if errors.Is(err, idemkit.ErrInvalid) {
+			require.Zero(t, runs.Load(), "rejecting the combination is an acceptable fix")
+			return
+		}
+		require.ErrorIs(t, dupErr, idemkit.ErrInProgress, "the duplicate took the key over")
+		require.EqualValues(t, 1, runs.Load(), "fn ran twice for one key")
+		require.NoError(t, err)
+	})
 }
 
 // slowBeats is a Store whose lease extensions (CompareAndSwap with equal
@@ -110,16 +119,18 @@ func (s *slowBeats) CompareAndSwap(ctx context.Context, k string, old, nw []byte
 }
 
 func TestDoWaitsForHeartbeatUnderWay(t *testing.T) {
-	mem := testkit.NewMem(t)
-	s := &slowBeats{Store: mem}
-	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithLease(300*time.Millisecond), idemkit.WithHeartbeat(2*time.Millisecond))
-	require.NoError(t, err)
-	for i := range 20 {
-		_, err := e.Do(context.Background(), fmt.Sprint("k", i), "", func(context.Context) ([]byte, error) {
-			time.Sleep(5 * time.Millisecond) // a beat is likely under way when fn returns
-			return []byte("v"), nil
-		})
+	synctest.Test(t, func(t *testing.T) {
+		mem := testkit.NewMem(t)
+		s := &slowBeats{Store: mem}
+		e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithLease(300*time.Millisecond), idemkit.WithHeartbeat(2*time.Millisecond))
 		require.NoError(t, err)
-		require.Zero(t, s.running.Load(), "a heartbeat's store call outlived Do")
-	}
+		for i := range 20 {
+			_, err := e.Do(context.Background(), fmt.Sprint("k", i), "", func(context.Context) ([]byte, error) {
+				time.Sleep(5 * time.Millisecond) // a beat is likely under way when fn returns
+				return []byte("v"), nil
+			})
+			require.NoError(t, err)
+			require.Zero(t, s.running.Load(), "a heartbeat's store call outlived Do")
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -138,29 +139,31 @@ func TestClockStampsRecords(t *testing.T) {
 // after waiting stamps its record with the time it claimed it, not the
 // time it started waiting, so Inspect's Created is when the work began.
 func TestWaiterStampsTheRecordItClaims(t *testing.T) {
-	ctx := context.Background()
-	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	var now atomic.Int64
-	now.Store(at.UnixMilli())
-	e := testkit.NewEngine(t, idemkit.WithClock(func() time.Time { return time.UnixMilli(now.Load()) }))
-	holder, _, err := e.Begin(ctx, "k", "")
-	require.NoError(t, err)
-	created := make(chan time.Time, 1)
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
-			info, err := e.Inspect(ctx, idemkit.ModeDo, "k")
-			if err != nil {
-				return nil, err
-			}
-			created <- info.Created.UTC()
-			return []byte("v"), nil
-		}, idemkit.WithWait(time.Millisecond))
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond) // the waiter polls
-	now.Store(at.Add(time.Minute).UnixMilli())
-	holder.Release(ctx)
-	require.NoError(t, <-done)
-	assert.Equal(t, at.Add(time.Minute), <-created, "the waiter's record was stamped when it began waiting")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+		var now atomic.Int64
+		now.Store(at.UnixMilli())
+		e := testkit.NewEngine(t, idemkit.WithClock(func() time.Time { return time.UnixMilli(now.Load()) }))
+		holder, _, err := e.Begin(ctx, "k", "")
+		require.NoError(t, err)
+		created := make(chan time.Time, 1)
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
+				info, err := e.Inspect(ctx, idemkit.ModeDo, "k")
+				if err != nil {
+					return nil, err
+				}
+				created <- info.Created.UTC()
+				return []byte("v"), nil
+			}, idemkit.WithWait(time.Millisecond))
+			done <- err
+		}()
+		time.Sleep(20 * time.Millisecond) // the waiter polls
+		now.Store(at.Add(time.Minute).UnixMilli())
+		holder.Release(ctx)
+		require.NoError(t, <-done)
+		assert.Equal(t, at.Add(time.Minute), <-created, "the waiter's record was stamped when it began waiting")
+	})
 }

@@ -78,36 +78,40 @@ func TestDoKeepsFnsErrorWhenCompleteInLostTheLease(t *testing.T) {
 }
 
 func TestDoLeaseLostDoesNotOverwrite(t *testing.T) {
-	rec := &testkit.Recorder{}
-	e := testkit.NewEngine(t, idemkit.WithLease(50*time.Millisecond), idemkit.WithoutHeartbeat(), idemkit.WithObserver(rec))
-	ctx := context.Background()
-	secondDone := make(chan idemkit.Result, 1)
-	res, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
-		time.Sleep(80 * time.Millisecond) // the lease expires while we work
-		r, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return []byte("second owner"), nil })
+	synctest.Test(t, func(t *testing.T) {
+		rec := &testkit.Recorder{}
+		e := testkit.NewEngine(t, idemkit.WithLease(50*time.Millisecond), idemkit.WithoutHeartbeat(), idemkit.WithObserver(rec))
+		ctx := context.Background()
+		secondDone := make(chan idemkit.Result, 1)
+		res, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
+			time.Sleep(80 * time.Millisecond) // the lease expires while we work
+			r, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return []byte("second owner"), nil })
+			require.NoError(t, err)
+			secondDone <- r
+			return []byte("first owner"), nil
+		})
+		require.ErrorIs(t, err, idemkit.ErrLeaseLost)
+		assert.Equal(t, "first owner", string(res.Value), "fn's value is still returned")
+		assert.False(t, (<-secondDone).Replayed)
+		assert.Equal(t, 1, rec.Count(idemkit.EventLeaseLost))
+		res, err = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
 		require.NoError(t, err)
-		secondDone <- r
-		return []byte("first owner"), nil
+		assert.Equal(t, "second owner", string(res.Value), "the late first owner overwrote the record")
 	})
-	require.ErrorIs(t, err, idemkit.ErrLeaseLost)
-	assert.Equal(t, "first owner", string(res.Value), "fn's value is still returned")
-	assert.False(t, (<-secondDone).Replayed)
-	assert.Equal(t, 1, rec.Count(idemkit.EventLeaseLost))
-	res, err = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
-	require.NoError(t, err)
-	assert.Equal(t, "second owner", string(res.Value), "the late first owner overwrote the record")
 }
 
 // When fn fails after its lease was lost, the release deletes nothing, yet
 // the observer is told the claim was released.
 func TestDoFailureAfterLostLeaseIsNotReportedAsReleased(t *testing.T) {
-	rec := &testkit.Recorder{}
-	e := testkit.NewEngine(t, idemkit.WithLease(30*time.Millisecond), idemkit.WithoutHeartbeat(), idemkit.WithObserver(rec))
-	_, err := e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) {
-		time.Sleep(80 * time.Millisecond) // the lease expires while fn runs
-		return nil, errors.New("failed")
+	synctest.Test(t, func(t *testing.T) {
+		rec := &testkit.Recorder{}
+		e := testkit.NewEngine(t, idemkit.WithLease(30*time.Millisecond), idemkit.WithoutHeartbeat(), idemkit.WithObserver(rec))
+		_, err := e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) {
+			time.Sleep(80 * time.Millisecond) // the lease expires while fn runs
+			return nil, errors.New("failed")
+		})
+		require.EqualError(t, err, "failed")
+		assert.Zero(t, rec.Count(idemkit.EventReleased), "nothing was released")
+		assert.Equal(t, 1, rec.Count(idemkit.EventLeaseLost), "the lost lease is an outcome to observe")
 	})
-	require.EqualError(t, err, "failed")
-	assert.Zero(t, rec.Count(idemkit.EventReleased), "nothing was released")
-	assert.Equal(t, 1, rec.Count(idemkit.EventLeaseLost), "the lost lease is an outcome to observe")
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -85,33 +86,35 @@ func (tr *tracer) Observe(ctx context.Context, ev idemkit.Event) {
 }
 
 func TestTracerSpansEveryCall(t *testing.T) {
-	tr := &tracer{inSpan: map[idemkit.EventKind]int{}}
-	e := testkit.NewEngine(t, idemkit.WithObserver(tr))
-	ctx := context.Background()
-	work := func(ctx context.Context) ([]byte, error) {
-		assert.Equal(t, "Do", ctx.Value(ctxKey{}), "fn runs inside the call's span")
-		time.Sleep(2 * time.Millisecond)
-		return []byte("v"), nil
-	}
-	_, err := e.Do(ctx, "k", "", work)
-	require.NoError(t, err)
-	_, err = e.Do(ctx, "k", "other", work)
-	require.ErrorIs(t, err, idemkit.ErrMismatch)
-	require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }))
-	tok, err := e.IssueToken(ctx, "p")
-	require.NoError(t, err)
-	_, err = e.UseToken(ctx, "p", tok.Value, func(context.Context) ([]byte, error) { return nil, nil })
-	require.NoError(t, err)
-	c, _, err := e.Begin(ctx, "b", "")
-	require.NoError(t, err)
-	c.Release(ctx)
+	synctest.Test(t, func(t *testing.T) {
+		tr := &tracer{inSpan: map[idemkit.EventKind]int{}}
+		e := testkit.NewEngine(t, idemkit.WithObserver(tr))
+		ctx := context.Background()
+		work := func(ctx context.Context) ([]byte, error) {
+			assert.Equal(t, "Do", ctx.Value(ctxKey{}), "fn runs inside the call's span")
+			time.Sleep(2 * time.Millisecond)
+			return []byte("v"), nil
+		}
+		_, err := e.Do(ctx, "k", "", work)
+		require.NoError(t, err)
+		_, err = e.Do(ctx, "k", "other", work)
+		require.ErrorIs(t, err, idemkit.ErrMismatch)
+		require.NoError(t, e.Guard(ctx, "g", func(context.Context) error { return nil }))
+		tok, err := e.IssueToken(ctx, "p")
+		require.NoError(t, err)
+		_, err = e.UseToken(ctx, "p", tok.Value, func(context.Context) ([]byte, error) { return nil, nil })
+		require.NoError(t, err)
+		c, _, err := e.Begin(ctx, "b", "")
+		require.NoError(t, err)
+		c.Release(ctx)
 
-	assert.Equal(t, []string{"do/Do err=false", "do/Do err=true", "guard/Guard err=false",
-		"token/IssueToken err=false", "token/UseToken err=false", "do/Begin err=false"}, tr.spans)
-	assert.Equal(t, 4, tr.inSpan[idemkit.EventAdmitted], "admissions are observed inside their span")
-	assert.Equal(t, 1, tr.inSpan[idemkit.EventMismatch])
-	require.Len(t, tr.done, 2, "Do and UseToken completed")
-	assert.GreaterOrEqual(t, tr.done[0].Duration, 2*time.Millisecond, "the work's duration")
+		assert.Equal(t, []string{"do/Do err=false", "do/Do err=true", "guard/Guard err=false",
+			"token/IssueToken err=false", "token/UseToken err=false", "do/Begin err=false"}, tr.spans)
+		assert.Equal(t, 4, tr.inSpan[idemkit.EventAdmitted], "admissions are observed inside their span")
+		assert.Equal(t, 1, tr.inSpan[idemkit.EventMismatch])
+		require.Len(t, tr.done, 2, "Do and UseToken completed")
+		assert.GreaterOrEqual(t, tr.done[0].Duration, 2*time.Millisecond, "the work's duration")
+	})
 }
 
 // panickyTracer is a Tracer whose Start or end panics, and an Observer

@@ -107,26 +107,28 @@ func TestOnStoreWorksOnTheGivenStore(t *testing.T) {
 // statements (a *sql.Tx or pgx.Tx is not meant to be shared), and the
 // transaction's row lock holds the key anyway.
 func TestOnStoreNeverBeats(t *testing.T) {
-	e := testkit.NewEngine(t)
-	ctx := context.Background()
-	mem := testkit.NewMem(t)
-	tx := &swapCount{Store: mem}
-	v, err := e.OnStore(tx)
-	require.NoError(t, err)
-	vv, err := v.With(idemkit.WithHeartbeat(time.Millisecond))
-	require.NoError(t, err)
-	for i, begin := range []func() (*idemkit.Claim, idemkit.Result, error){
-		func() (*idemkit.Claim, idemkit.Result, error) {
-			return v.Begin(ctx, "a", "", idemkit.WithLease(30*time.Millisecond), idemkit.WithHeartbeat(time.Millisecond))
-		},
-		func() (*idemkit.Claim, idemkit.Result, error) { return vv.Begin(ctx, "b", "") },
-	} {
-		c, _, err := begin()
+	synctest.Test(t, func(t *testing.T) {
+		e := testkit.NewEngine(t)
+		ctx := context.Background()
+		mem := testkit.NewMem(t)
+		tx := &swapCount{Store: mem}
+		v, err := e.OnStore(tx)
 		require.NoError(t, err)
-		require.NotNil(t, c)
-		time.Sleep(20 * time.Millisecond)
-		assert.Zero(t, tx.n.Load(), "claim %d beat through the transaction's view", i)
-		require.NoError(t, c.Complete(ctx, []byte("v")))
-		tx.n.Store(0)
-	}
+		vv, err := v.With(idemkit.WithHeartbeat(time.Millisecond))
+		require.NoError(t, err)
+		for i, begin := range []func() (*idemkit.Claim, idemkit.Result, error){
+			func() (*idemkit.Claim, idemkit.Result, error) {
+				return v.Begin(ctx, "a", "", idemkit.WithLease(30*time.Millisecond), idemkit.WithHeartbeat(time.Millisecond))
+			},
+			func() (*idemkit.Claim, idemkit.Result, error) { return vv.Begin(ctx, "b", "") },
+		} {
+			c, _, err := begin()
+			require.NoError(t, err)
+			require.NotNil(t, c)
+			time.Sleep(20 * time.Millisecond)
+			assert.Zero(t, tx.n.Load(), "claim %d beat through the transaction's view", i)
+			require.NoError(t, c.Complete(ctx, []byte("v")))
+			tx.n.Store(0)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -48,57 +49,59 @@ var oversized = bytes.Repeat([]byte("x"), oversizedCap+1)
 func TestDoOversizedResultRunsOnce(t *testing.T) {
 	for name, open := range oversizedStores() {
 		t.Run(name, func(t *testing.T) {
-			rec := &testkit.Recorder{}
-			e, err := idemkit.New(open(t), idemkit.WithObserver(rec), idemkit.WithMaxResultSize(oversizedCap))
-			require.NoError(t, err)
-			const callers = 50
-			var runs atomic.Int32
-			fn := func(context.Context) ([]byte, error) {
-				runs.Add(1)
-				time.Sleep(20 * time.Millisecond) // let the others arrive while it runs
-				return oversized, nil
-			}
-			results := make([]idemkit.Result, callers)
-			errs := make([]error, callers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range callers {
-				wg.Go(func() {
-					<-start
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					defer cancel()
-					results[i], errs[i] = e.Do(ctx, "order-1", "fp", fn, idemkit.WithWait(time.Millisecond))
-				})
-			}
-			close(start)
-			wg.Wait()
-			require.EqualValues(t, 1, runs.Load(), "fn ran more than once")
-			fresh := 0
-			for i := range callers {
-				require.ErrorIs(t, errs[i], idemkit.ErrResultTooLarge, "call %d", i)
-				if results[i].Replayed {
-					assert.Nil(t, results[i].Value, "a replay holds no result")
-					continue
+			synctest.Test(t, func(t *testing.T) {
+				rec := &testkit.Recorder{}
+				e, err := idemkit.New(open(t), idemkit.WithObserver(rec), idemkit.WithMaxResultSize(oversizedCap))
+				require.NoError(t, err)
+				const callers = 50
+				var runs atomic.Int32
+				fn := func(context.Context) ([]byte, error) {
+					runs.Add(1)
+					time.Sleep(20 * time.Millisecond) // let the others arrive while it runs
+					return oversized, nil
 				}
-				fresh++
-				assert.Equal(t, oversized, results[i].Value, "the call that ran gets fn's value")
-			}
-			assert.Equal(t, 1, fresh, "one call ran, the others were replays")
-			for range 5 {
-				res, err := e.Do(context.Background(), "order-1", "fp", fn)
-				require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
-				assert.True(t, res.Replayed)
-			}
-			assert.EqualValues(t, 1, runs.Load(), "a retry ran fn again")
-			assert.Equal(t, 1, rec.Count(idemkit.EventTooLarge))
-			assert.Zero(t, rec.Count(idemkit.EventReleased), "the key was released")
+				results := make([]idemkit.Result, callers)
+				errs := make([]error, callers)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := range callers {
+					wg.Go(func() {
+						<-start
+						ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+						defer cancel()
+						results[i], errs[i] = e.Do(ctx, "order-1", "fp", fn, idemkit.WithWait(time.Millisecond))
+					})
+				}
+				close(start)
+				wg.Wait()
+				require.EqualValues(t, 1, runs.Load(), "fn ran more than once")
+				fresh := 0
+				for i := range callers {
+					require.ErrorIs(t, errs[i], idemkit.ErrResultTooLarge, "call %d", i)
+					if results[i].Replayed {
+						assert.Nil(t, results[i].Value, "a replay holds no result")
+						continue
+					}
+					fresh++
+					assert.Equal(t, oversized, results[i].Value, "the call that ran gets fn's value")
+				}
+				assert.Equal(t, 1, fresh, "one call ran, the others were replays")
+				for range 5 {
+					res, err := e.Do(context.Background(), "order-1", "fp", fn)
+					require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
+					assert.True(t, res.Replayed)
+				}
+				assert.EqualValues(t, 1, runs.Load(), "a retry ran fn again")
+				assert.Equal(t, 1, rec.Count(idemkit.EventTooLarge))
+				assert.Zero(t, rec.Count(idemkit.EventReleased), "the key was released")
 
-			info, err := e.Inspect(context.Background(), idemkit.ModeDo, "order-1")
-			require.NoError(t, err)
-			assert.Equal(t, idemkit.StateTooLarge, info.State)
-			assert.Zero(t, info.ResultSize, "nothing of the result is kept")
-			_, err = e.StoredResult(context.Background(), idemkit.ModeDo, "order-1")
-			require.ErrorIs(t, err, store.ErrNotFound)
+				info, err := e.Inspect(context.Background(), idemkit.ModeDo, "order-1")
+				require.NoError(t, err)
+				assert.Equal(t, idemkit.StateTooLarge, info.State)
+				assert.Zero(t, info.ResultSize, "nothing of the result is kept")
+				_, err = e.StoredResult(context.Background(), idemkit.ModeDo, "order-1")
+				require.ErrorIs(t, err, store.ErrNotFound)
+			})
 		})
 	}
 }

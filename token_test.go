@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -45,11 +46,14 @@ func TestTokens(t *testing.T) {
 		require.NoError(t, err, "the other principal's attempt spent the owner's token")
 	})
 	t.Run("expired", func(t *testing.T) {
-		tok, err := e.IssueToken(ctx, "bob", idemkit.WithTokenTTL(30*time.Millisecond))
-		require.NoError(t, err)
-		time.Sleep(60 * time.Millisecond)
-		_, err = e.UseToken(ctx, "bob", tok.Value, ok)
-		require.ErrorIs(t, err, idemkit.ErrTokenInvalid)
+		synctest.Test(t, func(t *testing.T) {
+			e := testkit.NewEngine(t) // in the bubble: its clock and goroutines are the bubble's
+			tok, err := e.IssueToken(ctx, "bob", idemkit.WithTokenTTL(30*time.Millisecond))
+			require.NoError(t, err)
+			time.Sleep(60 * time.Millisecond)
+			_, err = e.UseToken(ctx, "bob", tok.Value, ok)
+			require.ErrorIs(t, err, idemkit.ErrTokenInvalid)
+		})
 	})
 	t.Run("failed use spends the token", func(t *testing.T) {
 		tok, err := e.IssueToken(ctx, "carol")
@@ -61,31 +65,34 @@ func TestTokens(t *testing.T) {
 		require.ErrorIs(t, err, idemkit.ErrTokenInvalid)
 	})
 	t.Run("concurrent uses run once", func(t *testing.T) {
-		tok, err := e.IssueToken(ctx, "dave")
-		require.NoError(t, err)
-		var runs, inProgress, replayed atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 64 {
-			wg.Go(func() {
-				<-start
-				res, err := e.UseToken(ctx, "dave", tok.Value, func(context.Context) ([]byte, error) {
-					runs.Add(1)
-					time.Sleep(20 * time.Millisecond)
-					return []byte("once"), nil
+		synctest.Test(t, func(t *testing.T) {
+			e := testkit.NewEngine(t) // in the bubble: its clock and goroutines are the bubble's
+			tok, err := e.IssueToken(ctx, "dave")
+			require.NoError(t, err)
+			var runs, inProgress, replayed atomic.Int32
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range 64 {
+				wg.Go(func() {
+					<-start
+					res, err := e.UseToken(ctx, "dave", tok.Value, func(context.Context) ([]byte, error) {
+						runs.Add(1)
+						time.Sleep(20 * time.Millisecond)
+						return []byte("once"), nil
+					})
+					switch {
+					case errors.Is(err, idemkit.ErrInProgress):
+						inProgress.Add(1)
+					case err == nil && res.Replayed:
+						replayed.Add(1)
+					}
 				})
-				switch {
-				case errors.Is(err, idemkit.ErrInProgress):
-					inProgress.Add(1)
-				case err == nil && res.Replayed:
-					replayed.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		require.EqualValues(t, 1, runs.Load())
-		assert.EqualValues(t, 63, inProgress.Load()+replayed.Load())
+			}
+			close(start)
+			wg.Wait()
+			require.EqualValues(t, 1, runs.Load())
+			assert.EqualValues(t, 63, inProgress.Load()+replayed.Load())
+		})
 	})
 }
 

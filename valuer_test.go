@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -196,39 +197,41 @@ func TestSetNXValueClaimReportedFailedIsUndone(t *testing.T) {
 // Concurrent Do calls with one key over a SetNXValuer run fn once; with
 // WithWait every other caller gets the result replayed.
 func TestDoRaceOverSetNXValue(t *testing.T) {
-	ctx := context.Background()
-	s := newValuer(t)
-	e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithWait(time.Millisecond))
-	require.NoError(t, err)
-	const callers = 32
-	var runs atomic.Int64
-	var wg sync.WaitGroup
-	results := make([]idemkit.Result, callers)
-	errs := make([]error, callers)
-	start := make(chan struct{})
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], errs[i] = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
-				runs.Add(1)
-				time.Sleep(20 * time.Millisecond)
-				return []byte("r"), nil
-			})
-		}()
-	}
-	close(start)
-	wg.Wait()
-	require.Equal(t, int64(1), runs.Load())
-	replayed := 0
-	for i := range callers {
-		require.NoError(t, errs[i])
-		require.Equal(t, []byte("r"), results[i].Value)
-		if results[i].Replayed {
-			replayed++
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := newValuer(t)
+		e, err := idemkit.New(s, idemkit.WithObserver(nil), idemkit.WithWait(time.Millisecond))
+		require.NoError(t, err)
+		const callers = 32
+		var runs atomic.Int64
+		var wg sync.WaitGroup
+		results := make([]idemkit.Result, callers)
+		errs := make([]error, callers)
+		start := make(chan struct{})
+		for i := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i], errs[i] = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
+					runs.Add(1)
+					time.Sleep(20 * time.Millisecond)
+					return []byte("r"), nil
+				})
+			}()
 		}
-	}
-	require.Equal(t, callers-1, replayed)
-	require.Zero(t, s.setNX.Load())
+		close(start)
+		wg.Wait()
+		require.Equal(t, int64(1), runs.Load())
+		replayed := 0
+		for i := range callers {
+			require.NoError(t, errs[i])
+			require.Equal(t, []byte("r"), results[i].Value)
+			if results[i].Replayed {
+				replayed++
+			}
+		}
+		require.Equal(t, callers-1, replayed)
+		require.Zero(t, s.setNX.Load())
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -15,20 +16,13 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemfunc"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
 type msg struct {
 	ID   string `json:"id"`
 	Body string `json:"body"`
-}
-
-func newEngine(t *testing.T) *idemkit.Engine {
-	s := mustMem()
-	t.Cleanup(func() { _ = s.Close() })
-	e, err := idemkit.New(s, idemkit.WithObserver(nil))
-	require.NoError(t, err)
-	return e
 }
 
 func byID(m msg) (string, error) { return m.ID, nil }
@@ -42,34 +36,36 @@ func wrap[Resp any](t *testing.T, e *idemkit.Engine, name string, fn idemfunc.Fu
 }
 
 func TestRedeliveryRunsOnce(t *testing.T) {
-	var runs atomic.Int32
-	h := wrap(t, newEngine(t), "handle", func(_ context.Context, m msg) (string, error) {
-		runs.Add(1)
-		time.Sleep(2 * time.Millisecond)
-		return "handled " + m.Body, nil
-	}, idemfunc.WithEngineOptions[msg](idemkit.WithWait(time.Millisecond)))
-	var fresh atomic.Int32
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			got, res, err := h(context.Background(), msg{ID: "m-1", Body: "hello"})
-			assert.NoError(t, err)
-			assert.Equal(t, "handled hello", got)
-			if !res.Replayed {
-				fresh.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	assert.EqualValues(t, 1, runs.Load())
-	assert.EqualValues(t, 1, fresh.Load(), "every other call is told it got a replay")
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int32
+		h := wrap(t, testkit.NewEngine(t), "handle", func(_ context.Context, m msg) (string, error) {
+			runs.Add(1)
+			time.Sleep(2 * time.Millisecond)
+			return "handled " + m.Body, nil
+		}, idemfunc.WithEngineOptions[msg](idemkit.WithWait(time.Millisecond)))
+		var fresh atomic.Int32
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				got, res, err := h(context.Background(), msg{ID: "m-1", Body: "hello"})
+				assert.NoError(t, err)
+				assert.Equal(t, "handled hello", got)
+				if !res.Replayed {
+					fresh.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.EqualValues(t, 1, runs.Load())
+		assert.EqualValues(t, 1, fresh.Load(), "every other call is told it got a replay")
+	})
 }
 
 // Two consumers of one event, keyed by its ID, each run once: the second
 // never gets the first one's result (an e-mail not sent) nor fails to
 // decode it. Many deliveries race on both.
 func TestWrappersHaveTheirOwnKeySpace(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	var sent, charged atomic.Int32
 	email := wrap(t, e, "send-email", func(context.Context, msg) (string, error) { sent.Add(1); return "sent", nil },
 		idemfunc.WithEngineOptions[msg](idemkit.WithWait(time.Millisecond)))
@@ -96,7 +92,7 @@ func TestWrappersHaveTheirOwnKeySpace(t *testing.T) {
 // A wrapper's keys cannot meet keys other callers give the same engine:
 // a record under the event's bare ID is not the wrapper's.
 func TestWrapperKeysDoNotMeetOtherCallers(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	_, err := e.Do(context.Background(), "evt-1", "", func(context.Context) ([]byte, error) { return []byte(`"other"`), nil })
 	require.NoError(t, err)
 	h := wrap(t, e, "handle", func(context.Context, msg) (string, error) { return "mine", nil })
@@ -107,7 +103,7 @@ func TestWrapperKeysDoNotMeetOtherCallers(t *testing.T) {
 }
 
 func TestResultSaysReplayedAndUnguarded(t *testing.T) {
-	h := wrap(t, newEngine(t), "handle", func(context.Context, msg) (int, error) { return 7, nil })
+	h := wrap(t, testkit.NewEngine(t), "handle", func(context.Context, msg) (int, error) { return 7, nil })
 	for i, replayed := range []bool{false, true} {
 		got, res, err := h(context.Background(), msg{ID: "m"})
 		require.NoError(t, err)
@@ -136,7 +132,7 @@ func TestResultSaysReplayedAndUnguarded(t *testing.T) {
 
 func TestErrorsReleaseTheKey(t *testing.T) {
 	fails := true
-	h := wrap(t, newEngine(t), "handle", func(context.Context, msg) (int, error) {
+	h := wrap(t, testkit.NewEngine(t), "handle", func(context.Context, msg) (int, error) {
 		if fails {
 			fails = false
 			return 0, errors.New("downstream timeout")
@@ -152,7 +148,7 @@ func TestErrorsReleaseTheKey(t *testing.T) {
 }
 
 func TestBadKeysAndMismatch(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ran := false
 	fn := func(context.Context, msg) (int, error) { ran = true; return 1, nil }
 	noID, err := idemfunc.Wrap(e, "handle", func(msg) (string, error) { return "", errors.New("no id") }, fn)
@@ -179,7 +175,7 @@ func TestJSONFingerprintComparesEveryField(t *testing.T) {
 		Sign   string `json:"sign"`
 	}
 	fn := func(context.Context, payment) (int, error) { return 1, nil }
-	h, err := idemfunc.Wrap(newEngine(t), "pay", func(p payment) (string, error) { return p.ID, nil }, fn, idemfunc.WithJSONFingerprint[payment]())
+	h, err := idemfunc.Wrap(testkit.NewEngine(t), "pay", func(p payment) (string, error) { return p.ID, nil }, fn, idemfunc.WithJSONFingerprint[payment]())
 	require.NoError(t, err)
 	_, _, err = h(context.Background(), payment{ID: "p", Amount: 100, Sign: "+"})
 	require.NoError(t, err)
@@ -188,7 +184,7 @@ func TestJSONFingerprintComparesEveryField(t *testing.T) {
 }
 
 func TestWrapRefusesInvalidArguments(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	fn := func(context.Context, msg) (int, error) { return 1, nil }
 	cases := map[string]func() error{
 		"nil engine":   func() error { _, err := idemfunc.Wrap(nil, "n", byID, fn); return err },
@@ -225,7 +221,7 @@ var errDeclined = errors.New("card declined")
 // does not run again.
 func TestFinalErrorsKeepTheirIdentityOnReplay(t *testing.T) {
 	runs := 0
-	h := wrap(t, newEngine(t), "charge", func(context.Context, msg) (int, error) {
+	h := wrap(t, testkit.NewEngine(t), "charge", func(context.Context, msg) (int, error) {
 		runs++
 		return 0, fmt.Errorf("charge %d: %w", runs, errDeclined)
 	}, idemfunc.WithEngineOptions[msg](idemkit.WithErrorCodec(idemkit.FinalErrors(errDeclined))))

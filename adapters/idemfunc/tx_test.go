@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -20,8 +21,7 @@ type receipt struct {
 // result in its own transaction: rolled back, the message runs again;
 // committed, a redelivery gets the recorded result.
 func TestCompleteInTheConsumersTransaction(t *testing.T) {
-	s := mustMem()
-	t.Cleanup(func() { _ = s.Close() })
+	s := testkit.NewMem(t)
 	e, err := idemkit.New(s, idemkit.WithObserver(nil))
 	require.NoError(t, err)
 	commit := false

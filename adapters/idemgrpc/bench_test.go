@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // BenchmarkUnary compares, over a loopback TCP connection, a call through
@@ -39,7 +40,7 @@ func BenchmarkUnary(b *testing.B) {
 }
 
 func idemServerOpts(b *testing.B) []grpc.ServerOption {
-	return unaryOnly(newServer(b, newEngine(b), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)))
+	return unaryOnly(newServer(b, testkit.NewEngine(b), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)))
 }
 
 func benchCalls(b *testing.B, conn *grpc.ClientConn, in *structpb.Struct, ctxFor func(i int) context.Context) {
@@ -59,7 +60,7 @@ func benchCalls(b *testing.B, conn *grpc.ClientConn, in *structpb.Struct, ctxFor
 func BenchmarkInterceptor(b *testing.B) {
 	in := mustStruct(b, map[string]any{"item": "book", "qty": 2, "note": "gift wrap"})
 	out := mustStruct(b, map[string]any{"id": "o-1", "item": "book", "qty": 2})
-	intercept := newServer(b, newEngine(b), idemgrpc.WithMethods(methodCreate),
+	intercept := newServer(b, testkit.NewEngine(b), idemgrpc.WithMethods(methodCreate),
 		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "alice", nil })).UnaryServerInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: methodCreate}
 	handler := func(context.Context, any) (any, error) { return out, nil }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // lossy is a server interceptor placed in front of the idempotency
@@ -79,7 +80,7 @@ func assertRetriedWithOneKey(t *testing.T, srv *orders, l *lossy, r reply) {
 func TestClientRetriesKeepTheKeyAfterALostResponse(t *testing.T) {
 	srv := &orders{}
 	l := &lossy{lose: 1}
-	conn := serveLossy(t, newEngine(t), srv, l, clientInterceptor(t,
+	conn := serveLossy(t, testkit.NewEngine(t), srv, l, clientInterceptor(t,
 		idemgrpc.WithMethods(methodCreate), idemgrpc.WithRetries(3), idemgrpc.WithBackoff(time.Millisecond, 5*time.Millisecond)))
 	r := create(callCtx(t, "alice", ""), conn, mustStruct(t, map[string]any{"item": "book"}))
 	assertRetriedWithOneKey(t, srv, l, r)
@@ -99,7 +100,7 @@ const retryPolicy = `{"methodConfig": [{
 func TestGRPCRetryPolicyKeepsTheKeyAfterALostResponse(t *testing.T) {
 	srv := &orders{}
 	l := &lossy{lose: 1}
-	conn := serveLossy(t, newEngine(t), srv, l,
+	conn := serveLossy(t, testkit.NewEngine(t), srv, l,
 		grpc.WithDefaultServiceConfig(retryPolicy),
 		clientInterceptor(t, idemgrpc.WithMethods(methodCreate)))
 	r := create(callCtx(t, "alice", ""), conn, mustStruct(t, map[string]any{"item": "book"}))
@@ -131,8 +132,7 @@ func testInFlightRetry(t *testing.T, hint time.Duration, dopt grpc.DialOption) {
 			once.Do(func() { close(release) })
 		}
 	})
-	ms := mustMem()
-	t.Cleanup(func() { _ = ms.Close() })
+	ms := testkit.NewMem(t)
 	e, err := idemkit.New(ms, idemkit.WithObserver(obs), idemkit.WithRetryHint(hint))
 	require.NoError(t, err)
 
@@ -243,7 +243,7 @@ func TestWithCallKeyChoosesTheKeyOfOneCall(t *testing.T) {
 	srv := &orders{}
 	l := &lossy{}
 	conn := serve(t, srv, []grpc.ServerOption{grpc.ChainUnaryInterceptor(l.intercept,
-		newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)).UnaryServerInterceptor())},
+		newServer(t, testkit.NewEngine(t), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal)).UnaryServerInterceptor())},
 		clientInterceptor(t, idemgrpc.WithMethods(methodCreate)))
 	var replies []reply
 	for range 2 {

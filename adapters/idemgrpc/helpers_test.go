@@ -124,15 +124,6 @@ func serve(tb testing.TB, srv *orders, sopts []grpc.ServerOption, dopts ...grpc.
 	return conn
 }
 
-func newEngine(tb testing.TB) *idemkit.Engine {
-	tb.Helper()
-	s := mustMem()
-	tb.Cleanup(func() { _ = s.Close() })
-	e, err := idemkit.New(s, idemkit.WithObserver(nil))
-	require.NoError(tb, err)
-	return e
-}
-
 // userPrincipal names the caller from the x-user request metadata, as an
 // auth interceptor would.
 func userPrincipal(ctx context.Context) (string, error) {

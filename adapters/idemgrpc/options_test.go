@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -21,7 +22,7 @@ func constPrincipal(context.Context) (string, error) { return "p", nil }
 // wrapping idemkit.ErrInvalid that names the problem, instead of failing
 // every call later.
 func TestNewServerRefusesInvalidOptions(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	selected := idemgrpc.WithMethods(methodCreate)
 	principal := idemgrpc.WithPrincipal(constPrincipal)
 	cases := map[string]struct {

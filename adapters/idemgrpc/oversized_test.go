@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // oversizedOrders answers Create with a response over a 256-byte result
@@ -32,11 +33,7 @@ func oversizedOrders() *orders {
 // cappedEngine is an engine whose results may not exceed 256 bytes.
 func cappedEngine(t *testing.T, opts ...idemkit.Option) *idemkit.Engine {
 	t.Helper()
-	s := mustMem()
-	t.Cleanup(func() { _ = s.Close() })
-	e, err := idemkit.New(s, append([]idemkit.Option{idemkit.WithObserver(nil), idemkit.WithMaxResultSize(256)}, opts...)...)
-	require.NoError(t, err)
-	return e
+	return testkit.NewEngine(t, append([]idemkit.Option{idemkit.WithMaxResultSize(256)}, opts...)...)
 }
 
 // TestOversizedResponseIsNeverRunAgain sends one key from many clients at
@@ -99,7 +96,7 @@ func TestOversizedResponseReleaseKey(t *testing.T) {
 }
 
 func TestOversizedOptionIsValidated(t *testing.T) {
-	_, err := idemgrpc.NewServer(newEngine(t), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal),
+	_, err := idemgrpc.NewServer(testkit.NewEngine(t), idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal),
 		idemgrpc.WithEngineOptions(idemkit.WithOversized(9)))
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 }

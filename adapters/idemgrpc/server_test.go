@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/keying"
 	"github.com/idemkit/idemkit/store/storetest"
 )
@@ -58,7 +59,7 @@ func TestConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // keep the first call in flight while others arrive
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	in := mustStruct(t, map[string]any{"item": "book", "qty": 2})
 
 	const n = 50
@@ -97,7 +98,7 @@ func TestConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
 
 func TestReplayEqualsOriginalAndCarriesHeader(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	in := mustStruct(t, map[string]any{"item": "pen", "tags": []any{"a", "b"}, "nested": map[string]any{"x": 1.5}})
 
 	first := create(callCtx(t, "alice", "k1"), conn, in)
@@ -117,7 +118,7 @@ func TestReplayEqualsOriginalAndCarriesHeader(t *testing.T) {
 
 func TestPayloadMismatch(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	require.NoError(t, create(callCtx(t, "alice", "k"), conn, mustStruct(t, map[string]any{"qty": 1})).err)
 	r := create(callCtx(t, "alice", "k"), conn, mustStruct(t, map[string]any{"qty": 2}))
 	assert.Equal(t, codes.FailedPrecondition, code(r.err), r.err)
@@ -126,7 +127,7 @@ func TestPayloadMismatch(t *testing.T) {
 
 func TestMissingKey(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	r := create(callCtx(t, "alice", ""), conn, mustStruct(t, nil))
 	assert.Equal(t, codes.InvalidArgument, code(r.err), r.err)
 	assert.Contains(t, status.Convert(r.err).Message(), "idempotency-key")
@@ -135,7 +136,7 @@ func TestMissingKey(t *testing.T) {
 
 func TestOptionalKeyPassesThrough(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithOptionalKey())
+	conn := serveIdem(t, testkit.NewEngine(t), srv, idemgrpc.WithOptionalKey())
 	for range 2 {
 		r := create(callCtx(t, "alice", ""), conn, mustStruct(t, nil))
 		require.NoError(t, r.err)
@@ -147,7 +148,7 @@ func TestOptionalKeyPassesThrough(t *testing.T) {
 // Malformed keys are checked by calling the interceptor directly: grpc-go
 // itself refuses to send non-printable metadata values.
 func TestMalformedKeys(t *testing.T) {
-	intercept := newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate),
+	intercept := newServer(t, testkit.NewEngine(t), idemgrpc.WithMethods(methodCreate),
 		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "p", nil })).UnaryServerInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: methodCreate}
 	ran := 0
@@ -178,7 +179,7 @@ func TestInFlightRepeatIsAbortedWithRetryInfo(t *testing.T) {
 		<-release
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithRetryHint(250*time.Millisecond)))
+	conn := serveIdem(t, testkit.NewEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithRetryHint(250*time.Millisecond)))
 	in := mustStruct(t, map[string]any{"a": 1})
 
 	firstDone := make(chan reply, 1)
@@ -246,7 +247,7 @@ func TestFinalErrorReplayedAsSameStatus(t *testing.T) {
 		}
 		return nil, st.Err()
 	}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	first := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
 	require.Equal(t, codes.NotFound, code(first.err))
 	assert.False(t, first.replayed)
@@ -268,7 +269,7 @@ func TestTransientErrorRunsAgain(t *testing.T) {
 		}
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	first := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
 	require.Equal(t, codes.Internal, code(first.err))
 	second := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
@@ -285,7 +286,7 @@ func TestWithFinalCodesReplacesTheSet(t *testing.T) {
 		srv.runs.Add(1)
 		return nil, status.Error(codes.Code(fail.Load()), "boom")
 	}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithFinalCodes(codes.Internal))
+	conn := serveIdem(t, testkit.NewEngine(t), srv, idemgrpc.WithFinalCodes(codes.Internal))
 	for range 2 {
 		assert.Equal(t, codes.Internal, code(create(callCtx(t, "alice", "internal"), conn, mustStruct(t, nil)).err))
 	}
@@ -299,7 +300,7 @@ func TestWithFinalCodesReplacesTheSet(t *testing.T) {
 
 func TestPrincipalsAreIsolated(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	alice := create(callCtx(t, "alice", "shared"), conn, mustStruct(t, map[string]any{"who": "alice"}))
 	bob := create(callCtx(t, "bob", "shared"), conn, mustStruct(t, map[string]any{"who": "bob"}))
 	require.NoError(t, alice.err)
@@ -315,7 +316,7 @@ func TestPrincipalsAreIsolated(t *testing.T) {
 
 func TestPrincipalErrorIsUnauthenticated(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	r := create(callCtx(t, "", "k"), conn, mustStruct(t, nil))
 	assert.Equal(t, codes.Unauthenticated, code(r.err), r.err)
 	assert.Zero(t, srv.runs.Load())
@@ -323,7 +324,7 @@ func TestPrincipalErrorIsUnauthenticated(t *testing.T) {
 
 func TestUnselectedMethodsPassThrough(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	for range 2 {
 		var hdr metadata.MD
 		err := conn.Invoke(callCtx(t, "alice", "k"), methodGet, mustStruct(t, nil), new(structpb.Struct), grpc.Header(&hdr))
@@ -335,7 +336,7 @@ func TestUnselectedMethodsPassThrough(t *testing.T) {
 
 func TestSelectorAndCustomMetadataKey(t *testing.T) {
 	srv := &orders{}
-	conn := serve(t, srv, unaryOnly(newServer(t, newEngine(t),
+	conn := serve(t, srv, unaryOnly(newServer(t, testkit.NewEngine(t),
 		idemgrpc.WithPrincipal(userPrincipal),
 		idemgrpc.WithMetadataKey("X-Request-Id"),
 		idemgrpc.WithSelector(func(_ context.Context, m string) bool { return strings.HasSuffix(m, "/Get") }))))
@@ -354,7 +355,7 @@ func TestWaitingRepeatsGetTheReplay(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithWait(time.Millisecond)))
+	conn := serveIdem(t, testkit.NewEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithWait(time.Millisecond)))
 	var wg sync.WaitGroup
 	replies := make([]reply, 10)
 	for i := range replies {
@@ -373,7 +374,7 @@ func TestWaitingRepeatsGetTheReplay(t *testing.T) {
 // not marked as a replay: the client did not get the stored outcome.
 func TestUnknownStoredTypeIsInternalWithoutReplayHeader(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithTypeResolver(new(protoregistry.Types)))
+	conn := serveIdem(t, testkit.NewEngine(t), srv, idemgrpc.WithTypeResolver(new(protoregistry.Types)))
 	first := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
 	require.NoError(t, first.err)
 	for range 2 {
@@ -397,7 +398,7 @@ func TestReplayHeaderExactlyOnce(t *testing.T) {
 		}
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	for _, f := range []bool{false, true} {
 		fail.Store(f)
 		key := map[bool]string{false: "ok", true: "final"}[f]
@@ -424,7 +425,7 @@ func TestReplayHeaderExactlyOnce(t *testing.T) {
 // Unauthenticated with a fixed text.
 func TestPrincipalStatusIsKept(t *testing.T) {
 	srv := &orders{}
-	conn := serve(t, srv, unaryOnly(newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate),
+	conn := serve(t, srv, unaryOnly(newServer(t, testkit.NewEngine(t), idemgrpc.WithMethods(methodCreate),
 		idemgrpc.WithPrincipal(func(context.Context) (string, error) {
 			return "", status.Error(codes.PermissionDenied, "account suspended")
 		}))))
@@ -439,7 +440,7 @@ func TestPrincipalStatusIsKept(t *testing.T) {
 // the wrapping text, which may quote the caller's credential, is not sent.
 func TestWrappedPrincipalStatusSendsOnlyTheStatus(t *testing.T) {
 	srv := &orders{}
-	s := newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate, methodWatch),
+	s := newServer(t, testkit.NewEngine(t), idemgrpc.WithMethods(methodCreate, methodWatch),
 		idemgrpc.WithPrincipal(func(context.Context) (string, error) {
 			return "", fmt.Errorf("no session for bearer token %s: %w", secretToken, status.Error(codes.PermissionDenied, "account suspended"))
 		}))
@@ -465,7 +466,7 @@ func TestFinalStatusWithInvalidUTF8IsReplayed(t *testing.T) {
 		srv.runs.Add(1)
 		return nil, status.Error(codes.NotFound, "no customer \xff\xfe1")
 	}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 	first := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
 	require.Equal(t, codes.NotFound, code(first.err))
 	second := create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil))
@@ -485,7 +486,7 @@ func (garbageCodec) DecodeError([]byte) error         { return errors.New("unuse
 // like a stored response that cannot be rebuilt, is not marked replayed:
 // the client did not get the stored outcome.
 func TestCorruptStoredStatusIsInternalWithoutReplayHeader(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	fp := new(keying.Fingerprinter).SumRaw("", methodCreate, nil, nil) // the empty request's
 	_, err := e.Do(context.Background(), keying.Key("grpc", methodCreate, "k"), fp,
 		func(context.Context) ([]byte, error) { return nil, errors.New("final") },

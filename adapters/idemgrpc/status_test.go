@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
 )
@@ -93,8 +94,7 @@ func (s *keyStore) recorded() []string {
 }
 
 func newKeyStore(t *testing.T, mode string) *keyStore {
-	ms := mustMem()
-	t.Cleanup(func() { _ = ms.Close() })
+	ms := testkit.NewMem(t)
 	return &keyStore{Store: ms, mode: mode}
 }
 
@@ -346,7 +346,7 @@ func TestPrincipalIsTheEngineScope(t *testing.T) {
 // share one scope with every other caller whose principal is empty.
 func TestEmptyPrincipalIsUnauthenticated(t *testing.T) {
 	srv := &orders{}
-	s := newServer(t, newEngine(t), idemgrpc.WithMethods(methodCreate, methodWatch),
+	s := newServer(t, testkit.NewEngine(t), idemgrpc.WithMethods(methodCreate, methodWatch),
 		idemgrpc.WithPrincipal(func(context.Context) (string, error) { return "", nil }))
 	conn := serve(t, srv, []grpc.ServerOption{
 		grpc.UnaryInterceptor(s.UnaryServerInterceptor()),
@@ -362,7 +362,7 @@ func TestEmptyPrincipalIsUnauthenticated(t *testing.T) {
 // of the engine made under the call's bare key, in the same scope, is not
 // the call's.
 func TestKeysDoNotMeetOtherCallersOfTheEngine(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	for _, key := range []string{"k", methodCreate + ":k"} {
 		_, err := e.Do(context.Background(), key, "", func(context.Context) ([]byte, error) { return []byte("other"), nil },
 			idemkit.WithScope("alice"))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // watch opens a Watch stream, sends in and reads until the stream ends. It
@@ -55,7 +56,7 @@ func TestConcurrentDuplicateStreamsAdmitOne(t *testing.T) {
 		}
 		return nil
 	}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 
 	const n = 20
 	got := make([]int, n)
@@ -83,7 +84,7 @@ func TestConcurrentDuplicateStreamsAdmitOne(t *testing.T) {
 
 func TestStreamKeysAndSelection(t *testing.T) {
 	srv := &orders{}
-	conn := serveIdem(t, newEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngine(t), srv)
 
 	_, err := watch(callCtx(t, "alice", ""), conn, methodWatch, mustStruct(t, nil))
 	assert.Equal(t, codes.InvalidArgument, code(err), "missing key: %v", err)
@@ -101,7 +102,7 @@ func TestStreamKeysAndSelection(t *testing.T) {
 
 func TestUnselectedStreamPassesThrough(t *testing.T) {
 	srv := &orders{}
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	s := newServer(t, e, idemgrpc.WithMethods(methodCreate), idemgrpc.WithPrincipal(userPrincipal))
 	conn := serve(t, srv, []grpc.ServerOption{grpc.StreamInterceptor(s.StreamServerInterceptor())})
 	for range 2 {
@@ -120,7 +121,7 @@ func TestStreamReleaseOnError(t *testing.T) {
 		}
 		return ss.SendMsg(in)
 	}
-	conn := serveIdem(t, newEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithRelease(idemkit.ReleaseOnError)))
+	conn := serveIdem(t, testkit.NewEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithRelease(idemkit.ReleaseOnError)))
 	_, err := watch(callCtx(t, "alice", "k"), conn, methodWatch, mustStruct(t, nil))
 	assert.Equal(t, codes.Unavailable, code(err), err)
 	n, err := watch(callCtx(t, "alice", "k"), conn, methodWatch, mustStruct(t, nil))

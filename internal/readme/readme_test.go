@@ -51,16 +51,46 @@ var nested = []string{"otel", "adapters/idemfiber", "queue/idemnats", "queue/ide
 
 var goBlock = regexp.MustCompile("(?ms)^```go\n(.*?)^```")
 
-// blocks returns README.md's Go blocks.
-func blocks(t *testing.T) []string {
+// docFiles returns README.md and every docs/*.md, relative to this
+// package, in a fixed order.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	guides, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, m := range goBlock.FindAllSubmatch(readme, -1) {
-		out = append(out, string(m[1]))
+	sort.Strings(guides)
+	return append([]string{"../../README.md"}, guides...)
+}
+
+// goBlock is one ```go block: its file, its ordinal in the file and its
+// text.
+type goBlockText struct {
+	file string
+	n    int
+	text string
+}
+
+// name is the block's directory in the scratch module, such as
+// docs_http_02 for the second Go block of docs/http.md.
+func (b goBlockText) name() string {
+	rel := strings.TrimPrefix(b.file, "../../")
+	rel = strings.TrimSuffix(rel, ".md")
+	return fmt.Sprintf("%s_%02d", strings.NewReplacer("/", "_", "-", "_").Replace(rel), b.n)
+}
+
+// blocks returns the Go blocks of README.md and docs/*.md.
+func blocks(t *testing.T) []goBlockText {
+	t.Helper()
+	var out []goBlockText
+	for _, f := range docFiles(t) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range goBlock.FindAllSubmatch(text, -1) {
+			out = append(out, goBlockText{file: f, n: i + 1, text: string(m[1])})
+		}
 	}
 	return out
 }
@@ -93,8 +123,9 @@ func program(block string) string {
 	return b.String()
 }
 
-// TestGoBlocksCompile builds every Go block of README.md, each as its own
-// program in a scratch module that uses this checkout of idemkit.
+// TestGoBlocksCompile builds every Go block of README.md and docs/*.md,
+// each as its own program in a scratch module that uses this checkout of
+// idemkit.
 func TestGoBlocksCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds programs")
@@ -104,8 +135,8 @@ func TestGoBlocksCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	bs := blocks(t)
-	if len(bs) < 5 {
-		t.Fatalf("found %d Go blocks in README.md; the extraction is broken", len(bs))
+	if len(bs) < 10 {
+		t.Fatalf("found %d Go blocks in README.md and docs/; the extraction is broken", len(bs))
 	}
 	dir := t.TempDir()
 	var gomod, sums strings.Builder
@@ -122,8 +153,8 @@ func TestGoBlocksCompile(t *testing.T) {
 	}
 	write(t, filepath.Join(dir, "go.mod"), gomod.String())
 	write(t, filepath.Join(dir, "go.sum"), sums.String())
-	for i, block := range bs {
-		write(t, filepath.Join(dir, fmt.Sprintf("block%02d", i+1), "main.go"), program(block))
+	for _, b := range bs {
+		write(t, filepath.Join(dir, b.name(), "main.go"), program(b.text))
 	}
 	cmd := exec.Command("go", "build", "-mod=mod", "-o", os.DevNull, "./...")
 	cmd.Dir = dir
@@ -131,7 +162,7 @@ func TestGoBlocksCompile(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("README.md Go blocks do not compile (blockNN is the NNth ```go block):\n%s", out.String())
+		t.Fatalf("Go blocks do not compile (docs_http_02 is the second ```go block of docs/http.md):\n%s", out.String())
 	}
 }
 

@@ -101,6 +101,10 @@ fi
 # --- python3: the order backend of idemproxy's integration tests -----------
 command -v python3 >/dev/null || apt_install python3
 
+# --- curl and jq: the shell sessions of README.md and docs/ (internal/readme)
+command -v curl >/dev/null || apt_install curl
+command -v jq >/dev/null || apt_install jq
+
 # --- Chromium: the browser tests of cmd/idemdemo (TestBrowser) --------------
 # Once installed the tests require it (IDEMDEMO_CHROMIUM); only when it
 # cannot be installed do they skip, saying why.

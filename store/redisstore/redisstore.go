@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -81,8 +82,16 @@ type Client interface {
 	TxPipeline() redis.Pipeliner
 }
 
-// Option configures a Store.
-type Option func(*Store)
+// Option configures a Store. An option that cannot take effect makes New
+// return an error naming it; a nil option is refused by its position.
+type Option func(*config) error
+
+// config holds the settings Options change.
+type config struct {
+	prefix      string
+	waitN       int
+	waitTimeout time.Duration
+}
 
 // WithPrefix sets a namespace prepended to every key, so that several
 // applications (or several idemkit engines) can share one Redis. The
@@ -94,7 +103,10 @@ type Option func(*Store)
 // prefix, for example "idem:{orders}:", only to pin all the Store's keys
 // to one slot (and one node), which also concentrates their load there.
 func WithPrefix(ns string) Option {
-	return func(s *Store) { s.prefix = ns }
+	return func(c *config) error {
+		c.prefix = ns
+		return nil
+	}
 }
 
 // WithWaitReplicas makes every write that changed something (a SetNX that
@@ -112,15 +124,19 @@ func WithPrefix(ns string) Option {
 // default, turns waiting off. See the package documentation, section
 // "Replication, failover and WAIT", for what it costs and protects.
 func WithWaitReplicas(n int, timeout time.Duration) Option {
-	return func(s *Store) {
-		s.waitN = n
-		s.waitTimeout = timeout
+	return func(c *config) error {
+		if (n != 0 || timeout != 0) && (n < 1 || timeout <= 0) {
+			return fmt.Errorf("WithWaitReplicas(%d, %v): needs n >= 1 and a positive timeout, or (0, 0) for no waiting", n, timeout)
+		}
+		c.waitN = n
+		c.waitTimeout = timeout
+		return nil
 	}
 }
 
 // New returns a Store that keeps its entries through client. New sends
 // nothing to Redis. It returns an error wrapping store.ErrInvalid, naming
-// the culprit, when client is nil (or a typed nil) or an option is nil or
+// each culprit, when client is nil (or a typed nil) or an option is nil or
 // invalid.
 //
 // The server must run Redis 6.2 or later (Consume uses GETDEL).
@@ -128,15 +144,14 @@ func New(client Client, opts ...Option) (*Store, error) {
 	if isNil(client) {
 		return nil, fmt.Errorf("redisstore: %w: nil client", store.ErrInvalid)
 	}
-	s := &Store{client: client}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("redisstore: %w: option %d is nil", store.ErrInvalid, i+1)
-		}
-		o(s)
+	var c config
+	errs := options.Collect(&c, opts)
+	s := &Store{client: client, prefix: c.prefix, waitN: c.waitN, waitTimeout: c.waitTimeout}
+	if len(errs) == 0 {
+		errs = append(errs, s.checkWait())
 	}
-	if err := s.checkWait(); err != nil {
-		return nil, err
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	return s, nil
 }
@@ -156,14 +171,12 @@ func isNil(c Client) bool {
 	return false
 }
 
-// checkWait validates the WithWaitReplicas settings against the client.
+// checkWait validates the WithWaitReplicas settings, already checked on
+// their own by the option, against the client, and rounds the timeout up
+// to the whole millisecond WAIT takes.
 func (s *Store) checkWait() error {
-	if s.waitN == 0 && s.waitTimeout == 0 {
+	if s.waitN == 0 {
 		return nil
-	}
-	if s.waitN < 1 || s.waitTimeout <= 0 {
-		return fmt.Errorf("redisstore: %w: WithWaitReplicas(%d, %v) needs n >= 1 and a positive timeout",
-			store.ErrInvalid, s.waitN, s.waitTimeout)
 	}
 	s.waitTimeout = store.RoundTTL(s.waitTimeout)
 	var readTimeout time.Duration
@@ -173,12 +186,10 @@ func (s *Store) checkWait() error {
 	case *redis.ClusterClient:
 		readTimeout = c.Options().ReadTimeout
 	default:
-		return fmt.Errorf("redisstore: %w: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, not %T",
-			store.ErrInvalid, s.client)
+		return fmt.Errorf("WithWaitReplicas: needs a *redis.Client or *redis.ClusterClient, not %T", s.client)
 	}
 	if readTimeout > 0 && s.waitTimeout >= readTimeout {
-		return fmt.Errorf("redisstore: %w: WithWaitReplicas timeout %v must be below the client's ReadTimeout %v",
-			store.ErrInvalid, s.waitTimeout, readTimeout)
+		return fmt.Errorf("WithWaitReplicas: timeout %v must be below the client's ReadTimeout %v", s.waitTimeout, readTimeout)
 	}
 	return nil
 }

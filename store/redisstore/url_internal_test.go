@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func mustParse(t *testing.T, rawURL string) (*clientOptions, *Store) {
+func mustParse(t *testing.T, rawURL string) (*clientOptions, *config) {
 	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -17,9 +17,11 @@ func mustParse(t *testing.T, rawURL string) (*clientOptions, *Store) {
 	if err != nil {
 		t.Fatalf("parseRedisURL(%q) = %v", rawURL, err)
 	}
-	s := &Store{}
+	s := &config{}
 	for _, o := range opts {
-		o(s)
+		if err := o(s); err != nil {
+			t.Fatalf("parseRedisURL(%q): option: %v", rawURL, err)
+		}
 	}
 	return c, s
 }

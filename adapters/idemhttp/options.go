@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/internal/httpcore"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -47,7 +48,7 @@ var ErrNoPrincipal = errors.New("idemhttp: no principal")
 // given to another, where it would change nothing, it is refused: the
 // constructor returns an error wrapping idemkit.ErrInvalid that names the
 // option. A nil Option is refused too.
-type Option func(*config)
+type Option func(*config) error
 
 type config struct {
 	mode          mode // the constructor applying the options
@@ -75,7 +76,6 @@ type config struct {
 	problemBase   string
 	members       ProblemMembers
 	instance      func(*http.Request) string
-	err           error
 }
 
 func newConfig(m mode, opts []Option) (*config, error) {
@@ -93,42 +93,31 @@ func newConfig(m mode, opts []Option) (*config, error) {
 		members:       DefaultProblemMembers,
 		instance:      UUIDInstance,
 	}
-	for i, o := range opts {
-		if o == nil {
-			c.invalid("option %d is nil", i)
-			continue
-		}
-		o(c)
+	errs := options.Collect(c, opts)
+	if c.principal == nil {
+		errs = append(errs, errors.New("WithPrincipal is required: keys and tokens are scoped by principal"))
 	}
-	switch {
-	case c.err != nil:
-	case c.principal == nil:
-		c.invalid("WithPrincipal is required: keys and tokens are scoped by principal")
-	case c.fp != nil && len(c.volatile) > 0:
-		c.invalid("WithVolatile and WithFingerprinter cannot be combined: the fingerprinter would ignore the volatile paths; " +
-			"give them to keying.NewFingerprinter with keying.WithVolatile instead")
-	case slices.Contains(c.replayHeaders, c.replayHeader):
-		c.invalid("header %s cannot be replayed: it marks replays (WithReplayHeader)", c.replayHeader)
-	case m == modeToken && c.maxBodySet && c.tokenField == "":
-		c.invalid("WithMaxBody applies to Token only with WithTokenField, not Token without it: no body is read")
+	if c.fp != nil && len(c.volatile) > 0 {
+		errs = append(errs, errors.New("WithVolatile and WithFingerprinter cannot be combined: the fingerprinter would ignore the volatile paths; "+
+			"give them to keying.NewFingerprinter with keying.WithVolatile instead"))
 	}
-	if c.err != nil {
-		return nil, c.err
+	if slices.Contains(c.replayHeaders, c.replayHeader) {
+		errs = append(errs, fmt.Errorf("WithReplayHeaders: header %s cannot be replayed: it marks replays (WithReplayHeader)", c.replayHeader))
+	}
+	if m == modeToken && c.maxBodySet && c.tokenField == "" {
+		errs = append(errs, errors.New("WithMaxBody: applies to Token only with WithTokenField, not Token without it: no body is read"))
+	}
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("idemhttp: %w", err)
 	}
 	return c, nil
 }
 
-func (c *config) invalid(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("idemhttp: %w: "+format, append([]any{idemkit.ErrInvalid}, args...)...)
-	}
-}
-
-// only refuses an option given to a constructor it does not apply to; it
-// reports whether the option may go on.
-func (c *config) only(name string, modes ...mode) bool {
+// only refuses an option given to a constructor it does not apply to: it
+// returns nil when the option may go on, and otherwise its error.
+func (c *config) only(name string, modes ...mode) error {
 	if slices.Contains(modes, c.mode) {
-		return true
+		return nil
 	}
 	names := make([]string, len(modes))
 	for i, m := range modes {
@@ -138,8 +127,7 @@ func (c *config) only(name string, modes ...mode) bool {
 	if n := len(names); n > 1 {
 		list = strings.Join(names[:n-1], ", ") + " and " + names[n-1]
 	}
-	c.invalid("%s applies to %s only, not %s", name, list, c.mode)
-	return false
+	return fmt.Errorf("%s: applies to %s only, not %s", name, list, c.mode)
 }
 
 func (c *config) log() *slog.Logger {
@@ -159,12 +147,12 @@ func (c *config) guarded(method string) bool {
 // was stored. When fn returns an error or "" the request gets 401 and the
 // handler does not run. fn must be safe for concurrent use.
 func WithPrincipal(fn func(*http.Request) (string, error)) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if fn == nil {
-			c.invalid("nil principal function")
-			return
+			return errors.New("WithPrincipal: nil principal function")
 		}
 		c.principal = fn
+		return nil
 	}
 }
 
@@ -190,30 +178,30 @@ func TrustedHeaderPrincipal(name string) func(*http.Request) (string, error) {
 // WithKeyHeader sets the request header that carries the idempotency key
 // (default DefaultKeyHeader). Idempotency only.
 func WithKeyHeader(name string) Option {
-	return func(c *config) {
-		if !c.only("WithKeyHeader", modeKey) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithKeyHeader", modeKey); err != nil {
+			return err
 		}
 		if !httpcore.ValidToken(name) {
-			c.invalid("invalid key header name %q", name)
-			return
+			return fmt.Errorf("WithKeyHeader: invalid header name %q", name)
 		}
 		c.keyHeader = http.CanonicalHeaderKey(name)
+		return nil
 	}
 }
 
 // WithTokenHeader sets the request header that carries the one-time token
 // (default DefaultTokenHeader). Token only.
 func WithTokenHeader(name string) Option {
-	return func(c *config) {
-		if !c.only("WithTokenHeader", modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithTokenHeader", modeToken); err != nil {
+			return err
 		}
 		if !httpcore.ValidToken(name) {
-			c.invalid("invalid token header name %q", name)
-			return
+			return fmt.Errorf("WithTokenHeader: invalid header name %q", name)
 		}
 		c.tokenHeader = http.CanonicalHeaderKey(name)
+		return nil
 	}
 }
 
@@ -221,31 +209,32 @@ func WithTokenHeader(name string) Option {
 // PATCH). Requests with other methods pass straight to the handler.
 // Idempotency, Window and Token (TokenIssuer answers every method).
 func WithMethods(methods ...string) Option {
-	return func(c *config) {
-		if !c.only("WithMethods", modeKey, modeWindow, modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithMethods", modeKey, modeWindow, modeToken); err != nil {
+			return err
 		}
 		if len(methods) == 0 {
-			c.invalid("no methods")
-			return
+			return errors.New("WithMethods: no methods")
 		}
 		for _, m := range methods {
 			if !httpcore.ValidToken(m) {
-				c.invalid("invalid method %q", m)
-				return
+				return fmt.Errorf("WithMethods: invalid method %q", m)
 			}
 		}
 		c.methods = append([]string(nil), methods...)
+		return nil
 	}
 }
 
 // WithOptionalKey lets requests without an idempotency key through to the
 // handler, unguarded, instead of answering 400. Idempotency only.
 func WithOptionalKey() Option {
-	return func(c *config) {
-		if c.only("WithOptionalKey", modeKey) {
-			c.optionalKey = true
+	return func(c *config) error {
+		if err := c.only("WithOptionalKey", modeKey); err != nil {
+			return err
 		}
+		c.optionalKey = true
+		return nil
 	}
 }
 
@@ -264,15 +253,15 @@ func StoreAll(status int) bool { return true }
 // (default DefaultStorePolicy); in Window mode, which end the handler
 // successfully. See also StoreAll. Idempotency, Window and Token.
 func WithStorePolicy(store func(status int) bool) Option {
-	return func(c *config) {
-		if !c.only("WithStorePolicy", modeKey, modeWindow, modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithStorePolicy", modeKey, modeWindow, modeToken); err != nil {
+			return err
 		}
 		if store == nil {
-			c.invalid("nil store policy")
-			return
+			return errors.New("WithStorePolicy: nil store policy")
 		}
 		c.store = store
+		return nil
 	}
 }
 
@@ -282,19 +271,19 @@ func WithStorePolicy(store func(status int) bool) Option {
 // appear on the fresh response only. The replay header (WithReplayHeader)
 // is refused: the middleware sets it itself. Idempotency and Token.
 func WithReplayHeaders(names ...string) Option {
-	return func(c *config) {
-		if !c.only("WithReplayHeaders", modeKey, modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithReplayHeaders", modeKey, modeToken); err != nil {
+			return err
 		}
 		for _, n := range names {
 			if !httpcore.ValidToken(n) {
-				c.invalid("invalid replay header name %q", n)
-				return
+				return fmt.Errorf("WithReplayHeaders: invalid header name %q", n)
 			}
 			if n = http.CanonicalHeaderKey(n); !slices.Contains(c.replayHeaders, n) {
 				c.replayHeaders = append(c.replayHeaders, n)
 			}
 		}
+		return nil
 	}
 }
 
@@ -303,15 +292,15 @@ func WithReplayHeaders(names ...string) Option {
 // not run. The body is restored for the handler. Idempotency and Window;
 // Token with WithTokenField, whose form body it bounds.
 func WithMaxBody(n int64) Option {
-	return func(c *config) {
-		if !c.only("WithMaxBody", modeKey, modeWindow, modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithMaxBody", modeKey, modeWindow, modeToken); err != nil {
+			return err
 		}
 		if n <= 0 {
-			c.invalid("max body must be positive, got %d", n)
-			return
+			return fmt.Errorf("WithMaxBody(%d): must be positive", n)
 		}
 		c.maxBody, c.maxBodySet = n, true
+		return nil
 	}
 }
 
@@ -325,15 +314,15 @@ func WithMaxBody(n int64) Option {
 // terminal record: a retry gets 500 ProblemResponseNotStored). n must be
 // positive. Idempotency and Token.
 func WithMaxStoredResponse(n int) Option {
-	return func(c *config) {
-		if !c.only("WithMaxStoredResponse", modeKey, modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithMaxStoredResponse", modeKey, modeToken); err != nil {
+			return err
 		}
 		if n <= 0 {
-			c.invalid("max stored response must be positive, got %d", n)
-			return
+			return fmt.Errorf("WithMaxStoredResponse(%d): must be positive", n)
 		}
 		c.maxStored = n
+		return nil
 	}
 }
 
@@ -357,15 +346,15 @@ const (
 // called Flush or Hijack (streamed). Both default to KeepTerminal.
 // Idempotency and Token.
 func WithUnstored(tooLarge, streamed Unstored) Option {
-	return func(c *config) {
-		if !c.only("WithUnstored", modeKey, modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithUnstored", modeKey, modeToken); err != nil {
+			return err
 		}
 		if tooLarge > ReleaseKey || streamed > ReleaseKey {
-			c.invalid("unknown Unstored value")
-			return
+			return fmt.Errorf("WithUnstored(%d, %d): unknown Unstored value", tooLarge, streamed)
 		}
 		c.tooLarge, c.streamed = tooLarge, streamed
+		return nil
 	}
 }
 
@@ -374,12 +363,13 @@ func WithUnstored(tooLarge, streamed Unstored) Option {
 // query parameter and Window mode none; WithQueryParams() with no names
 // selects none. Idempotency and Window.
 func WithQueryParams(names ...string) Option {
-	return func(c *config) {
-		if !c.only("WithQueryParams", modeKey, modeWindow) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithQueryParams", modeKey, modeWindow); err != nil {
+			return err
 		}
 		c.query = append([]string(nil), names...)
 		c.querySet = true
+		return nil
 	}
 }
 
@@ -392,10 +382,12 @@ func WithQueryParams(names ...string) Option {
 // Window.
 func WithVolatile(paths ...string) Option {
 	paths = slices.Clone(paths)
-	return func(c *config) {
-		if c.only("WithVolatile", modeKey, modeWindow) {
-			c.volatile = append(c.volatile, paths...)
+	return func(c *config) error {
+		if err := c.only("WithVolatile", modeKey, modeWindow); err != nil {
+			return err
 		}
+		c.volatile = append(c.volatile, paths...)
+		return nil
 	}
 }
 
@@ -405,15 +397,15 @@ func WithVolatile(paths ...string) Option {
 // WithVolatile: give the paths to keying.NewFingerprinter instead.
 // Idempotency and Window.
 func WithFingerprinter(f *keying.Fingerprinter) Option {
-	return func(c *config) {
-		if !c.only("WithFingerprinter", modeKey, modeWindow) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithFingerprinter", modeKey, modeWindow); err != nil {
+			return err
 		}
 		if f == nil {
-			c.invalid("nil fingerprinter")
-			return
+			return errors.New("WithFingerprinter: nil fingerprinter")
 		}
 		c.fp = f
+		return nil
 	}
 }
 
@@ -427,7 +419,10 @@ func WithFingerprinter(f *keying.Fingerprinter) Option {
 // and such a codec would store it. WithStorePolicy decides what is final.
 func WithEngineOptions(opts ...idemkit.Option) Option {
 	opts = slices.Clone(opts)
-	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
+	return func(c *config) error {
+		c.engineOpts = append(c.engineOpts, opts...)
+		return nil
+	}
 }
 
 // WithWait makes a request that repeats one still in flight wait for the
@@ -436,11 +431,15 @@ func WithEngineOptions(opts ...idemkit.Option) Option {
 // (0 means idemkit.DefaultPollInterval). Idempotency and Token: Window
 // has nothing to wait for.
 func WithWait(poll time.Duration) Option {
-	wait := WithEngineOptions(idemkit.WithWait(poll))
-	return func(c *config) {
-		if c.only("WithWait", modeKey, modeToken) {
-			wait(c)
+	return func(c *config) error {
+		if err := c.only("WithWait", modeKey, modeToken); err != nil {
+			return err
 		}
+		if poll < 0 || (poll > 0 && poll < time.Millisecond) || poll > time.Minute {
+			return fmt.Errorf("WithWait(%v): poll interval must be 0 (idemkit.DefaultPollInterval) or between 1ms and 1m", poll)
+		}
+		c.engineOpts = append(c.engineOpts, idemkit.WithWait(poll))
+		return nil
 	}
 }
 
@@ -449,27 +448,27 @@ func WithWait(poll time.Duration) Option {
 // refused. Log lines never hold keys, tokens, principals or store error
 // texts. Every constructor.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if l == nil {
-			c.invalid("nil logger: leave WithLogger out for slog.Default()")
-			return
+			return errors.New("WithLogger: nil logger: leave WithLogger out for slog.Default()")
 		}
 		c.logger = l
+		return nil
 	}
 }
 
 // WithReplayHeader sets the response header that marks a replay (default
 // ReplayedHeader). Idempotency and Token.
 func WithReplayHeader(name string) Option {
-	return func(c *config) {
-		if !c.only("WithReplayHeader", modeKey, modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithReplayHeader", modeKey, modeToken); err != nil {
+			return err
 		}
 		if !httpcore.ValidToken(name) {
-			c.invalid("invalid replay header name %q", name)
-			return
+			return fmt.Errorf("WithReplayHeader: invalid header name %q", name)
 		}
 		c.replayHeader = http.CanonicalHeaderKey(name)
+		return nil
 	}
 }
 
@@ -480,15 +479,15 @@ func WithReplayHeader(name string) Option {
 // bodies of at most WithMaxBody bytes (larger ones get 413); the body
 // reaches the handler intact. Token only.
 func WithTokenField(name string) Option {
-	return func(c *config) {
-		if !c.only("WithTokenField", modeToken) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithTokenField", modeToken); err != nil {
+			return err
 		}
 		if name == "" {
-			c.invalid("empty token field name")
-			return
+			return errors.New("WithTokenField: empty field name")
 		}
 		c.tokenField = name
+		return nil
 	}
 }
 
@@ -498,14 +497,14 @@ func WithTokenField(name string) Option {
 // a new key per click. A retry with the first key still gets its outcome.
 // Each guarded request costs one more store operation. Idempotency only.
 func WithPayloadWindow(d time.Duration) Option {
-	return func(c *config) {
-		if !c.only("WithPayloadWindow", modeKey) {
-			return
+	return func(c *config) error {
+		if err := c.only("WithPayloadWindow", modeKey); err != nil {
+			return err
 		}
 		if d <= 0 {
-			c.invalid("payload window must be positive, got %v", d)
-			return
+			return fmt.Errorf("WithPayloadWindow(%v): must be positive", d)
 		}
 		c.payloadWindow = d
+		return nil
 	}
 }

@@ -100,7 +100,7 @@ func TestOptionsRefusedOutsideTheirMode(t *testing.T) {
 				continue
 			}
 			if assert.ErrorIs(t, err, idemkit.ErrInvalid, "%s in %s", o.name, ctorName) {
-				assert.Contains(t, err.Error(), o.name+" applies to ", "%s in %s", o.name, ctorName)
+				assert.Contains(t, err.Error(), o.name+": applies to ", "%s in %s", o.name, ctorName)
 				assert.Contains(t, err.Error(), "not "+ctorName, "%s in %s", o.name, ctorName)
 			}
 		}
@@ -125,7 +125,7 @@ func TestNilOptionIsRefused(t *testing.T) {
 		var err error
 		require.NotPanics(t, func() { err = ctor(byUser, nil) }, name)
 		require.ErrorIs(t, err, idemkit.ErrInvalid, name)
-		assert.Contains(t, err.Error(), "option 1 is nil", name)
+		assert.Contains(t, err.Error(), "option 2 is nil", name) // byUser is option 1
 	}
 }
 

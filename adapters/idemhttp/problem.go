@@ -1,6 +1,8 @@
 package idemhttp
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -83,25 +85,25 @@ func UUIDInstance(r *http.Request) string { return httpcore.UUIDInstance(r) }
 // ProblemTypes gives, such as "in-progress". base must be an absolute URI.
 // Every constructor.
 func WithProblemBase(base string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		u, err := url.Parse(base)
 		if err != nil || !u.IsAbs() || strings.ContainsAny(base, " \t\r\n") {
-			c.invalid("problem base %q is not an absolute URI", base)
-			return
+			return fmt.Errorf("WithProblemBase: %q is not an absolute URI", base)
 		}
 		c.problemBase = base
+		return nil
 	}
 }
 
 // WithProblemMembers selects the optional members of problem documents
 // (default DefaultProblemMembers; 0 for none). Every constructor.
 func WithProblemMembers(m ProblemMembers) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if m&^DefaultProblemMembers != 0 {
-			c.invalid("unknown problem members %#x", uint8(m))
-			return
+			return fmt.Errorf("WithProblemMembers(%#x): unknown problem members", uint8(m))
 		}
 		c.members = m
+		return nil
 	}
 }
 
@@ -110,12 +112,12 @@ func WithProblemMembers(m ProblemMembers) Option {
 // request ID that appears in the server's logs. It must be safe for
 // concurrent use and must not return secrets. Every constructor.
 func WithProblemInstance(fn func(*http.Request) string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if fn == nil {
-			c.invalid("nil problem instance function")
-			return
+			return errors.New("WithProblemInstance: nil problem instance function")
 		}
 		c.instance = fn
+		return nil
 	}
 }
 

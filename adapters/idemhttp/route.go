@@ -57,7 +57,7 @@ func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
 	}
 	view, err := e.With(c.engineOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("idemhttp: engine options: %w", err)
+		return nil, fmt.Errorf("idemhttp: WithEngineOptions: %w", err)
 	}
 	rt := &route{e: view, c: c, fp: c.fp, p: newProblems(c)}
 	if c.payloadWindow > 0 {

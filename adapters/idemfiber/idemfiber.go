@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v3"
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/internal/httpcore"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -34,24 +35,19 @@ func New(e *idemkit.Engine, opts ...Option) (fiber.Handler, error) {
 		storePolicy:   DefaultStorePolicy,
 		maxStored:     DefaultMaxStoredResponse,
 	}
-	for i, o := range opts {
-		if o == nil {
-			c.invalid("option %d is nil", i)
-			continue
-		}
-		o(c)
+	errs := options.Collect(c, opts)
+	if c.principal == nil {
+		errs = append(errs, errors.New("WithPrincipal is required"))
 	}
-	switch {
-	case c.err != nil:
-		return nil, c.err
-	case c.principal == nil:
-		return nil, fmt.Errorf("idemfiber: %w: WithPrincipal is required", idemkit.ErrInvalid)
-	case len(c.replayHeaders) > maxReplayHeaders:
-		return nil, fmt.Errorf("idemfiber: %w: more than %d replay headers", idemkit.ErrInvalid, maxReplayHeaders)
+	if len(c.replayHeaders) > maxReplayHeaders {
+		errs = append(errs, fmt.Errorf("WithReplayHeaders: more than %d replay headers", maxReplayHeaders))
+	}
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("idemfiber: %w", err)
 	}
 	view, err := e.With(c.engineOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("idemfiber: engine options: %w", err)
+		return nil, fmt.Errorf("idemfiber: WithEngineOptions: %w", err)
 	}
 	fp, err := keying.NewFingerprinter(keying.WithVolatile(c.volatile...))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -255,7 +256,7 @@ func TestNewRejectsNonPositiveMaxStoredResponse(t *testing.T) {
 	p := idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader))
 	for _, n := range []int{0, -1} {
 		_, err := idemfiber.New(e, p, idemfiber.WithMaxStoredResponse(n))
-		if !errors.Is(err, idemkit.ErrInvalid) || !strings.Contains(err.Error(), "max stored response must be positive") {
+		if !errors.Is(err, idemkit.ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("WithMaxStoredResponse(%d): must be positive", n)) {
 			t.Errorf("WithMaxStoredResponse(%d): err = %v, want ErrInvalid saying it must be positive", n, err)
 		}
 	}
@@ -278,8 +279,8 @@ func TestNewRejectsNilOption(t *testing.T) {
 		}()
 		_, err = idemfiber.New(e, p, nil)
 	}()
-	if !errors.Is(err, idemkit.ErrInvalid) || !strings.Contains(err.Error(), "option 1 is nil") {
-		t.Errorf("err = %v, want ErrInvalid naming option 1", err)
+	if !errors.Is(err, idemkit.ErrInvalid) || !strings.Contains(err.Error(), "option 2 is nil") {
+		t.Errorf("err = %v, want ErrInvalid naming option 2 (the principal is option 1)", err)
 	}
 }
 

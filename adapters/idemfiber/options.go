@@ -16,7 +16,7 @@ import (
 // Option configures the middleware New returns. New refuses an invalid
 // value, a nil function or logger and a nil Option with an error wrapping
 // idemkit.ErrInvalid: nothing is clamped or ignored.
-type Option func(*config)
+type Option func(*config) error
 
 // PrincipalFunc identifies the caller of a request: a user, tenant or
 // client id. An error answers 401. The principal scopes the key and is
@@ -36,27 +36,20 @@ type config struct {
 	volatile      []string
 	engineOpts    []idemkit.Option
 	logger        *slog.Logger
-	err           error
 }
 
 // DefaultMaxStoredResponse is the largest response body, in bytes, that is
 // stored by default; see WithMaxStoredResponse.
 const DefaultMaxStoredResponse = httpcore.DefaultMaxStoredResponse
 
-func (c *config) invalid(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("idemfiber: %w: "+format, append([]any{idemkit.ErrInvalid}, args...)...)
-	}
-}
-
 // WithPrincipal sets the function that identifies the caller. Required.
 func WithPrincipal(fn PrincipalFunc) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if fn == nil {
-			c.invalid("nil principal function")
-			return
+			return errors.New("WithPrincipal: nil principal function")
 		}
 		c.principal = fn
+		return nil
 	}
 }
 
@@ -82,37 +75,39 @@ func TrustedHeaderPrincipal(name string) PrincipalFunc {
 // WithKeyHeader sets the request header carrying the key (default
 // Idempotency-Key).
 func WithKeyHeader(name string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if !httpcore.ValidToken(name) {
-			c.invalid("key header %q is not a header name", name)
-			return
+			return fmt.Errorf("WithKeyHeader: %q is not a header name", name)
 		}
 		c.keyHeader = http.CanonicalHeaderKey(name)
+		return nil
 	}
 }
 
 // WithMethods sets the guarded methods (default POST and PATCH); requests
 // of other methods pass through untouched.
 func WithMethods(methods ...string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if len(methods) == 0 {
-			c.invalid("no methods")
-			return
+			return errors.New("WithMethods: no methods")
 		}
 		for _, m := range methods {
 			if !httpcore.ValidToken(m) {
-				c.invalid("method %q is not a token", m)
-				return
+				return fmt.Errorf("WithMethods: method %q is not a token", m)
 			}
 		}
 		c.methods = slices.Clone(methods)
+		return nil
 	}
 }
 
 // WithOptionalKey lets requests without a key through to the handler,
 // unguarded, instead of answering 400.
 func WithOptionalKey() Option {
-	return func(c *config) { c.optionalKey = true }
+	return func(c *config) error {
+		c.optionalKey = true
+		return nil
+	}
 }
 
 // WithReplayHeaders adds response headers that are stored and replayed,
@@ -120,20 +115,19 @@ func WithOptionalKey() Option {
 // other per-caller headers are refused: a replay must not hand out
 // credentials.
 func WithReplayHeaders(names ...string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		for _, n := range names {
 			switch {
 			case !httpcore.ValidToken(n):
-				c.invalid("replay header %q is not a header name", n)
-				return
+				return fmt.Errorf("WithReplayHeaders: %q is not a header name", n)
 			case strings.EqualFold(n, "Set-Cookie"), strings.EqualFold(n, ReplayedHeader):
-				c.invalid("header %s cannot be replayed", n)
-				return
+				return fmt.Errorf("WithReplayHeaders: header %s cannot be replayed", n)
 			}
 			if n = http.CanonicalHeaderKey(n); !slices.Contains(c.replayHeaders, n) {
 				c.replayHeaders = append(c.replayHeaders, n)
 			}
 		}
+		return nil
 	}
 }
 
@@ -141,12 +135,12 @@ func WithReplayHeaders(names ...string) Option {
 // with other statuses are sent once and release the key. The default is
 // DefaultStorePolicy.
 func WithStorePolicy(store func(status int) bool) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if store == nil {
-			c.invalid("nil store policy")
-			return
+			return errors.New("WithStorePolicy: nil store policy")
 		}
 		c.storePolicy = store
+		return nil
 	}
 }
 
@@ -162,36 +156,44 @@ func DefaultStorePolicy(status int) bool { return httpcore.DefaultStorePolicy(st
 // response over the engine's idemkit.WithMaxResultSize (unless the engine
 // is given idemkit.WithOversized(idemkit.ReleaseKey)).
 func WithMaxStoredResponse(n int) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if n <= 0 {
-			c.invalid("max stored response must be positive, got %d", n)
-			return
+			return fmt.Errorf("WithMaxStoredResponse(%d): must be positive", n)
 		}
 		c.maxStored = n
+		return nil
 	}
 }
 
 // WithVolatile names JSON members left out of the body fingerprint (see
 // keying.WithVolatile), such as a client timestamp.
 func WithVolatile(paths ...string) Option {
-	return func(c *config) { c.volatile = append(c.volatile, paths...) }
+	paths = slices.Clone(paths)
+	return func(c *config) error {
+		c.volatile = append(c.volatile, paths...)
+		return nil
+	}
 }
 
 // WithEngineOptions sets engine options for this route (idemkit.WithWait,
 // WithFailureMode, WithRetention, ...), validated once by New with
 // Engine.With.
 func WithEngineOptions(opts ...idemkit.Option) Option {
-	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
+	opts = slices.Clone(opts)
+	return func(c *config) error {
+		c.engineOpts = append(c.engineOpts, opts...)
+		return nil
+	}
 }
 
 // WithLogger sets the logger of unexpected outcomes (default
 // slog.Default()). Nothing it logs holds a key or a principal.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if l == nil {
-			c.invalid("nil logger")
-			return
+			return errors.New("WithLogger: nil logger: leave WithLogger out for slog.Default()")
 		}
 		c.logger = l
+		return nil
 	}
 }

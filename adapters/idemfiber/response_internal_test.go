@@ -96,9 +96,8 @@ func TestStoredResponseLongValues(t *testing.T) {
 // fasthttp gives the headers, or the replay adds a second header.
 func TestReplayReplacesEarlierHeaders(t *testing.T) {
 	c := &config{}
-	WithReplayHeaders("x-trace", "x--trace", "-x-lead")(c)
-	if c.err != nil {
-		t.Fatal(c.err)
+	if err := WithReplayHeaders("x-trace", "x--trace", "-x-lead")(c); err != nil {
+		t.Fatal(err)
 	}
 	var resp fasthttp.Response
 	resp.SetStatusCode(201)

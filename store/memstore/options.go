@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/layout"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -48,17 +49,12 @@ type config struct {
 // argument makes New fail with an error wrapping store.ErrInvalid.
 type Option func(*config) error
 
-// invalid returns the error of an option given an invalid argument.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("memstore: %w: "+format, append([]any{store.ErrInvalid}, args...)...)
-}
-
 // WithCapacity sets the maximum number of entries the Store holds, n >= 1
 // (default DefaultCapacity). The capacity is split evenly between shards.
 func WithCapacity(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
-			return invalid("WithCapacity(%d): capacity must be at least 1", n)
+			return fmt.Errorf("WithCapacity(%d): capacity must be at least 1", n)
 		}
 		c.capacity = n
 		return nil
@@ -72,7 +68,7 @@ func WithCapacity(n int) Option {
 func WithMaxBytes(n int64) Option {
 	return func(c *config) error {
 		if n < 1 {
-			return invalid("WithMaxBytes(%d): the byte budget must be at least 1", n)
+			return fmt.Errorf("WithMaxBytes(%d): the byte budget must be at least 1", n)
 		}
 		c.maxBytes = n
 		return nil
@@ -86,7 +82,7 @@ func WithMaxBytes(n int64) Option {
 func WithShards(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > maxShards {
-			return invalid("WithShards(%d): the shard count must be in [1, %d]", n, maxShards)
+			return fmt.Errorf("WithShards(%d): the shard count must be in [1, %d]", n, maxShards)
 		}
 		c.shards = n
 		return nil
@@ -99,7 +95,7 @@ func WithShards(n int) Option {
 func WithSweepInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return invalid("WithSweepInterval(%v): the interval must be positive", d)
+			return fmt.Errorf("WithSweepInterval(%v): the interval must be positive", d)
 		}
 		c.sweepInterval = d
 		return nil
@@ -114,7 +110,7 @@ func WithSweepInterval(d time.Duration) Option {
 func WithOnEvict(fn func(key string)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return invalid("WithOnEvict(nil): the callback must not be nil")
+			return fmt.Errorf("WithOnEvict(nil): the callback must not be nil")
 		}
 		c.onEvict = fn
 		return nil
@@ -129,7 +125,7 @@ func WithOnEvict(fn func(key string)) Option {
 func WithOnFull(fn func(key string)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return invalid("WithOnFull(nil): the callback must not be nil")
+			return fmt.Errorf("WithOnFull(nil): the callback must not be nil")
 		}
 		c.onFull = fn
 		return nil
@@ -143,10 +139,10 @@ func WithOnFull(fn func(key string)) Option {
 func WithScopeQuota(n int, scopeOf func(key string) string) Option {
 	return func(c *config) error {
 		if n < 1 {
-			return invalid("WithScopeQuota(%d): the quota must be at least 1", n)
+			return fmt.Errorf("WithScopeQuota(%d): the quota must be at least 1", n)
 		}
 		if scopeOf == nil {
-			return invalid("WithScopeQuota: the scope function must not be nil")
+			return fmt.Errorf("WithScopeQuota: the scope function must not be nil")
 		}
 		c.quota, c.scopeOf = n, scopeOf
 		return nil
@@ -157,14 +153,10 @@ func WithScopeQuota(n int, scopeOf func(key string) string) Option {
 // fit together. Its errors wrap store.ErrInvalid.
 func newConfig(opts []Option) (config, error) {
 	var c config
-	for _, opt := range opts {
-		if opt == nil {
-			return config{}, invalid("nil Option")
-		}
-		if err := opt(&c); err != nil {
-			return config{}, err
-		}
+	if err := options.Apply(&c, opts); err != nil {
+		return config{}, fmt.Errorf("memstore: %w", err)
 	}
+	shardsSet := c.shards != 0
 	if c.capacity == 0 {
 		c.capacity = DefaultCapacity
 	}
@@ -175,12 +167,20 @@ func newConfig(opts []Option) (config, error) {
 		c.scopeOf = layout.ScopeOf
 	}
 	if c.quota > c.capacity {
-		return config{}, invalid("scope quota %d exceeds the capacity %d", c.quota, c.capacity)
+		return config{}, fmt.Errorf("memstore: %w", options.Invalid(fmt.Errorf(
+			"WithScopeQuota(%d): scope quota %d exceeds the capacity %d (WithCapacity(%d))", c.quota, c.quota, c.capacity, c.capacity)))
 	}
 	if c.shards == 0 {
 		c.shards = c.defaultShards()
 	}
-	return c, c.checkShards()
+	if err := c.checkShards(); err != nil {
+		name := fmt.Sprintf("WithMaxBytes(%d)", c.maxBytes) // the default shard count fits every other setting
+		if shardsSet {
+			name = fmt.Sprintf("WithShards(%d)", c.shards)
+		}
+		return config{}, fmt.Errorf("memstore: %w", options.Invalid(fmt.Errorf("%s: %w", name, err)))
+	}
+	return c, nil
 }
 
 // defaultShards returns the shard count New uses when WithShards is not
@@ -211,14 +211,14 @@ func (c *config) largestEntry(n int) int64 {
 // whole scope or a single entry of any valid key.
 func (c *config) checkShards() error {
 	if c.shards > c.capacity {
-		return invalid("%d shards for a capacity of %d: every shard needs room for an entry", c.shards, c.capacity)
+		return fmt.Errorf("%d shards for WithCapacity(%d): every shard needs room for an entry", c.shards, c.capacity)
 	}
 	if perShard := c.capacity / c.shards; c.quota > perShard {
-		return invalid("scope quota %d exceeds a shard's capacity %d (%d entries over %d shards): a scope lives in one shard",
+		return fmt.Errorf("scope quota %d exceeds a shard's capacity %d (%d entries over %d shards): a scope lives in one shard",
 			c.quota, perShard, c.capacity, c.shards)
 	}
 	if perShard, need := c.maxBytes/int64(c.shards), c.largestEntry(0); perShard < need {
-		return invalid("a shard's byte budget %d (%d bytes over %d shards) is below the %d bytes of an empty entry with the longest key",
+		return fmt.Errorf("a shard's byte budget %d (%d bytes over %d shards) is below the %d bytes of an empty entry with the longest key",
 			perShard, c.maxBytes, c.shards, need)
 	}
 	return nil

@@ -42,7 +42,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{WithOnEvict(nil), "WithOnEvict(nil)"},
 		{WithScopeQuota(0, scope), "WithScopeQuota(0)"},
 		{WithScopeQuota(1, nil), "WithScopeQuota: the scope function must not be nil"},
-		{nil, "nil Option"},
+		{nil, "option 1 is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := New(tc.opt)

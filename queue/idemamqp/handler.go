@@ -258,6 +258,9 @@ func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Reque
 		if !held {
 			hold(ctx, v.Delay)
 		}
+		// Count the attempt before the requeue: the redelivery can reach
+		// another Serve loop of this Handler before Nack returns.
+		h.attempts.settled(r, v, true)
 		err = d.Nack(false, true)
 	case delivery.Drop:
 		out.Action = Reject
@@ -266,7 +269,9 @@ func (h *Handler) settle(ctx context.Context, d *amqp.Delivery, r delivery.Reque
 	if err != nil {
 		out.Err = errors.Join(out.Err, fmt.Errorf("idemamqp: %s: %w", out.Action, err))
 	}
-	h.attempts.settled(r, v, out.Action == Requeue)
+	if out.Action != Requeue {
+		h.attempts.settled(r, v, false)
+	}
 	h.log(d, out)
 	if h.cfg.report != nil {
 		h.cfg.report(ctx, d, out)

@@ -60,6 +60,7 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	for _, o := range opts {
 		o.applyTo(&cfg)
 	}
+	cfg.checkHeartbeat()
 	if cfg.err != nil {
 		return nil, fmt.Errorf("idemkit: %w", cfg.err)
 	}
@@ -164,6 +165,7 @@ func (e *Engine) callConfig(opts []Option) (*config, string, error) {
 	for _, o := range opts {
 		o.applyTo(cfg)
 	}
+	cfg.checkHeartbeat()
 	switch {
 	case cfg.err != nil:
 	case cfg.namespace != e.cfg.namespace:

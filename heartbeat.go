@@ -44,7 +44,7 @@ type beats struct {
 func (c *Claim) startHeartbeat(ctx context.Context) {
 	cfg := c.cfg
 	every := cfg.heartbeat
-	if every == 0 || every >= cfg.lease {
+	if every == 0 {
 		every = cfg.lease / 3 // a beat must come before the lease ends
 	}
 	if every <= 0 || c.e.beats == nil {

@@ -3,7 +3,6 @@ package idemkit_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -75,30 +74,37 @@ func TestHeartbeatsOfManyClaims(t *testing.T) {
 	})
 }
 
-// A heartbeat interval not shorter than the lease is accepted, and then
-// the lease expires between beats: a duplicate takes the key over and fn
-// runs twice. Here the engine's heartbeat is fine for its own lease and
-// the per-call lease makes it useless.
-func TestHeartbeatNotShorterThanPerCallLeaseIsRefusedOrHolds(t *testing.T) {
+// TestHeartbeatNotShorterThanLeaseIsRefused: a heartbeat interval that is
+// not shorter than the lease in force would let the lease end before the
+// first beat, so another caller could take the key while fn runs. It is
+// refused where the two meet (New, With, a call), never replaced by
+// another interval; fn does not run.
+func TestHeartbeatNotShorterThanLeaseIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		_, err := idemkit.New(testkit.NewMem(t), idemkit.WithHeartbeat(time.Second), idemkit.WithLease(time.Second))
+		require.ErrorIs(t, err, idemkit.ErrInvalid)
+		require.ErrorContains(t, err, "WithHeartbeat(1s) must be shorter than the lease")
+
 		e := testkit.NewEngine(t, idemkit.WithHeartbeat(time.Second)) // lease 30s: fine
-		ctx := context.Background()
+		_, err = e.With(idemkit.WithLease(time.Second))
+		require.ErrorIs(t, err, idemkit.ErrInvalid)
+
 		var runs atomic.Int32
-		var dupErr error
-		_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
+		_, err = e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) {
 			runs.Add(1)
-			time.Sleep(time.Second) // several leases
-			_, dupErr = e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil },
-				idemkit.WithLease(300*time.Millisecond))
-			return []byte("mine"), nil
+			return nil, nil
 		}, idemkit.WithLease(300*time.Millisecond))
-		if errors.Is(err, idemkit.ErrInvalid) {
-			require.Zero(t, runs.Load(), "rejecting the combination is an acceptable fix")
-			return
-		}
-		require.ErrorIs(t, dupErr, idemkit.ErrInProgress, "the duplicate took the key over")
-		require.EqualValues(t, 1, runs.Load(), "fn ran twice for one key")
+		require.ErrorIs(t, err, idemkit.ErrInvalid)
+		require.ErrorContains(t, err, "WithHeartbeat(1s) must be shorter than the lease (WithLease, 300ms)")
+		require.Zero(t, runs.Load(), "fn ran under a refused configuration")
+
+		// A shorter per-call heartbeat makes the same lease fine.
+		_, err = e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) {
+			runs.Add(1)
+			return nil, nil
+		}, idemkit.WithLease(300*time.Millisecond), idemkit.WithHeartbeat(100*time.Millisecond))
 		require.NoError(t, err)
+		require.EqualValues(t, 1, runs.Load())
 	})
 }
 

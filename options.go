@@ -225,6 +225,15 @@ func (c *config) invalid(format string, args ...any) {
 	}
 }
 
+// checkHeartbeat refuses a heartbeat interval that is not shorter than
+// the lease: its first beat would come after the lease had ended, so
+// another caller could take the key while fn runs. Nothing replaces it.
+func (c *config) checkHeartbeat() {
+	if c.heartbeat > 0 && c.heartbeat >= c.lease {
+		c.invalid("WithHeartbeat(%v) must be shorter than the lease (WithLease, %v): a beat must come before the lease ends", c.heartbeat, c.lease)
+	}
+}
+
 func atLeast(c *config, name string, d, floor time.Duration, set func()) {
 	if d < floor {
 		c.invalid("%s must be at least %v, got %v", name, floor, d)
@@ -273,8 +282,9 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithHeartbeat sets how often a running fn's lease is extended (default a
-// third of the lease; at least 1ms). An interval not shorter than the lease
-// falls back to the default.
+// third of the lease; at least 1ms). An interval not shorter than the
+// lease in force (the engine's, a view's or the call's) is refused with
+// ErrInvalid, by New, With or the call.
 func WithHeartbeat(every time.Duration) Option {
 	return mark(optHeartbeat, func(c *config) { atLeast(c, "heartbeat", every, time.Millisecond, func() { c.heartbeat = every }) })
 }

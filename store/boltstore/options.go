@@ -6,7 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/internal/options"
 )
 
 // Defaults and limits of the options.
@@ -39,8 +39,10 @@ type config struct {
 	// openOnly names the options given that only Open applies.
 	openOnly []string
 	// intervalSet and sweeperOff record WithSweepInterval and
-	// WithoutSweeper, which contradict each other.
+	// WithoutSweeper, which contradict each other; interval is the one
+	// WithSweepInterval gave.
 	intervalSet, sweeperOff bool
+	interval                time.Duration
 }
 
 func defaultConfig() config {
@@ -54,32 +56,28 @@ func defaultConfig() config {
 }
 
 // Option configures a Store. Open and New reject an option given an
-// invalid argument with an error wrapping store.ErrInvalid that names it.
-// Of two options setting the same thing, the later one applies.
+// invalid argument with an error wrapping store.ErrInvalid that names it,
+// and a nil option by its position counted from 1; they report every
+// error, not only the first. Of two options setting the same thing, the
+// later one applies.
 type Option func(*config) error
 
-// invalid returns the error of an invalid option or argument.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("boltstore: %w: "+format, append([]any{store.ErrInvalid}, args...)...)
-}
-
-// buildConfig applies opts over the defaults. forNew rejects the options
-// only Open applies.
+// buildConfig applies opts over the defaults through options.Collect:
+// every error is reported, a nil option by its position counted from 1.
+// forNew rejects the options only Open applies.
 func buildConfig(opts []Option, forNew bool) (config, error) {
 	cfg := defaultConfig()
-	for i, o := range opts {
-		if o == nil {
-			return config{}, invalid("nil Option at position %d", i)
-		}
-		if err := o(&cfg); err != nil {
-			return config{}, err
-		}
-	}
+	errs := options.Collect(&cfg, opts)
 	if cfg.intervalSet && cfg.sweeperOff {
-		return config{}, invalid("WithoutSweeper contradicts WithSweepInterval: give one of them")
+		errs = append(errs, fmt.Errorf("WithoutSweeper: contradicts WithSweepInterval(%v): give one of them", cfg.interval))
 	}
-	if forNew && len(cfg.openOnly) > 0 {
-		return config{}, invalid("%s applies to Open only: New uses the DB's own settings and its bucket argument", cfg.openOnly[0])
+	if forNew {
+		for _, name := range cfg.openOnly {
+			errs = append(errs, fmt.Errorf("%s applies to Open only: New uses the DB's own settings and its bucket argument", name))
+		}
+	}
+	if err := options.Invalid(errs...); err != nil {
+		return config{}, fmt.Errorf("boltstore: %w", err)
 	}
 	return cfg, nil
 }
@@ -90,7 +88,7 @@ func buildConfig(opts []Option, forNew bool) (config, error) {
 func WithOpenTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return invalid("WithOpenTimeout(%v): the timeout must be positive", d)
+			return fmt.Errorf("WithOpenTimeout(%v): the timeout must be positive", d)
 		}
 		c.openTimeout = d
 		c.openOnly = append(c.openOnly, "WithOpenTimeout")
@@ -103,9 +101,9 @@ func WithOpenTimeout(d time.Duration) Option {
 func WithSweepInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return invalid("WithSweepInterval(%v): the interval must be positive (WithoutSweeper turns sweeping off)", d)
+			return fmt.Errorf("WithSweepInterval(%v): the interval must be positive (WithoutSweeper turns sweeping off)", d)
 		}
-		c.sweepInterval = d
+		c.sweepInterval, c.interval = d, d
 		c.intervalSet = true
 		return nil
 	}
@@ -126,7 +124,7 @@ func WithoutSweeper() Option {
 func WithSweepBatch(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxSweepBatch {
-			return invalid("WithSweepBatch(%d): the batch must be in [1, %d]", n, MaxSweepBatch)
+			return fmt.Errorf("WithSweepBatch(%d): the batch must be in [1, %d]", n, MaxSweepBatch)
 		}
 		c.sweepBatch = n
 		return nil
@@ -158,10 +156,11 @@ func WithBucket(name string) Option {
 	}
 }
 
-// checkBucket validates a bucket name given to what.
+// checkBucket validates a bucket name given to what. Its error does not
+// wrap store.ErrInvalid: the caller does.
 func checkBucket(what, name string) error {
 	if name == "" || len(name) > bolt.MaxKeySize {
-		return invalid("%s: bucket name of %d bytes: want 1 to %d", what, len(name), bolt.MaxKeySize)
+		return fmt.Errorf("%s: bucket name of %d bytes: want 1 to %d", what, len(name), bolt.MaxKeySize)
 	}
 	return nil
 }
@@ -172,7 +171,7 @@ func checkBucket(what, name string) error {
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error {
 		if now == nil {
-			return invalid("WithClock(nil): the clock must not be nil")
+			return fmt.Errorf("WithClock(nil): the clock must not be nil")
 		}
 		c.now = now
 		return nil

@@ -26,7 +26,7 @@ var invalidOptions = []struct {
 	{"WithSweepBatch", []boltstore.Option{boltstore.WithSweepBatch(-1)}},
 	{"WithSweepBatch", []boltstore.Option{boltstore.WithSweepBatch(boltstore.MaxSweepBatch + 1)}},
 	{"WithClock", []boltstore.Option{boltstore.WithClock(nil)}},
-	{"nil Option", []boltstore.Option{nil}},
+	{"option 1 is nil", []boltstore.Option{nil}},
 	{"WithoutSweeper", []boltstore.Option{boltstore.WithoutSweeper(), boltstore.WithSweepInterval(time.Second)}},
 	{"WithoutSweeper", []boltstore.Option{boltstore.WithSweepInterval(time.Second), boltstore.WithoutSweeper()}},
 }

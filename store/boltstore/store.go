@@ -123,7 +123,7 @@ func New(db *bolt.DB, bucket string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: %w: nil DB", store.ErrInvalid)
 	}
 	if err := checkBucket("New", bucket); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("boltstore: %w: %w", store.ErrInvalid, err)
 	}
 	if db.IsReadOnly() {
 		return nil, fmt.Errorf("boltstore: %w: DB is read-only", store.ErrInvalid)

@@ -26,8 +26,8 @@ type Client struct {
 // (WithMethods or WithSelector) is required. Every invalid option is
 // reported in an error wrapping idemkit.ErrInvalid.
 func NewClient(opts ...Option) (*Client, error) {
-	cfg, err := newConfig(clientSide, opts)
-	if err != nil {
+	cfg, errs := newConfig(clientSide, opts)
+	if err := configError(errs...); err != nil {
 		return nil, err
 	}
 	return &Client{cfg: cfg}, nil

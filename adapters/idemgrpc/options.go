@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/backoff"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -46,7 +47,10 @@ func DefaultFinalCodes() []codes.Code {
 
 // Option configures a Server (NewServer) or a Client (NewClient). Each
 // option documents the side it applies to; given to the other side's
-// constructor, it is refused.
+// constructor, it is refused. The constructors refuse an option given an
+// invalid argument, naming it, and a nil option by its position counted
+// from 1; they report every error, not only the first, in an error
+// wrapping idemkit.ErrInvalid.
 type Option func(*config) error
 
 // side says which constructor is applying the options.
@@ -79,10 +83,11 @@ type config struct {
 	maxBackoff  time.Duration
 }
 
-// newConfig applies opts for one side. It returns every invalid or
-// misplaced option, joined, each wrapping idemkit.ErrInvalid, with the
-// config as far as it could be built.
-func newConfig(s side, opts []Option) (*config, error) {
+// newConfig applies opts for one side through options.Collect. It returns
+// the errors of every invalid or misplaced option, not yet wrapping
+// idemkit.ErrInvalid (see configError), with the config as far as it
+// could be built.
+func newConfig(s side, opts []Option) (*config, []error) {
 	c := &config{
 		side:       s,
 		methods:    map[string]bool{},
@@ -92,31 +97,26 @@ func newConfig(s side, opts []Option) (*config, error) {
 		maxBackoff: DefaultMaxBackoff,
 	}
 	c.final = finalSet(DefaultFinalCodes())
-	var errs []error
-	for i, o := range opts {
-		if o == nil {
-			errs = append(errs, invalid("option %d is nil", i))
-			continue
-		}
-		if err := o(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := options.Collect(c, opts)
 	if len(c.methods) == 0 && c.selector == nil {
-		errs = append(errs, invalid("no method selected: name the non-idempotent methods with WithMethods or WithSelector"))
+		errs = append(errs, errors.New("no method selected: name the non-idempotent methods with WithMethods or WithSelector"))
 	}
-	return c, errors.Join(errs...)
+	return c, errs
 }
 
-// invalid returns a configuration error wrapping idemkit.ErrInvalid.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("idemgrpc: %w: "+format, append([]any{idemkit.ErrInvalid}, args...)...)
+// configError returns nil, or errs joined in an error wrapping
+// idemkit.ErrInvalid.
+func configError(errs ...error) error {
+	if err := options.Invalid(errs...); err != nil {
+		return fmt.Errorf("idemgrpc: %w", err)
+	}
+	return nil
 }
 
 // only refuses an option given to the other side's constructor.
 func (c *config) only(s side, name string) error {
 	if c.side != s {
-		return invalid("%s applies to %s only", name, s)
+		return fmt.Errorf("%s applies to %s only", name, s)
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func WithPrincipal(fn func(ctx context.Context) (string, error)) Option {
 			return err
 		}
 		if fn == nil {
-			return invalid("nil principal function")
+			return errors.New("WithPrincipal(nil): nil principal function")
 		}
 		c.principal = fn
 		return nil
@@ -160,7 +160,7 @@ func WithMethods(fullMethods ...string) Option {
 		var errs []error
 		for _, m := range fullMethods {
 			if !validFullMethod(m) {
-				errs = append(errs, invalid("method %q is not a full method name (\"/package.Service/Method\")", m))
+				errs = append(errs, fmt.Errorf("WithMethods(%q): not a full method name (\"/package.Service/Method\")", m))
 				continue
 			}
 			c.methods[m] = true
@@ -174,7 +174,7 @@ func WithMethods(fullMethods ...string) Option {
 func WithSelector(fn func(ctx context.Context, fullMethod string) bool) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return invalid("nil selector")
+			return errors.New("WithSelector(nil): nil selector")
 		}
 		c.selector = fn
 		return nil
@@ -187,11 +187,11 @@ func WithSelector(fn func(ctx context.Context, fullMethod string) bool) Option {
 // refused.
 func WithMetadataKey(name string) Option {
 	return func(c *config) error {
-		name = strings.ToLower(name)
-		if !validMetadataName(name) {
-			return invalid("invalid metadata key %q", name)
+		lower := strings.ToLower(name)
+		if !validMetadataName(lower) {
+			return fmt.Errorf("WithMetadataKey(%q): invalid metadata key", name)
 		}
-		c.mdKey = name
+		c.mdKey = lower
 		return nil
 	}
 }
@@ -234,7 +234,7 @@ func WithFinalCodes(cs ...codes.Code) Option {
 		}
 		for _, code := range cs {
 			if code == codes.OK || code > codes.Unauthenticated {
-				return invalid("%v is not a final error code", code)
+				return fmt.Errorf("WithFinalCodes(%v): not a final error code", code)
 			}
 		}
 		c.final = finalSet(cs)
@@ -275,7 +275,7 @@ func WithTypeResolver(r protoregistry.MessageTypeResolver) Option {
 			return err
 		}
 		if r == nil {
-			return invalid("nil type resolver")
+			return errors.New("WithTypeResolver(nil): nil type resolver")
 		}
 		c.types = r
 		return nil
@@ -292,7 +292,7 @@ func WithRetries(n int) Option {
 			return err
 		}
 		if n < 0 {
-			return invalid("negative retry count %d", n)
+			return fmt.Errorf("WithRetries(%d): negative retry count", n)
 		}
 		c.retries = n
 		return nil
@@ -310,7 +310,7 @@ func WithBackoff(base, maxDelay time.Duration) Option {
 			return err
 		}
 		if base <= 0 || maxDelay < base {
-			return invalid("backoff needs 0 < base <= max, got %v and %v", base, maxDelay)
+			return fmt.Errorf("WithBackoff(%v, %v): backoff needs 0 < base <= max", base, maxDelay)
 		}
 		c.backoff, c.maxBackoff = base, maxDelay
 		return nil

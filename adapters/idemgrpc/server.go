@@ -33,19 +33,19 @@ type Server struct {
 // invalid option, and every engine option e would refuse, is reported in
 // an error wrapping idemkit.ErrInvalid.
 func NewServer(e *idemkit.Engine, opts ...Option) (*Server, error) {
-	cfg, err := newConfig(serverSide, opts)
+	cfg, errs := newConfig(serverSide, opts)
 	if e == nil {
-		err = errors.Join(invalid("nil engine"), err)
+		errs = append([]error{errors.New("nil engine")}, errs...)
 	}
 	if cfg.principal == nil {
-		err = errors.Join(err, invalid("no principal function (use WithPrincipal)"))
+		errs = append(errs, errors.New("no principal function (use WithPrincipal)"))
 	}
-	if err != nil {
+	if err := configError(errs...); err != nil {
 		return nil, err
 	}
 	view, err := e.With(slices.Concat(cfg.engineOpts, []idemkit.Option{idemkit.WithErrorCodec(statusCodec(cfg.final))})...)
 	if err != nil {
-		return nil, fmt.Errorf("idemgrpc: engine options: %w", err)
+		return nil, fmt.Errorf("idemgrpc: WithEngineOptions: %w", err)
 	}
 	return &Server{e: view, cfg: cfg, fp: new(keying.Fingerprinter)}, nil
 }

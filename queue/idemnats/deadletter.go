@@ -2,11 +2,11 @@ package idemnats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/idemkit/idemkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -52,8 +52,11 @@ type deadLetter struct {
 // interest stream deletes it.
 func WithDeadLetter(js jetstream.JetStream, subject string) Option {
 	return func(c *config) error {
-		if js == nil || subject == "" {
-			return fmt.Errorf("idemnats: %w: dead letter needs a JetStream context and a subject", idemkit.ErrInvalid)
+		if js == nil {
+			return fmt.Errorf("WithDeadLetter(nil, %q): dead letter needs a JetStream context", subject)
+		}
+		if subject == "" {
+			return errors.New(`WithDeadLetter(js, ""): dead letter needs a subject`)
 		}
 		c.deadLetter = &deadLetter{js: js, subject: subject}
 		return nil

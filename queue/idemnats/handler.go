@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/queue/internal/delivery"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -38,17 +39,11 @@ func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handl
 	cfg := defaultConfig()
 	var errs []error
 	if fn == nil {
-		errs = append(errs, fmt.Errorf("idemnats: %w: nil handler function", idemkit.ErrInvalid))
+		errs = append(errs, errors.New("nil handler function"))
 	}
-	for _, o := range opts {
-		if o == nil {
-			errs = append(errs, fmt.Errorf("idemnats: %w: nil option", idemkit.ErrInvalid))
-			continue
-		}
-		errs = append(errs, o(&cfg))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	errs = append(errs, options.Collect(&cfg, opts)...)
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("idemnats: %w", err)
 	}
 	dcfg := delivery.Config{Codec: cfg.codec, Final: cfg.final, Backoff: cfg.backoff, RefuseMismatch: cfg.fingerprint != nil}
 	p, err := delivery.New(e, "nats", name, dcfg, cfg.engineOpts...)

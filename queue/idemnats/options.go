@@ -2,6 +2,7 @@ package idemnats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -16,7 +17,11 @@ import (
 // Deliveries with equal keys run once per Handler name.
 type KeyFunc func(msg jetstream.Msg) (string, error)
 
-// Option configures NewHandler.
+// Option configures NewHandler. NewHandler refuses an option given an
+// invalid argument, naming it, and a nil option by its position counted
+// from 1; it reports every error, not only the first, in an error
+// wrapping idemkit.ErrInvalid. Of two options setting the same thing, the
+// later one applies.
 type Option func(*config) error
 
 type config struct {
@@ -69,7 +74,7 @@ func HeaderKey(name string) KeyFunc {
 func WithKey(key KeyFunc) Option {
 	return func(c *config) error {
 		if key == nil {
-			return fmt.Errorf("idemnats: %w: nil key function", idemkit.ErrInvalid)
+			return errors.New("WithKey(nil): nil key function")
 		}
 		c.key = key
 		return nil
@@ -85,7 +90,7 @@ func WithKey(key KeyFunc) Option {
 func WithFingerprint(fp func(jetstream.Msg) (string, error)) Option {
 	return func(c *config) error {
 		if fp == nil {
-			return fmt.Errorf("idemnats: %w: nil fingerprint function", idemkit.ErrInvalid)
+			return errors.New("WithFingerprint(nil): nil fingerprint function")
 		}
 		c.fingerprint = fp
 		return nil
@@ -100,7 +105,7 @@ func WithFingerprint(fp func(jetstream.Msg) (string, error)) Option {
 func WithErrorCodec(ec idemkit.ErrorCodec) Option {
 	return func(c *config) error {
 		if ec == nil {
-			return fmt.Errorf("idemnats: %w: nil error codec", idemkit.ErrInvalid)
+			return errors.New("WithErrorCodec(nil): nil error codec")
 		}
 		c.codec = ec
 		return nil
@@ -113,7 +118,7 @@ func WithErrorCodec(ec idemkit.ErrorCodec) Option {
 func WithFinal(final func(error) bool) Option {
 	return func(c *config) error {
 		if final == nil {
-			return fmt.Errorf("idemnats: %w: nil final predicate", idemkit.ErrInvalid)
+			return errors.New("WithFinal(nil): nil final predicate")
 		}
 		c.final = final
 		return nil
@@ -123,7 +128,13 @@ func WithFinal(final func(error) bool) Option {
 // WithRetryDelay sets one NakWithDelay delay for every failure (0 naks
 // for immediate redelivery): it is WithBackoff(d, d).
 func WithRetryDelay(d time.Duration) Option {
-	return WithBackoff(d, d)
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("WithRetryDelay(%v): the retry delay must not be negative", d)
+		}
+		c.backoff.First, c.backoff.Max = d, d
+		return nil
+	}
 }
 
 // WithBackoff sets the NakWithDelay delays after a failure (a handler
@@ -133,7 +144,7 @@ func WithRetryDelay(d time.Duration) Option {
 func WithBackoff(first, max time.Duration) Option {
 	return func(c *config) error {
 		if first < 0 || max < first {
-			return fmt.Errorf("idemnats: %w: retry delays must have 0 <= first <= max, got %v and %v", idemkit.ErrInvalid, first, max)
+			return fmt.Errorf("WithBackoff(%v, %v): retry delays must have 0 <= first <= max", first, max)
 		}
 		c.backoff.First, c.backoff.Max = first, max
 		return nil
@@ -149,7 +160,7 @@ func WithBackoff(first, max time.Duration) Option {
 func WithMaxAttempts(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("idemnats: %w: max attempts must be at least 1, got %d", idemkit.ErrInvalid, n)
+			return fmt.Errorf("WithMaxAttempts(%d): max attempts must be at least 1", n)
 		}
 		c.backoff.Attempts = n
 		return nil
@@ -164,7 +175,7 @@ func WithMaxAttempts(n int) Option {
 func WithReport(fn func(ctx context.Context, msg jetstream.Msg, out Outcome)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("idemnats: %w: nil report function", idemkit.ErrInvalid)
+			return errors.New("WithReport(nil): nil report function")
 		}
 		c.report = fn
 		return nil
@@ -177,7 +188,7 @@ func WithReport(fn func(ctx context.Context, msg jetstream.Msg, out Outcome)) Op
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("idemnats: %w: nil logger", idemkit.ErrInvalid)
+			return errors.New("WithLogger(nil): nil logger")
 		}
 		c.logger = l
 		return nil
@@ -203,7 +214,7 @@ func WithEngineOptions(opts ...idemkit.Option) Option {
 func WithInProgress(interval time.Duration) Option {
 	return func(c *config) error {
 		if interval <= 0 {
-			return fmt.Errorf("idemnats: %w: in-progress interval must be positive, got %v", idemkit.ErrInvalid, interval)
+			return fmt.Errorf("WithInProgress(%v): in-progress interval must be positive", interval)
 		}
 		c.progress = interval
 		return nil

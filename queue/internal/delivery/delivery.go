@@ -122,7 +122,7 @@ func New(e *idemkit.Engine, space, name string, cfg Config, engineOpts ...idemki
 	}
 	view, err := e.With(engineOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("engine options: %w", err)
+		return nil, fmt.Errorf("WithEngineOptions: %w", err)
 	}
 	return &Processor{e: view, space: space, name: name, cfg: cfg}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/queue/internal/delivery"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -39,17 +40,16 @@ func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handl
 	cfg := defaultConfig()
 	var errs []error
 	if fn == nil {
-		errs = append(errs, fmt.Errorf("idemamqp: %w: nil handler function", idemkit.ErrInvalid))
+		errs = append(errs, errors.New("nil handler function"))
 	}
-	for _, o := range opts {
-		if o == nil {
-			errs = append(errs, fmt.Errorf("idemamqp: %w: nil option", idemkit.ErrInvalid))
-			continue
+	errs = append(errs, options.Collect(&cfg, opts)...)
+	if cfg.retryConn != nil {
+		if n := RetryQueueName(cfg.retryQueue, steps(cfg.backoff)[len(steps(cfg.backoff))-1]); len(n) > maxQueueName {
+			errs = append(errs, fmt.Errorf("WithRetryQueue(conn, %q): queue name too long for its delay queues (%s is over %d bytes)", cfg.retryQueue, n, maxQueueName))
 		}
-		errs = append(errs, o(&cfg))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("idemamqp: %w", err)
 	}
 	dcfg := delivery.Config{Codec: cfg.codec, Final: cfg.final, Backoff: cfg.backoff, RefuseMismatch: cfg.fingerprint != nil}
 	p, err := delivery.New(e, "amqp", name, dcfg, cfg.engineOpts...)
@@ -59,9 +59,6 @@ func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handl
 	h := &Handler{p: p, fn: fn, cfg: cfg}
 	if cfg.retryConn != nil {
 		h.retry = newRetryQueues(cfg.retryConn, cfg.retryQueue, cfg.backoff)
-		if n := RetryQueueName(cfg.retryQueue, h.retry.steps[len(h.retry.steps)-1]); len(n) > maxQueueName {
-			return nil, fmt.Errorf("idemamqp: %w: queue name too long for its delay queues (%s is over %d bytes)", idemkit.ErrInvalid, n, maxQueueName)
-		}
 	}
 	return h, nil
 }

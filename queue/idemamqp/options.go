@@ -2,6 +2,7 @@ package idemamqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -45,7 +46,11 @@ func HeaderKey(name string) KeyFunc {
 	}
 }
 
-// Option configures NewHandler.
+// Option configures NewHandler. NewHandler refuses an option given an
+// invalid argument, naming it, and a nil option by its position counted
+// from 1; it reports every error, not only the first, in an error
+// wrapping idemkit.ErrInvalid. Of two options setting the same thing, the
+// later one applies.
 type Option func(*config) error
 
 type config struct {
@@ -89,7 +94,7 @@ func defaultConfig() config {
 func WithKey(key KeyFunc) Option {
 	return func(c *config) error {
 		if key == nil {
-			return fmt.Errorf("idemamqp: %w: nil key function", idemkit.ErrInvalid)
+			return errors.New("WithKey(nil): nil key function")
 		}
 		c.key = key
 		return nil
@@ -105,7 +110,7 @@ func WithKey(key KeyFunc) Option {
 func WithFingerprint(fp func(*amqp.Delivery) (string, error)) Option {
 	return func(c *config) error {
 		if fp == nil {
-			return fmt.Errorf("idemamqp: %w: nil fingerprint function", idemkit.ErrInvalid)
+			return errors.New("WithFingerprint(nil): nil fingerprint function")
 		}
 		c.fingerprint = fp
 		return nil
@@ -120,7 +125,7 @@ func WithFingerprint(fp func(*amqp.Delivery) (string, error)) Option {
 func WithErrorCodec(ec idemkit.ErrorCodec) Option {
 	return func(c *config) error {
 		if ec == nil {
-			return fmt.Errorf("idemamqp: %w: nil error codec", idemkit.ErrInvalid)
+			return errors.New("WithErrorCodec(nil): nil error codec")
 		}
 		c.codec = ec
 		return nil
@@ -133,7 +138,7 @@ func WithErrorCodec(ec idemkit.ErrorCodec) Option {
 func WithFinal(final func(error) bool) Option {
 	return func(c *config) error {
 		if final == nil {
-			return fmt.Errorf("idemamqp: %w: nil final predicate", idemkit.ErrInvalid)
+			return errors.New("WithFinal(nil): nil final predicate")
 		}
 		c.final = final
 		return nil
@@ -143,7 +148,13 @@ func WithFinal(final func(error) bool) Option {
 // WithRetryDelay sets one delay for every failure (0 requeues at once,
 // even with WithRetryQueue): it is WithBackoff(d, d).
 func WithRetryDelay(d time.Duration) Option {
-	return WithBackoff(d, d)
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("WithRetryDelay(%v): the retry delay must not be negative", d)
+		}
+		c.backoff.First, c.backoff.Max = d, d
+		return nil
+	}
 }
 
 // WithBackoff sets how long a delivery waits before it is retried after a
@@ -155,7 +166,7 @@ func WithRetryDelay(d time.Duration) Option {
 func WithBackoff(first, max time.Duration) Option {
 	return func(c *config) error {
 		if first < 0 || max < first {
-			return fmt.Errorf("idemamqp: %w: retry delays must have 0 <= first <= max, got %v and %v", idemkit.ErrInvalid, first, max)
+			return fmt.Errorf("WithBackoff(%v, %v): retry delays must have 0 <= first <= max", first, max)
 		}
 		c.backoff.First, c.backoff.Max = first, max
 		return nil
@@ -171,7 +182,7 @@ func WithBackoff(first, max time.Duration) Option {
 func WithMaxAttempts(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("idemamqp: %w: max attempts must be at least 1, got %d", idemkit.ErrInvalid, n)
+			return fmt.Errorf("WithMaxAttempts(%d): max attempts must be at least 1", n)
 		}
 		c.backoff.Attempts = n
 		return nil
@@ -193,9 +204,9 @@ func WithRetryQueue(conn *amqp.Connection, queue string) Option {
 	return func(c *config) error {
 		switch {
 		case conn == nil:
-			return fmt.Errorf("idemamqp: %w: nil connection for the delay queues", idemkit.ErrInvalid)
+			return fmt.Errorf("WithRetryQueue(nil, %q): nil connection for the delay queues", queue)
 		case queue == "":
-			return fmt.Errorf("idemamqp: %w: empty queue name for the delay queues", idemkit.ErrInvalid)
+			return errors.New(`WithRetryQueue(conn, ""): empty queue name for the delay queues`)
 		}
 		c.retryConn, c.retryQueue = conn, queue
 		return nil
@@ -210,7 +221,7 @@ func WithRetryQueue(conn *amqp.Connection, queue string) Option {
 func WithReport(fn func(ctx context.Context, d *amqp.Delivery, out Outcome)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("idemamqp: %w: nil report function", idemkit.ErrInvalid)
+			return errors.New("WithReport(nil): nil report function")
 		}
 		c.report = fn
 		return nil
@@ -223,7 +234,7 @@ func WithReport(fn func(ctx context.Context, d *amqp.Delivery, out Outcome)) Opt
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("idemamqp: %w: nil logger", idemkit.ErrInvalid)
+			return errors.New("WithLogger(nil): nil logger")
 		}
 		c.logger = l
 		return nil

@@ -27,7 +27,10 @@ func StartCluster(tb testing.TB, masters int, opts ...Option) *Cluster {
 		tb.Fatalf("redistest: a Redis Cluster needs at least 3 masters, not %d", masters)
 	}
 	cli := lookPath(tb, "redis-cli")
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
 	cl := &Cluster{}
 	for range masters {
 		cl.nodes = append(cl.nodes, startClusterNode(tb, c.args))

@@ -34,7 +34,10 @@ func StartMain(opts ...Option) (s *Server, stop func(), err error) {
 		env.cleanup()
 		s, stop, err = nil, nil, f
 	}()
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, nil, err
+	}
 	s = startFresh(env, freePort, false, c.args)
 	return s, env.cleanup, nil
 }

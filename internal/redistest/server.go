@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/idemkit/idemkit/internal/options"
 )
 
 // readyTimeout bounds every wait for a server (or cluster, or replica
@@ -23,9 +25,12 @@ const readyTimeout = 20 * time.Second
 // installHint tells the reader how to get the Redis binaries.
 const installHint = "install Redis with: apt-get install -y redis-server (it also provides redis-cli)"
 
-// Option configures a server started by Start, StartReplicated or
-// StartCluster.
-type Option func(*config)
+// Option configures a server started by Start, StartMain,
+// StartReplicated, StartSentinel or StartCluster. They refuse an option
+// given an invalid argument, naming it, and a nil option by its position
+// counted from 1 (a test failure; StartMain's error), reporting every
+// error, not only the first.
+type Option func(*config) error
 
 type config struct {
 	args []string
@@ -33,17 +38,26 @@ type config struct {
 
 // WithArgs appends extra command-line arguments to redis-server, after
 // the ones redistest sets, for example WithArgs("--maxmemory-policy",
-// "allkeys-lru"). Later arguments override earlier ones.
+// "allkeys-lru"). Later arguments override earlier ones. WithArgs() with
+// no argument is refused: it would do nothing.
 func WithArgs(args ...string) Option {
-	return func(c *config) { c.args = append(c.args, args...) }
+	return func(c *config) error {
+		if len(args) == 0 {
+			return errors.New("WithArgs(): no argument given")
+		}
+		c.args = append(c.args, args...)
+		return nil
+	}
 }
 
-func newConfig(opts []Option) config {
+// newConfig applies opts through options.Apply; its error wraps
+// store.ErrInvalid.
+func newConfig(opts []Option) (config, error) {
 	var c config
-	for _, o := range opts {
-		o(&c)
+	if err := options.Apply(&c, opts); err != nil {
+		return config{}, fmt.Errorf("redistest: %w", err)
 	}
-	return c
+	return c, nil
 }
 
 // Server is one redis-server process listening on a loopback port. Its
@@ -73,7 +87,10 @@ type process struct {
 // the tail of the server's log.
 func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
 	return startFresh(tb, freePort, false, c.args)
 }
 

@@ -2,7 +2,6 @@ package setup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -68,8 +67,16 @@ var envNames = []string{EnvStore, EnvFallback, EnvOnStoreError, EnvBudget, EnvNe
 
 // ErrConfig reports a configuration Build or FromEnv cannot use. Errors
 // wrapping it name the setting (or variable) at fault and never quote a
-// password.
-var ErrConfig = errors.New("setup: invalid configuration")
+// password. ErrConfig wraps store.ErrInvalid (idemkit.ErrInvalid), as
+// every package's configuration errors do.
+var ErrConfig error = configError{}
+
+// configError is ErrConfig: its text is its own, and it unwraps to
+// store.ErrInvalid.
+type configError struct{}
+
+func (configError) Error() string { return "setup: invalid configuration" }
+func (configError) Unwrap() error { return store.ErrInvalid }
 
 // FromEnv reads a Config from environ, a list of "NAME=value" entries as
 // os.Environ returns. Unset or empty variables keep their defaults (an

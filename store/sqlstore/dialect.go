@@ -318,14 +318,23 @@ func quoteTable(d *dialect, table string) string {
 // checkTable reports whether table is an identifier, optionally qualified
 // by a schema: ASCII letters, digits and underscores, not starting with a
 // digit, at most 63 bytes a part (PostgreSQL's limit; MySQL allows 64).
+// Its error wraps store.ErrInvalid.
 func checkTable(table string) error {
+	if err := tableError(table); err != nil {
+		return fmt.Errorf("%w: %w", store.ErrInvalid, err)
+	}
+	return nil
+}
+
+// tableError is checkTable's error, not yet wrapping store.ErrInvalid.
+func tableError(table string) error {
 	parts := strings.Split(table, ".")
 	if len(parts) > 2 {
-		return fmt.Errorf("%w: table name %q has more than one dot", store.ErrInvalid, table)
+		return fmt.Errorf("table name %q has more than one dot", table)
 	}
 	for _, p := range parts {
 		if !isIdent(p) {
-			return fmt.Errorf("%w: table name %q: want [schema.]name with ASCII letters, digits and underscores, not starting with a digit, at most 63 bytes a part", store.ErrInvalid, table)
+			return fmt.Errorf("table name %q: want [schema.]name with ASCII letters, digits and underscores, not starting with a digit, at most 63 bytes a part", table)
 		}
 	}
 	return nil

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/internal/options"
 )
 
 // Sweeper defaults.
@@ -25,19 +25,45 @@ type config struct {
 	onSweep       func(deleted int64, err error)
 	returning     feature // MySQL: whether DELETE ... RETURNING is known to work
 	asyncClaims   bool
+
+	// intervalSet records WithSweepInterval and sweeperOff
+	// WithoutSweeper, which contradict each other, as do WithOnSweep
+	// (a hook of the sweeper) and WithoutSweeper.
+	intervalSet, sweeperOff bool
 }
 
 // Option configures a Store created by New. An option given an invalid
-// value makes New fail with an error wrapping store.ErrInvalid.
+// value, a nil option (named by its position counted from 1) and options
+// that contradict each other make New fail with an error wrapping
+// store.ErrInvalid that names them; New reports every error, not only
+// the first. Of two options setting the same thing, the later one
+// applies.
 type Option func(*config) error
+
+// newConfig applies opts over the defaults through options.Collect, and
+// refuses the options that could not take effect together.
+func newConfig(opts []Option, postgresDialect bool) (config, error) {
+	cfg := config{table: DefaultTable, sweepInterval: DefaultSweepInterval, sweepBatch: DefaultSweepBatch, sweep: true}
+	errs := options.Collect(&cfg, opts)
+	if cfg.sweeperOff && cfg.intervalSet {
+		errs = append(errs, fmt.Errorf("WithoutSweeper: contradicts WithSweepInterval(%v): give one of them", cfg.sweepInterval))
+	}
+	if cfg.sweeperOff && cfg.onSweep != nil {
+		errs = append(errs, fmt.Errorf("WithoutSweeper: WithOnSweep's hook would never be called: the hook reports the sweeper's passes"))
+	}
+	if cfg.asyncClaims && !postgresDialect {
+		errs = append(errs, fmt.Errorf("WithAsyncClaims: needs PostgreSQL; MySQL's durability is server-wide (innodb_flush_log_at_trx_commit)"))
+	}
+	return cfg, options.Invalid(errs...)
+}
 
 // WithTable sets the table's name (default DefaultTable): an identifier
 // of ASCII letters, digits and underscores, optionally qualified by a
 // schema ("idem.records"). It is quoted in every statement.
 func WithTable(name string) Option {
 	return func(c *config) error {
-		if err := checkTable(name); err != nil {
-			return err
+		if err := tableError(name); err != nil {
+			return fmt.Errorf("WithTable(%q): %w", name, err)
 		}
 		c.table = name
 		return nil
@@ -49,9 +75,9 @@ func WithTable(name string) Option {
 func WithSweepInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: sweep interval %v is not positive", store.ErrInvalid, d)
+			return fmt.Errorf("WithSweepInterval(%v): sweep interval is not positive", d)
 		}
-		c.sweepInterval = d
+		c.sweepInterval, c.intervalSet = d, true
 		return nil
 	}
 }
@@ -62,7 +88,7 @@ func WithSweepInterval(d time.Duration) Option {
 func WithSweepBatch(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > 100_000 {
-			return fmt.Errorf("%w: sweep batch %d is outside [1, 100000]", store.ErrInvalid, n)
+			return fmt.Errorf("WithSweepBatch(%d): sweep batch is outside [1, 100000]", n)
 		}
 		c.sweepBatch = n
 		return nil
@@ -72,10 +98,11 @@ func WithSweepBatch(n int) Option {
 // WithoutSweeper starts no sweeper: expired rows stay in the table, absent
 // for every operation, until a claim of the same key replaces them or the
 // application deletes them (Store.Sweep does one bounded pass). Use it
-// when another process sweeps the table.
+// when another process sweeps the table. WithSweepInterval and WithOnSweep
+// set the sweeper: New refuses them with WithoutSweeper.
 func WithoutSweeper() Option {
 	return func(c *config) error {
-		c.sweep = false
+		c.sweep, c.sweeperOff = false, true
 		return nil
 	}
 }
@@ -87,7 +114,7 @@ func WithoutSweeper() Option {
 func WithOnSweep(fn func(deleted int64, err error)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("%w: nil sweep hook", store.ErrInvalid)
+			return fmt.Errorf("WithOnSweep(nil): nil sweep hook")
 		}
 		c.onSweep = fn
 		return nil

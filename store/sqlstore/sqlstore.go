@@ -53,17 +53,9 @@ func New(db *sql.DB, d Dialect, opts ...Option) (*Store, error) {
 	if d.d == nil {
 		return nil, fmt.Errorf("%w: sqlstore.New: invalid dialect (use sqlstore.Postgres or sqlstore.MySQL)", store.ErrInvalid)
 	}
-	cfg := config{table: DefaultTable, sweepInterval: DefaultSweepInterval, sweepBatch: DefaultSweepBatch, sweep: true}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: sqlstore.New: nil Option", store.ErrInvalid)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, fmt.Errorf("sqlstore.New: %w", err)
-		}
-	}
-	if cfg.asyncClaims && d.d != &postgres {
-		return nil, fmt.Errorf("%w: sqlstore.New: WithAsyncClaims needs PostgreSQL; MySQL's durability is server-wide (innodb_flush_log_at_trx_commit)", store.ErrInvalid)
+	cfg, err := newConfig(opts, d.d == &postgres)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore.New: %w", err)
 	}
 	s := &Store{db: db, q: newQueries(d.d, cfg.table), cfg: cfg, own: newStmtConn(db)}
 	s.returning.Store(int32(cfg.returning))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -46,7 +47,7 @@ type config[Req any] struct {
 func WithFingerprint[Req any](fp func(Req) (string, error)) Option[Req] {
 	return func(c *config[Req]) error {
 		if fp == nil {
-			return fmt.Errorf("idemfunc: %w: nil fingerprint function", idemkit.ErrInvalid)
+			return errors.New("WithFingerprint(nil): nil fingerprint function")
 		}
 		c.fingerprint = fp
 		return nil
@@ -94,12 +95,8 @@ func Wrap[Req, Resp any](e *idemkit.Engine, name string, key KeyFunc[Req], fn Fu
 	if e == nil || key == nil || fn == nil {
 		errs = append(errs, fmt.Errorf("idemfunc: %w: nil engine, key function or fn", idemkit.ErrInvalid))
 	}
-	for _, o := range opts {
-		if o == nil {
-			errs = append(errs, fmt.Errorf("idemfunc: %w: nil option", idemkit.ErrInvalid))
-			continue
-		}
-		errs = append(errs, o(&cfg))
+	if err := options.Apply(&cfg, opts); err != nil {
+		errs = append(errs, fmt.Errorf("idemfunc: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -41,7 +41,11 @@ func Exported(tb testing.TB, dir, typeName string) []string {
 			if !ok || fn.Recv != nil || !fn.Name.IsExported() || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
 				continue
 			}
-			if id, ok := fn.Type.Results.List[0].Type.(*ast.Ident); ok && id.Name == typeName {
+			result := fn.Type.Results.List[0].Type
+			if ix, ok := result.(*ast.IndexExpr); ok { // a generic Option[T]
+				result = ix.X
+			}
+			if id, ok := result.(*ast.Ident); ok && id.Name == typeName {
 				names = append(names, fn.Name.Name)
 			}
 		}

@@ -97,13 +97,37 @@ func (s *Store) CreateTable(ctx context.Context) error {
 	return nil
 }
 
-// Ping checks that the database answers. It returns nil or an error
-// wrapping store.ErrUnavailable.
+// Ping checks that the database answers and that the Store's table
+// exists. It returns nil or an error wrapping store.ErrUnavailable; when
+// the table is missing the error names it and the remedies (create_table=true
+// in the store URL, CreateTable, or Schema's statements), so that a
+// readiness probe fails rather than answering ok while every operation
+// fails.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("sqlstore: ping: %w: %w", store.ErrUnavailable, err)
 	}
+	rows, err := s.db.QueryContext(ctx, "SELECT 1 FROM "+s.q.table+" WHERE 1 = 0")
+	if err == nil {
+		err = rows.Close()
+	}
+	if err != nil {
+		if noTable(err) {
+			return fmt.Errorf("sqlstore: ping: %w: table %s does not exist; create it with create_table=true in the store URL, Store.CreateTable, or the statements of sqlstore.Schema", store.ErrUnavailable, s.cfg.table)
+		}
+		return fmt.Errorf("sqlstore: ping: table %s: %w: %w", s.cfg.table, store.ErrUnavailable, err)
+	}
 	return nil
+}
+
+// noTable reports whether err says a table does not exist: SQLSTATE 42P01
+// (PostgreSQL) or server error 1146 (MySQL, MariaDB).
+func noTable(err error) bool {
+	if st, ok := sqlState(err); ok {
+		return st == "42P01"
+	}
+	n, ok := mysqlNumber(err)
+	return ok && n == 1146
 }
 
 // Close stops the sweeper, waiting for a pass in progress to end, and

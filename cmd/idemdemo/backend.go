@@ -100,7 +100,9 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, e
 		be.orders = newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
 		be.ordersDesc = fmt.Sprintf("orders in memory (at most %d, %d per user)", maxMemoryOrders, maxMemoryOrdersPerUser)
 	}
-	checkStore(ctx, be.primary, log)
+	if err := checkStore(ctx, be.primary, log); err != nil {
+		return nil, errors.Join(err, be.Close())
+	}
 	return be, nil
 }
 
@@ -202,16 +204,18 @@ type boltFile struct {
 // Close closes the store, then the file.
 func (f *boltFile) Close() error { return errors.Join(f.Store.Close(), f.db.Close()) }
 
-// checkStore warns, without failing, when the store does not answer at
-// startup (the failure policy then decides what requests get) or, for
-// Redis, may evict keys.
-func checkStore(ctx context.Context, s store.Store, log *slog.Logger) {
+// checkStore refuses a store that does not answer at start-up (within
+// storeCheckTimeout): a wrong host or port, a server down, or a SQL table
+// that does not exist (sqlstore's Ping names it). idemproxy does the same;
+// once started, the failure policy (and the fallback, when one is set)
+// decides what requests get while the store fails, and GET /healthz
+// answers 503. It warns, without failing, when Redis may evict keys.
+func checkStore(ctx context.Context, s store.Store, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
 	if p, ok := s.(store.Pinger); ok {
 		if err := p.Ping(ctx); err != nil {
-			log.Warn("the store does not answer; requests get the -on-store-error policy until it does", "error", err)
-			return
+			return fmt.Errorf("the store does not answer at start: %w", err)
 		}
 	}
 	type evictionChecker interface{ CheckEvictionPolicy(context.Context) error }
@@ -220,6 +224,7 @@ func checkStore(ctx context.Context, s store.Store, log *slog.Logger) {
 			log.Warn("redis may evict idempotency records; set maxmemory-policy noeviction", "error", err)
 		}
 	}
+	return nil
 }
 
 // describe says, for the banner, where be keeps its data.

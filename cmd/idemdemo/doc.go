@@ -101,9 +101,13 @@
 // parameters), mysql:// in a table of MySQL/MariaDB, and the orders in
 // process memory, at most 100,000 of them and 1,000 per user (further
 // orders get 507). The banner says where the orders are. A URL the demo
-// cannot use stops it at start-up with an error naming the problem; a
-// Redis that does not answer does not (requests then get the
-// -on-store-error policy until it does).
+// cannot use stops it at start-up with an error naming the problem, and so
+// does a store that does not answer at start-up (within 2s), whatever the
+// store and with or without -fallback: a wrong host or port, a server
+// down, a SQL table that does not exist (add create_table=true to the
+// URL). idemproxy follows the same rule. Once started, a store that stops
+// answering gets the -on-store-error policy (or the -fallback) until it
+// answers again, and GET /healthz answers 503 meanwhile.
 //
 // # Orders in PostgreSQL
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,6 +50,8 @@ type backend struct {
 	tel *telemetry.Telemetry
 	// closers release the backend's resources, in order.
 	closers []func() error
+	// storeURL and fallbackURL are the URLs as given, for describe.
+	storeURL, fallbackURL string
 }
 
 // Close closes everything the backend opened, in order (the stores, and
@@ -74,7 +77,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, e
 	if err != nil {
 		return nil, err
 	}
-	be := &backend{tel: tel}
+	be := &backend{tel: tel, storeURL: cfg.stack.Store, fallbackURL: cfg.stack.Fallback}
 	sc := cfg.stack
 	sc.Open = be.open
 	logTier := logTierEvent(log)
@@ -232,7 +235,29 @@ func (be *backend) describe() string {
 	if be.stack == nil {
 		return be.ordersDesc
 	}
-	return be.stack.String() + "; " + be.ordersDesc
+	desc := be.stack.String()
+	if rest, ok := strings.CutPrefix(desc, store.Redact(be.storeURL)); ok {
+		desc = displayURL(be.storeURL) + rest
+	}
+	if be.fallbackURL != "" {
+		desc = strings.Replace(desc, ", fallback "+store.Redact(be.fallbackURL), ", fallback "+displayURL(be.fallbackURL), 1)
+	}
+	return desc + "; " + be.ordersDesc
+}
+
+// displayURL is store.Redact(rawURL) with the "//" of a URL without a
+// host kept: mem:// stays mem://, where net/url writes mem:.
+func displayURL(rawURL string) string {
+	r := store.Redact(rawURL)
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return r
+	}
+	scheme = strings.ToLower(scheme)
+	if rest, cut := strings.CutPrefix(r, scheme+":"); cut && !strings.HasPrefix(rest, "//") {
+		return scheme + "://" + rest
+	}
+	return r
 }
 
 // logTierEvent logs the tiered store's breaker changes and copy problems.

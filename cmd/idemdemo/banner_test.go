@@ -1,0 +1,28 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// The banner shows the store URL as given, its password hidden: mem://
+// stays mem://, not the mem: that net/url writes back (issue 28, item 7e).
+func TestBannerShowsStoreURLAsGiven(t *testing.T) {
+	for rawURL, want := range map[string]string{
+		"mem://":              "store: mem://, on store error: closed",
+		"mem://?capacity=500": "store: mem://?capacity=500, on store error: closed",
+		"bolt://" + t.TempDir() + "/d.db?nosync=true": ".db?nosync=true, on store error: closed",
+	} {
+		cfg := defaultConfig()
+		cfg.stack.Store = rawURL
+		cfg.addr = "127.0.0.1:0"
+		svc := startTestService(t, cfg)
+		assert.Contains(t, "store: "+svc.backend.describe(), want, rawURL)
+	}
+	assert.Equal(t, "mem://", displayURL("mem://"))
+	assert.NotContains(t, displayURL("redis://:secret@h:1/0"), "secret")
+	assert.Equal(t, "mem://", displayURL("MEM://"), "the scheme in lower case, as store.Redact writes it")
+	assert.Equal(t, "bolt:///tmp/x.db", displayURL("bolt:///tmp/x.db"))
+	assert.Equal(t, "mem:", displayURL("mem:"))
+}

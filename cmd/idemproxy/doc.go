@@ -53,10 +53,17 @@
 //
 // # When the store fails
 //
-// Each route says what happens: failure = "closed" (the default) answers
-// 503 with Retry-After and forwards nothing; failure = "open" forwards the
-// request unguarded (and logs it); fallback = true keeps the route guarded
-// by an in-process memory tier once the store has failed a few times in a
+// A store that does not answer at start-up (within 2s) stops the proxy
+// with an error naming the problem, whatever the store and with or without
+// fallback routes: a wrong host or port, a server down, a SQL table that
+// does not exist (add create_table=true to the URL). idemdemo follows the
+// same rule. A mem:// store (the default) is logged at Warn at start: its
+// records live in the process only. Once started, the health path answers
+// 503 while the store does not answer, and each route says what happens:
+// failure = "closed" (the default) answers 503 with Retry-After and
+// forwards nothing; failure = "open" forwards the request unguarded (and
+// logs it); fallback = true keeps the route guarded by an in-process
+// memory tier once the store has failed a few times in a
 // row (policy.Tiered's circuit breaker; until then, and for the breaker's
 // probes of the store, the route answers as its failure mode says), and
 // copies those records back when the store answers again. A memory tier

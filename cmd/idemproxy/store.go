@@ -74,6 +74,9 @@ func openStores(ctx context.Context, rawURL string, budgetD time.Duration, withF
 	if err != nil {
 		return nil, err
 	}
+	if err := checkStart(ctx, raw, rawURL, log); err != nil {
+		return nil, errors.Join(err, closeStore(raw))
+	}
 	s := &stores{primary: raw, mem: hooks}
 	// Each wrapper owns what it wraps: closing the outermost closes all.
 	if remote(rawURL) {
@@ -95,6 +98,32 @@ func openStores(ctx context.Context, rawURL string, budgetD time.Duration, withF
 	}
 	s.closers = []func() error{func() error { return closeStore(outer) }}
 	return s, nil
+}
+
+// storeStartTimeout bounds the start-up ping of the store.
+const storeStartTimeout = 2 * time.Second
+
+// checkStart refuses a store that does not answer at start-up (within
+// storeStartTimeout), as store.Open already does for the SQL stores: a
+// wrong host or port, a server down, a SQL table that does not exist.
+// idemdemo follows the same rule. It warns that a mem:// store keeps its
+// records in this process only.
+func checkStart(ctx context.Context, st store.Store, rawURL string, log *slog.Logger) error {
+	if !remote(rawURL) {
+		if u, err := url.Parse(rawURL); err == nil && u.Scheme == "mem" {
+			log.Warn("the store is in-process memory (mem://): its records are lost on restart and not shared with other instances; set store to redis://, postgres:// or mysql:// to keep them")
+		}
+	}
+	p, ok := st.(store.Pinger)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeStartTimeout)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		return fmt.Errorf("the store does not answer at start: %w", err)
+	}
+	return nil
 }
 
 // remote reports whether the store URL names a store reached over the

@@ -115,7 +115,8 @@
 // idemdemo_orders if it is missing (id, user_id, dedup_key, sku, qty,
 // created_at) with a UNIQUE index on (user_id, dedup_key), in the store
 // URL's database, and keeps the orders there, so a restart finds them.
-// Each order route then runs one transaction: it INSERTs the order (ON
+// dedup_key holds the hex SHA-256 of the route and idempotency key (or
+// token), never the key or token itself. Each order route then runs one transaction: it INSERTs the order (ON
 // CONFLICT on the unique index it returns the key's existing order, or
 // 422 when that order has another sku or qty), records the answer (the 201
 // with its Location, or the 422) as the key's idempotency record through

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -14,9 +16,9 @@ import (
 const ordersTable = "idemdemo_orders"
 
 // ordersSchema creates the orders table and its unique index on (user,
-// deduplication key) if they are missing. A NULL dedup_key (POST
-// /orders/quick, the unprotected form) is never a duplicate: PostgreSQL
-// treats NULLs in a unique index as distinct. The advisory lock keeps two
+// deduplication key, kept as its digest: keyDigest) if they are missing.
+// A NULL dedup_key (POST /orders/quick, the unprotected form) is never a
+// duplicate: PostgreSQL treats NULLs in a unique index as distinct. The advisory lock keeps two
 // demos starting at once on one database from racing on the catalogue.
 var ordersSchema = []string{
 	`SELECT pg_advisory_xact_lock(hashtext('` + ordersTable + `'))`,
@@ -111,7 +113,7 @@ func (r *pgOrders) Create(ctx context.Context, o Order, dedupKey string) (Order,
 // insert waits for a concurrent transaction that inserted the same key and
 // creates nothing if that one commits.
 func (r *pgOrders) createIn(ctx context.Context, tx *sql.Tx, o Order, dedupKey string) (Order, bool, error) {
-	key := sql.NullString{String: dedupKey, Valid: dedupKey != ""}
+	key := sql.NullString{String: keyDigest(dedupKey), Valid: dedupKey != ""}
 	err := tx.QueryRowContext(ctx,
 		`INSERT INTO `+ordersTable+` (user_id, dedup_key, sku, qty) VALUES ($1, $2, $3, $4)
 		 ON CONFLICT (user_id, dedup_key) DO NOTHING RETURNING id`,
@@ -155,4 +157,12 @@ func (r *pgOrders) List(ctx context.Context, user string) ([]Order, error) {
 		return nil, fmt.Errorf("orders: %w", err)
 	}
 	return orders, nil
+}
+
+// keyDigest is what the orders table keeps of a deduplication key: the
+// hex SHA-256 of it, never the idempotency key or token itself, which a
+// client may treat as a secret and a reader of the table must not replay.
+func keyDigest(dedupKey string) string {
+	sum := sha256.Sum256([]byte(dedupKey))
+	return hex.EncodeToString(sum[:])
 }

@@ -107,7 +107,7 @@ func countRows(t *testing.T, db *sql.DB, query string, args ...any) int {
 // orderRows counts the orders of user under dedupKey in the table.
 func orderRows(t *testing.T, db *sql.DB, user, dedupKey string) int {
 	t.Helper()
-	return countRows(t, db, "SELECT count(*) FROM "+ordersTable+" WHERE user_id = $1 AND dedup_key = $2", user, dedupKey)
+	return countRows(t, db, "SELECT count(*) FROM "+ordersTable+" WHERE user_id = $1 AND dedup_key = $2", user, keyDigest(dedupKey))
 }
 
 // On PostgreSQL the orders are rows of idemdemo_orders, made in the

@@ -30,18 +30,32 @@ func parseKeyFlags(name string, args []string, withResult bool, stderr io.Writer
 	if withResult {
 		fs.BoolVar(&k.result, "result", false, "print the stored result")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return k, err
+	// Flags may come before or after the KEY (get KEY -result); after
+	// "--" every argument is a KEY, for one that starts with '-'.
+	var keys []string
+	for rest := args; len(rest) > 0; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return k, err
+			}
+			return k, errUsage
 		}
-		return k, errUsage
+		left := fs.Args()
+		if used := len(rest) - len(left); used > 0 && rest[used-1] == "--" {
+			keys = append(keys, left...)
+			break
+		}
+		if len(left) == 0 {
+			break
+		}
+		keys, rest = append(keys, left[0]), left[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(keys) != 1 {
 		fmt.Fprintf(stderr, "idemctl %s: give exactly one KEY\n", name)
 		usage(stderr)
 		return k, errUsage
 	}
-	k.key = fs.Arg(0)
+	k.key = keys[0]
 	return k, nil
 }
 

@@ -15,7 +15,10 @@
 // is never printed. Keys are given as the service's caller gave them, with the
 // principal as -scope (for tokens, the token as KEY and its principal as
 // -scope); idemctl prints them only as digests, and prints a stored result
-// only with -result. scan prints the store key names the engine wrote as
+// only with -result: a response stored by idemhttp or idemproxy decoded
+// (status, headers, and the body as text when it is UTF-8, base64
+// otherwise), any other result as text, or base64 when it is not UTF-8.
+// The flags of get and forget may follow KEY as well as precede it. scan prints the store key names the engine wrote as
 // digests (its default) as they are stored, and any segment that is not a
 // digest (keys written with idemkit.WithReadableKeys, and all of them with
 // -readable-keys) as "sha256:" and a short digest ("hmac:" with a key
@@ -155,8 +158,12 @@ func usage(w io.Writer) {
   -json          print JSON instead of a table
   -mode M        do (idempotency keys, default), guard (windows) or token
   -scope S       the principal the key belongs to (a token's owner)
-  -result        get: also print the stored result
+  -result        get: also print the stored result (a stored HTTP response
+                 decoded: status, headers, body as text or base64)
   -limit N       scan: stop after N keys (default 100)
+
+The flags of get and forget may also follow KEY (get KEY -result); after
+-- every argument is the KEY.
 
 Exit status: 0 found, 3 not found, 2 usage error, 1 other error.
 `)

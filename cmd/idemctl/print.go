@@ -1,13 +1,19 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
+	"slices"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemhttp"
 )
 
 // printer writes results as a table or as JSON.
@@ -27,7 +33,45 @@ type keyView struct {
 	AgeSeconds        float64 `json:"age_seconds,omitempty"`
 	FingerprintDigest string  `json:"fingerprint_digest,omitempty"`
 	ResultBytes       int     `json:"result_bytes"`
-	Result            *string `json:"result,omitempty"`
+	// Result is the stored result when it is UTF-8 and not an HTTP
+	// response; ResultBase64 when it is neither.
+	Result       *string       `json:"result,omitempty"`
+	ResultBase64 *string       `json:"result_base64,omitempty"`
+	Response     *responseView `json:"response,omitempty"`
+}
+
+// responseView is a stored HTTP response (idemhttp and idemproxy store
+// them), decoded: its body as text when it is UTF-8, base64 otherwise.
+type responseView struct {
+	Status     int                 `json:"status,omitempty"`
+	Header     map[string][]string `json:"header,omitempty"`
+	Body       *string             `json:"body,omitempty"`
+	BodyBase64 *string             `json:"body_base64,omitempty"`
+	NotStored  string              `json:"not_stored,omitempty"`
+}
+
+// textOrBase64 returns b as text when it is UTF-8, as base64 otherwise.
+func textOrBase64(b []byte) (text, b64 *string) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, nil
+	}
+	s := base64.StdEncoding.EncodeToString(b)
+	return nil, &s
+}
+
+// setResult puts result in v: decoded when it is a stored HTTP response.
+func (v *keyView) setResult(result []byte) {
+	if r, err := idemhttp.DecodeStoredResponse(result); err == nil {
+		rv := &responseView{Status: r.Status, NotStored: r.NotStored}
+		if r.NotStored == "" {
+			rv.Header = r.Header
+			rv.Body, rv.BodyBase64 = textOrBase64(r.Body)
+		}
+		v.Response = rv
+		return
+	}
+	v.Result, v.ResultBase64 = textOrBase64(result)
 }
 
 func view(digest string, info idemkit.KeyInfo) keyView {
@@ -44,8 +88,7 @@ func view(digest string, info idemkit.KeyInfo) keyView {
 func (p *printer) info(digest string, info idemkit.KeyInfo, result []byte, withResult bool) error {
 	v := view(digest, info)
 	if withResult && result != nil {
-		s := string(result)
-		v.Result = &s
+		v.setResult(result)
 	}
 	if p.json {
 		return json.NewEncoder(p.w).Encode(v)
@@ -59,8 +102,27 @@ func (p *printer) info(digest string, info idemkit.KeyInfo, result []byte, withR
 		fmt.Fprintf(tw, "fingerprint digest\t%s\n", v.FingerprintDigest)
 	}
 	fmt.Fprintf(tw, "result bytes\t%d\n", v.ResultBytes)
-	if v.Result != nil {
+	switch {
+	case v.Result != nil:
 		fmt.Fprintf(tw, "result\t%s\n", *v.Result)
+	case v.ResultBase64 != nil:
+		fmt.Fprintf(tw, "result (base64)\t%s\n", *v.ResultBase64)
+	case v.Response != nil && v.Response.NotStored != "":
+		fmt.Fprintf(tw, "result\tno response stored: %s\n", v.Response.NotStored)
+	case v.Response != nil:
+		r := v.Response
+		fmt.Fprintf(tw, "result status\t%d %s\n", r.Status, http.StatusText(r.Status))
+		names := slices.Sorted(maps.Keys(r.Header))
+		for _, name := range names {
+			for _, val := range r.Header[name] {
+				fmt.Fprintf(tw, "result header\t%s: %s\n", name, val)
+			}
+		}
+		if r.Body != nil {
+			fmt.Fprintf(tw, "result body\t%s\n", *r.Body)
+		} else {
+			fmt.Fprintf(tw, "result body (base64)\t%s\n", *r.BodyBase64)
+		}
 	}
 	return tw.Flush()
 }

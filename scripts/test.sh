@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every check and test of the module: gofmt, go vet, and
 # go test -race ./... (which starts its own redis-server processes on free
-# loopback ports). Installs redis-server with apt-get where it is missing.
+# loopback ports), the nested modules' too, the bench module's tests among
+# them (over a throwaway redis-server on a free loopback port, started by
+# bench/redis.sh and stopped on exit). Installs redis-server with apt-get
+# where it is missing.
 # The other services the tests need are started when they are not answering,
 # and installed with apt-get first when missing:
 #   - PostgreSQL on 127.0.0.1:5432 (trust, user postgres) and MariaDB on
@@ -126,7 +129,7 @@ fi
 # large dependency trees (otel, the queue adapters and their broker clients,
 # the Fiber adapter) are nested modules tied together by go.work, so the
 # library's users never get their dependencies.
-packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/...)
+packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/... ./bench/...)
 
 echo "== go vet"
 go vet "${packages[@]}"
@@ -144,6 +147,11 @@ echo "== pure-Go cross builds (CGO_ENABLED=0)"
 for target in linux/arm64 windows/amd64 darwin/arm64; do
   CGO_ENABLED=0 GOOS=${target%/*} GOARCH=${target#*/} go build "${packages[@]}"
 done
+
+# --- Redis of the bench module's tests (IDEMKIT_BENCH_REDIS) -----------------
+# Its tests check the middlewares the benchmarks measure; they need a Redis,
+# which bench/redis.sh starts on a free loopback port and stops on exit.
+source ./bench/redis.sh
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "$@" "${packages[@]}"

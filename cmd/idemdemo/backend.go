@@ -103,9 +103,7 @@ func openBackend(ctx context.Context, cfg config, log *slog.Logger) (*backend, e
 		be.orders = newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)
 		be.ordersDesc = fmt.Sprintf("orders in memory (at most %d, %d per user)", maxMemoryOrders, maxMemoryOrdersPerUser)
 	}
-	if err := checkStore(ctx, be.primary, log); err != nil {
-		return nil, errors.Join(err, be.Close())
-	}
+	checkStore(ctx, be.primary, log)
 	return be, nil
 }
 
@@ -207,18 +205,19 @@ type boltFile struct {
 // Close closes the store, then the file.
 func (f *boltFile) Close() error { return errors.Join(f.Store.Close(), f.db.Close()) }
 
-// checkStore refuses a store that does not answer at start-up (within
-// storeCheckTimeout): a wrong host or port, a server down, or a SQL table
-// that does not exist (sqlstore's Ping names it). idemproxy does the same;
-// once started, the failure policy (and the fallback, when one is set)
-// decides what requests get while the store fails, and GET /healthz
-// answers 503. It warns, without failing, when Redis may evict keys.
-func checkStore(ctx context.Context, s store.Store, log *slog.Logger) error {
+// checkStore warns, without failing, when the store does not answer at
+// startup (a server down, a SQL table that does not exist: sqlstore's
+// Ping names it), or, for Redis, may evict keys. The demo then serves
+// and reports unready: GET /healthz answers 503 and requests get the
+// -on-store-error policy (or the -fallback) until the store answers.
+// idemproxy follows the same rule.
+func checkStore(ctx context.Context, s store.Store, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
 	if p, ok := s.(store.Pinger); ok {
 		if err := p.Ping(ctx); err != nil {
-			return fmt.Errorf("the store does not answer at start: %w", err)
+			log.Warn("the store does not answer; GET /healthz answers 503 and requests get the -on-store-error policy until it does", "error", err)
+			return
 		}
 	}
 	type evictionChecker interface{ CheckEvictionPolicy(context.Context) error }
@@ -227,7 +226,6 @@ func checkStore(ctx context.Context, s store.Store, log *slog.Logger) error {
 			log.Warn("redis may evict idempotency records; set maxmemory-policy noeviction", "error", err)
 		}
 	}
-	return nil
 }
 
 // describe says, for the banner, where be keeps its data.

@@ -101,13 +101,14 @@
 // parameters), mysql:// in a table of MySQL/MariaDB, and the orders in
 // process memory, at most 100,000 of them and 1,000 per user (further
 // orders get 507). The banner says where the orders are. A URL the demo
-// cannot use stops it at start-up with an error naming the problem, and so
-// does a store that does not answer at start-up (within 2s), whatever the
-// store and with or without -fallback: a wrong host or port, a server
-// down, a SQL table that does not exist (add create_table=true to the
-// URL). idemproxy follows the same rule. Once started, a store that stops
-// answering gets the -on-store-error policy (or the -fallback) until it
-// answers again, and GET /healthz answers 503 meanwhile.
+// cannot use stops it at start-up with an error naming the problem. A
+// store that does not answer at start-up does not stop it: the demo logs
+// a warning with the store's error (a server down, a SQL table that does
+// not exist: add create_table=true to the URL), GET /healthz answers 503,
+// and requests get the -on-store-error policy (or the -fallback) until
+// the store answers. The SQL stores are the exception: store.Open
+// connects, so a PostgreSQL or MySQL server that does not answer stops the
+// demo at start-up. idemproxy follows the same rule.
 //
 // # Orders in PostgreSQL
 //

@@ -53,13 +53,15 @@
 //
 // # When the store fails
 //
-// A store that does not answer at start-up (within 2s) stops the proxy
-// with an error naming the problem, whatever the store and with or without
-// fallback routes: a wrong host or port, a server down, a SQL table that
-// does not exist (add create_table=true to the URL). idemdemo follows the
-// same rule. A mem:// store (the default) is logged at Warn at start: its
-// records live in the process only. Once started, the health path answers
-// 503 while the store does not answer, and each route says what happens:
+// A store that does not answer at start-up (within 2s) does not stop the
+// proxy: it logs a warning with the store's error (a server down, a SQL
+// table that does not exist: add create_table=true to the URL) and serves,
+// reporting unready, until the store answers. The SQL stores are the
+// exception: store.Open connects, so a PostgreSQL or MySQL server that
+// does not answer stops the proxy at start-up. idemdemo follows the same
+// rule. A mem:// store (the default) is logged at Warn at start: its
+// records live in the process only. While the store does not answer, the
+// health path answers 503 and each route says what happens:
 // failure = "closed" (the default) answers 503 with Retry-After and
 // forwards nothing; failure = "open" forwards the request unguarded (and
 // logs it); fallback = true keeps the route guarded by an in-process

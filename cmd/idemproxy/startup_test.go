@@ -1,8 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,49 +12,55 @@ import (
 	"github.com/idemkit/idemkit/store/sqlstore"
 )
 
-// runBriefly runs the proxy with args until it returns or 10s pass (it then
-// served: run returns nil once ctx ends).
-func runBriefly(t *testing.T, args ...string) (string, error) {
+// openLogged opens the stores of rawURL with their start-up log in logs.
+func openLogged(t *testing.T, rawURL string, logs *syncBuffer) (*stores, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	var stderr syncBuffer
-	err := run(ctx, append([]string{"-listen", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1"}, args...), noEnv, &stderr, nil)
-	return stderr.String(), err
+	st, err := openStores(t.Context(), rawURL, time.Second, false, slog.New(slog.NewTextHandler(logs, nil)))
+	if err == nil {
+		t.Cleanup(func() { _ = st.Close() })
+	}
+	return st, err
 }
 
 // The rule for a store that does not answer at start, the same in
-// idemdemo: the proxy refuses to start, naming the store's error, whatever
-// the store (SQL stores fail in store.Open, Redis at the start-up ping)
-// (issue 28, item 7b).
-func TestUnreachableStoreRefusedAtStart(t *testing.T) {
-	for _, rawURL := range []string{
-		"redis://127.0.0.1:1/0",
-		"postgres://postgres@127.0.0.1:1/x?sslmode=disable",
-		"mysql://root@127.0.0.1:1/x",
-	} {
-		logs, err := runBriefly(t, "-store", rawURL)
-		if err == nil || !errors.Is(err, store.ErrUnavailable) {
-			t.Errorf("%s: run = %v, want an error wrapping store.ErrUnavailable", rawURL, err)
-		}
-		if strings.Contains(logs, "idemproxy listening") {
-			t.Errorf("%s: the proxy listened: %s", rawURL, logs)
+// idemdemo: the proxy starts, warns naming the store's error, and its
+// health check fails until the store answers; a SQL store, whose
+// store.Open connects, stops it at start (issue 28, item 7b).
+func TestUnreachableStoreAtStart(t *testing.T) {
+	var logs syncBuffer
+	st, err := openLogged(t, "redis://127.0.0.1:1/0", &logs)
+	if err != nil {
+		t.Fatalf("an unreachable Redis stopped the proxy: %v", err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "does not answer") {
+		t.Errorf("no warning of the store that does not answer: %q", logs.String())
+	}
+	if err := st.ping(t.Context()); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("health check = %v, want store.ErrUnavailable", err)
+	}
+	for _, rawURL := range []string{"postgres://postgres@127.0.0.1:1/x?sslmode=disable", "mysql://root@127.0.0.1:1/x"} {
+		if _, err := openLogged(t, rawURL, &logs); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s: openStores = %v, want store.ErrUnavailable", rawURL, err)
 		}
 	}
 }
 
-// A SQL URL without create_table=true on a database without the table
-// stops the proxy at start with an error naming the table and the remedy
-// (issue 28, item 7a).
-func TestMissingSQLTableRefusedAtStart(t *testing.T) {
+// A SQL URL without create_table=true on a database without the table:
+// the proxy warns at start naming the table and the remedy, and its health
+// check fails, naming them too (issue 28, item 7a).
+func TestMissingSQLTableIsUnready(t *testing.T) {
 	rawURL := strings.Replace(postgresStore(t), "create_table=true", "", 1)
-	logs, err := runBriefly(t, "-store", rawURL)
-	if err == nil {
-		t.Fatalf("the proxy started over a database without its table: %s", logs)
+	var logs syncBuffer
+	st, err := openLogged(t, rawURL, &logs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{sqlstore.DefaultTable + " does not exist", "create_table=true"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
+	err = st.ping(t.Context())
+	for _, text := range []string{logs.String(), fmt.Sprint(err)} {
+		for _, want := range []string{sqlstore.DefaultTable + " does not exist", "create_table=true"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%q does not say %q", text, want)
+			}
 		}
 	}
 }
@@ -64,11 +70,9 @@ func TestMissingSQLTableRefusedAtStart(t *testing.T) {
 // instance (issue 28, item 7b).
 func TestMemoryStoreWarned(t *testing.T) {
 	var logs syncBuffer
-	st, err := openStores(t.Context(), "mem://", time.Second, false, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
+	if _, err := openLogged(t, "mem://", &logs); err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "in-process memory") {
 		t.Errorf("no warning of the memory store: %q", logs.String())
 	}

@@ -74,9 +74,7 @@ func openStores(ctx context.Context, rawURL string, budgetD time.Duration, withF
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStart(ctx, raw, rawURL, log); err != nil {
-		return nil, errors.Join(err, closeStore(raw))
-	}
+	checkStart(ctx, raw, rawURL, log)
 	s := &stores{primary: raw, mem: hooks}
 	// Each wrapper owns what it wraps: closing the outermost closes all.
 	if remote(rawURL) {
@@ -103,27 +101,26 @@ func openStores(ctx context.Context, rawURL string, budgetD time.Duration, withF
 // storeStartTimeout bounds the start-up ping of the store.
 const storeStartTimeout = 2 * time.Second
 
-// checkStart refuses a store that does not answer at start-up (within
-// storeStartTimeout), as store.Open already does for the SQL stores: a
-// wrong host or port, a server down, a SQL table that does not exist.
-// idemdemo follows the same rule. It warns that a mem:// store keeps its
-// records in this process only.
-func checkStart(ctx context.Context, st store.Store, rawURL string, log *slog.Logger) error {
-	if !remote(rawURL) {
-		if u, err := url.Parse(rawURL); err == nil && u.Scheme == "mem" {
-			log.Warn("the store is in-process memory (mem://): its records are lost on restart and not shared with other instances; set store to redis://, postgres:// or mysql:// to keep them")
-		}
+// checkStart warns when the store does not answer at start-up (within
+// storeStartTimeout): a server down, a SQL table that does not exist
+// (sqlstore's Ping names it). The proxy then serves and reports unready
+// (the health path answers 503; each route's failure mode or fallback
+// answers) until the store answers, as idemdemo does; a SQL server that
+// does not answer has already stopped it in store.Open. It also warns
+// that a mem:// store keeps its records in this process only.
+func checkStart(ctx context.Context, st store.Store, rawURL string, log *slog.Logger) {
+	if u, err := url.Parse(rawURL); err == nil && u.Scheme == "mem" {
+		log.Warn("the store is in-process memory (mem://): its records are lost on restart and not shared with other instances; set store to redis://, postgres:// or mysql:// to keep them")
 	}
 	p, ok := st.(store.Pinger)
 	if !ok {
-		return nil
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, storeStartTimeout)
 	defer cancel()
 	if err := p.Ping(ctx); err != nil {
-		return fmt.Errorf("the store does not answer at start: %w", err)
+		log.Warn("the store does not answer; the health path answers 503 and routes answer as their failure mode (or fallback) says until it does", "error", err)
 	}
-	return nil
 }
 
 // remote reports whether the store URL names a store reached over the

@@ -268,13 +268,27 @@ type shell struct {
 	n     int
 }
 
+// readerEnv is the test's environment without IDEMKIT_* variables: a
+// session runs as a reader would type it, whatever the test's own
+// environment sets (the programs refuse an IDEMKIT_* variable they do not
+// know, such as the bench module's IDEMKIT_BENCH_REDIS).
+func readerEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "IDEMKIT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // startShell starts bash in its own process group, killed with everything
 // it started when the test ends.
 func startShell(t *testing.T, dir, bin string) *shell {
 	t.Helper()
 	cmd := exec.Command("bash", "--norc", "--noprofile")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(readerEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
 	if err != nil {

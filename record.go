@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/idemkit/idemkit/internal/layout"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -29,18 +30,18 @@ type record struct {
 	payload     []byte // result (stateDone), encoded error (stateFailed) or uvarint size (stateTooLarge)
 }
 
-const recordVersion = 1
+const recordVersion = layout.RecordVersion
 
 const (
-	stateIssued     byte = 1 // token issued, not used
-	stateInProgress byte = 2 // claimed; fn is running
-	stateDone       byte = 3 // fn succeeded; payload is its result
-	stateFailed     byte = 4 // fn failed with a final error; payload encodes it
-	stateSpent      byte = 5 // token whose use failed without a final error
-	stateTooLarge   byte = 6 // fn succeeded, its result was over the cap; payload is uvarint(result size)
+	stateIssued     byte = 1                      // token issued, not used
+	stateInProgress byte = layout.StateInProgress // claimed; fn is running
+	stateDone       byte = 3                      // fn succeeded; payload is its result
+	stateFailed     byte = 4                      // fn failed with a final error; payload encodes it
+	stateSpent      byte = 5                      // token whose use failed without a final error
+	stateTooLarge   byte = 6                      // fn succeeded, its result was over the cap; payload is uvarint(result size)
 )
 
-const recordHeaderLen = 34
+const recordHeaderLen = layout.RecordHeaderLen
 
 // issuedToken is the value stored under a token that has not been used.
 var issuedToken = []byte{recordVersion, stateIssued}

@@ -2,7 +2,8 @@
 // store keys and the header of its records, for the packages below the
 // engine that keep per-scope or per-state bookkeeping (memstore), which
 // must not import the engine. The engine's keys.go and record.go write
-// what it reads (idemkit.ScopeOf calls ScopeOf); memstore's
+// what it reads (idemkit.ScopeOf calls ScopeOf, and record.go takes its
+// version, in-progress state and header length from here); memstore's
 // TestLayoutMatchesTheEngine checks both against the engine's own writes.
 package layout
 
@@ -28,17 +29,19 @@ func ScopeOf(storeKey string) string {
 	return scope
 }
 
-// The record header: a version byte, a state byte, then 32 bytes of owner
-// and times, and at least one byte of fingerprint length.
+// The record header the engine writes (record.go takes these values): a
+// version byte, a state byte, then 32 bytes of owner and times; a claim
+// holds at least one byte of fingerprint length after it.
 const (
-	recordVersion   = 1
-	stateInProgress = 2
-	minClaimLen     = 35
+	RecordVersion   = 1
+	StateInProgress = 2
+	RecordHeaderLen = 34
+	minClaimLen     = RecordHeaderLen + 1
 )
 
 // InProgress reports whether value is an engine record of a claim in
 // progress: work that is running under a lease, whose loss would let a
 // duplicate run it again.
 func InProgress(value []byte) bool {
-	return len(value) >= minClaimLen && value[0] == recordVersion && value[1] == stateInProgress
+	return len(value) >= minClaimLen && value[0] == RecordVersion && value[1] == StateInProgress
 }

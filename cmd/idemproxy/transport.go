@@ -60,21 +60,22 @@ type onceTransport struct{ base *http.Transport }
 // RoundTrip implements http.RoundTripper.
 func (t *onceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var sl *sendLog
-	resend := false
 	if st, _ := req.Context().Value(stateKey{}).(*reqState); st != nil && st.send != nil {
 		sl = st.send
 	} else {
-		sl = new(sendLog)
 		switch req.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-			resend = true
+			// Safe to repeat, off a guarded route: every resend the
+			// Transport makes is allowed, so there is nothing to watch.
+			return t.base.RoundTrip(req)
 		}
+		sl = new(sendLog)
 	}
 	// Cancelled only to stop a resend; otherwise the request's context
 	// (which ends when its handler or upstream call does) bounds it.
 	ctx, cancel := context.WithCancelCause(req.Context())
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		if sl.attempt(info.Conn, resend) {
+		if sl.attempt(info.Conn) {
 			return
 		}
 		if cc := countedConn(info.Conn); cc != nil {
@@ -108,11 +109,11 @@ type sendLog struct {
 
 // attempt records that the Transport got conn for an attempt. It reports
 // false, and records the refusal, when the attempt is a resend after an
-// attempt that may have been sent and resend is not allowed.
-func (s *sendLog) attempt(conn net.Conn, resend bool) bool {
+// attempt that may have been sent.
+func (s *sendLog) attempt(conn net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.attempts > 0 && !resend && s.sentLocked() {
+	if s.attempts > 0 && s.sentLocked() {
 		s.refused = true
 		return false
 	}

@@ -91,7 +91,10 @@ func checkPoolBound(t *testing.T, s *sqlstore.Store, count func() int, bound int
 	}
 	// The transaction holds one connection; bound-1 operations wait on the
 	// row, each on one; the others queue in database/sql.
-	peak := 0
+	// Once every operation has queued, the pool is full (database/sql
+	// queues only then), and the server is sampled a few more times: its
+	// count of a session that is still logging in may lag the pool's.
+	peak, after := 0, 0
 	for {
 		n := count()
 		peak = max(peak, n)
@@ -99,11 +102,13 @@ func checkPoolBound(t *testing.T, s *sqlstore.Store, count func() int, bound int
 			t.Errorf("the server counts %d sessions of the database, over the bound %d", n, bound)
 			break
 		}
-		if st := s.DB().Stats(); st.WaitCount >= int64(poolOps-(bound-1)) && n == bound {
-			break
+		if st := s.DB().Stats(); st.WaitCount >= int64(poolOps-(bound-1)) {
+			if after++; n == bound || after == 20 {
+				break
+			}
 		}
 		if ended.Load() > 0 {
-			t.Errorf("%d operations ended while the row was held", ended.Load())
+			t.Errorf("%d operations ended while the row was held (%+v, %d sessions)", ended.Load(), s.DB().Stats(), n)
 			break
 		}
 		if ctx.Err() != nil {

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -57,15 +59,15 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		o.applyTo(&cfg)
+	errs := options.Collect(&cfg, opts)
+	if cfg.set&optScope != 0 {
+		errs = append(errs, errors.New("the scope is set per call, not per engine"))
 	}
-	cfg.checkHeartbeat()
-	if cfg.err != nil {
-		return nil, fmt.Errorf("idemkit: %w", cfg.err)
+	if len(errs) == 0 {
+		errs = append(errs, cfg.checkHeartbeat())
 	}
-	if cfg.scope != "" {
-		return nil, fmt.Errorf("idemkit: %w: the scope is set per call, not per engine", ErrInvalid)
+	if err := options.Invalid(errs...); err != nil {
+		return nil, fmt.Errorf("idemkit: %w", err)
 	}
 	cfg.set = 0 // engine-wide options apply to the calls that use them
 	keys := newKeyer(cfg.secret)
@@ -153,48 +155,41 @@ func (e *Engine) Store() store.Store { return e.store }
 // callConfig returns the config of one call, the engine's with opts
 // applied, and the call's scope (WithScope). When opts hold nothing but
 // scopes, as an adapter's calls do, the config is the engine's own, which
-// must not be changed: no copy is made.
+// must not be changed, and the copy the options were applied to goes back
+// to a pool: such a call allocates no config.
 func (e *Engine) callConfig(opts []Option) (*config, string, error) {
-	if scope, ok := scopeOnly(opts); ok {
+	if len(opts) == 0 {
+		return &e.cfg, "", nil
+	}
+	cfg := configs.Get().(*config)
+	*cfg = e.cfg
+	cfg.set = 0
+	errs := options.Collect(cfg, opts)
+	if len(errs) == 0 && cfg.set == optScope {
+		scope := cfg.scope
+		*cfg = config{}
+		configs.Put(cfg)
 		return &e.cfg, scope, nil
 	}
-	cfg := new(config)
-	*cfg = e.cfg
-	cfg.clockSet, cfg.secretSet = false, false
-	cfg.set = 0
-	for _, o := range opts {
-		o.applyTo(cfg)
+	if extra := cfg.set & engineOnly; extra != 0 {
+		for i, name := range optNames {
+			if extra&(1<<i) != 0 {
+				errs = append(errs, fmt.Errorf("%s is set per engine, not per view or call", name))
+			}
+		}
 	}
-	cfg.checkHeartbeat()
-	switch {
-	case cfg.err != nil:
-	case cfg.namespace != e.cfg.namespace:
-		cfg.invalid("the namespace is set per engine, not per call")
-	case cfg.readable != e.cfg.readable:
-		cfg.invalid("readable keys are set per engine, not per call")
-	case cfg.clockSet:
-		cfg.invalid("the clock is set per engine, not per call")
-	case cfg.secretSet:
-		cfg.invalid("the key secret is set per engine, not per call")
+	if len(errs) == 0 {
+		errs = append(errs, cfg.checkHeartbeat())
 	}
-	if cfg.err != nil {
-		return nil, "", fmt.Errorf("idemkit: %w", cfg.err)
+	if err := options.Invalid(errs...); err != nil {
+		return nil, "", fmt.Errorf("idemkit: %w", err)
 	}
 	return cfg, cfg.scope, nil
 }
 
-// scopeOnly reports whether every option of opts is WithScope with a
-// scope, and returns the last scope ("" for no options).
-func scopeOnly(opts []Option) (string, bool) {
-	scope := ""
-	for _, o := range opts {
-		if o.apply != nil || o.set != optScope {
-			return "", false
-		}
-		scope = o.scope
-	}
-	return scope, true
-}
+// configs holds the configs of calls whose only options were scopes,
+// for the next call to apply its options to.
+var configs = sync.Pool{New: func() any { return new(config) }}
 
 // callConfigFor is callConfig for a call that takes, of the mode-specific
 // options, only those in allowed: another given per call is refused

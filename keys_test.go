@@ -258,10 +258,10 @@ func TestScopeWithOtherOptions(t *testing.T) {
 	assert.True(t, do(view, idemkit.WithScope("alice")))
 	assert.True(t, do(e, idemkit.WithScope("bob"), idemkit.WithScope("alice")))
 	assert.True(t, do(e, idemkit.WithScope("bob"), idemkit.WithLease(time.Hour), idemkit.WithScope("alice")))
-	assert.True(t, do(e, idemkit.Option{}, idemkit.WithScope("alice")))
+	assert.True(t, do(e, idemkit.WithRetryHint(idemkit.DefaultRetryHint), idemkit.WithScope("alice")))
 	assert.False(t, do(e, idemkit.WithScope("alice"), idemkit.WithScope("bob")))
 	assert.False(t, do(e), "a scoped call left the engine scoped")
-	assert.True(t, do(e, idemkit.Option{}))
+	assert.True(t, do(e, idemkit.WithRetryHint(idemkit.DefaultRetryHint)))
 	assert.Equal(t, 3, runs)
 
 	_, err = e.Do(ctx, "k", "", fn, idemkit.WithScope("alice"), idemkit.WithNamespace("other"))

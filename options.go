@@ -1,6 +1,7 @@
 package idemkit
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -99,14 +100,11 @@ type config struct {
 	observer     Observer
 	errorCodec   ErrorCodec
 	codec        Codec
-	set          optSet // the mode-specific options given per call (callConfig)
+	set          optSet // the options applied to this config, by what they set
 	scope        string // per call: the owner of the key
 	readable     bool   // per engine: keys not hashed (debugging)
 	clock        func() time.Time
-	clockSet     bool   // WithClock was applied (per engine only)
 	secret       []byte // per engine: the key secret (WithKeySecret), or nil
-	secretSet    bool   // WithKeySecret was applied (per engine only)
-	err          error  // first invalid option
 }
 
 func defaultConfig() config {
@@ -127,29 +125,27 @@ func defaultConfig() config {
 
 // Option configures the engine in New, a view in With, or a single call
 // (Guard, Do, Begin, BeginBatch, IssueToken, UseToken) when passed to it.
-// Options that only make sense for the engine (WithNamespace,
-// WithReadableKeys, WithClock, WithKeySecret) are rejected per call, and so is a
-// mode-specific option given to a call that does not use it (WithWindow to
-// Do, WithWait to Guard, ...): Guard takes WithWindow and WithRelease; Do,
-// Begin and BeginBatch take WithLease, WithHeartbeat, WithoutHeartbeat,
-// WithRetention, WithMaxResultSize, WithOversized, WithWait,
-// WithErrorCodec and WithCodec (Begin not WithCodec, BeginBatch neither
-// WithCodec nor WithWait); IssueToken takes WithTokenTTL; UseToken takes
-// both of the last two lists; Inspect, StoredResult and Forget take none.
-// WithScope applies to every call but IssueToken and UseToken, whose
-// principal argument is the token's scope. The other options apply to
-// every call.
-//
-// The zero Option changes nothing.
-type Option struct {
-	apply func(*config) // nil for WithScope with a scope: see scopeOnly
-	scope string        // WithScope's scope
-	set   optSet        // the mode-specific option it is, if any
-}
+// It follows the one option rule of every idemkit package: a nil option
+// is refused with its position, every invalid option is reported (not
+// only the first), and the error wraps ErrInvalid. Nothing is clamped or
+// ignored: options that only make sense for the engine (WithNamespace,
+// WithReadableKeys, WithClock, WithKeySecret) are refused by With and per
+// call, and so is a mode-specific option given to a call that does not
+// use it (WithWindow to Do, WithWait to Guard, ...): Guard takes
+// WithWindow and WithRelease; Do, Begin and BeginBatch take WithLease,
+// WithHeartbeat, WithoutHeartbeat, WithRetention, WithMaxResultSize,
+// WithOversized, WithWait, WithErrorCodec and WithCodec (Begin not
+// WithCodec, BeginBatch neither WithCodec nor WithWait); IssueToken takes
+// WithTokenTTL; UseToken takes both of the last two lists; Inspect,
+// StoredResult and Forget take none. WithScope applies to every call but
+// IssueToken and UseToken, whose principal argument is the token's
+// scope. The other options apply to every call.
+type Option func(*config) error
 
-// optSet names mode-specific options, so a call can refuse one that does
-// not apply to it instead of ignoring it.
-type optSet uint16
+// optSet names options by what they set, so a call can refuse one that
+// does not apply to it instead of ignoring it, and can tell a call whose
+// only options are scopes (an adapter's) from any other.
+type optSet uint32
 
 const (
 	optWindow optSet = 1 << iota
@@ -164,10 +160,19 @@ const (
 	optErrorCodec
 	optCodec
 	optScope
+	optNamespace // engine-level only, from here on
+	optReadable
+	optClock
+	optSecret
+	optGeneral // an option that applies to every call
 )
 
 var optNames = [...]string{"WithWindow", "WithRelease", "WithLease", "WithHeartbeat or WithoutHeartbeat", "WithRetention",
-	"WithTokenTTL", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec", "WithScope"}
+	"WithTokenTTL", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec", "WithScope",
+	"WithNamespace", "WithReadableKeys", "WithClock", "WithKeySecret"}
+
+// engineOnly are the options New takes and With and the calls refuse.
+const engineOnly = optNamespace | optReadable | optClock | optSecret
 
 // The mode-specific options each call takes. The token calls take no
 // WithScope: their principal argument is the token's scope.
@@ -181,33 +186,11 @@ const (
 	inspectOpts    = optScope // Inspect, StoredResult and Forget
 )
 
-// mark makes an Option that records, per call, that a mode-specific
-// option was given.
-func mark(o optSet, f func(*config)) Option {
-	return Option{apply: f, set: o}
-}
-
-// general makes an Option that applies to every call.
-func general(f func(*config)) Option {
-	return Option{apply: f}
-}
-
-// applyTo applies o to c.
-func (o Option) applyTo(c *config) {
-	c.set |= o.set
-	if o.apply != nil {
-		o.apply(c)
-		return
-	}
-	if o.set == optScope {
-		c.scope = o.scope
-	}
-}
-
-// only returns an error wrapping ErrInvalid naming the first per-call
-// option of set that call does not take.
+// only returns an error wrapping ErrInvalid naming the first option of
+// set, other than the ones that apply to every call, that call does not
+// take.
 func only(call string, set, allowed optSet) error {
-	extra := set &^ allowed
+	extra := set &^ (allowed | optGeneral)
 	if extra == 0 {
 		return nil
 	}
@@ -219,66 +202,67 @@ func only(call string, set, allowed optSet) error {
 	return nil
 }
 
-func (c *config) invalid(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
-	}
-}
-
 // checkHeartbeat refuses a heartbeat interval that is not shorter than
 // the lease: its first beat would come after the lease had ended, so
 // another caller could take the key while fn runs. Nothing replaces it.
-func (c *config) checkHeartbeat() {
+func (c *config) checkHeartbeat() error {
 	if c.heartbeat > 0 && c.heartbeat >= c.lease {
-		c.invalid("WithHeartbeat(%v) must be shorter than the lease (WithLease, %v): a beat must come before the lease ends", c.heartbeat, c.lease)
+		return fmt.Errorf("WithHeartbeat(%v) must be shorter than the lease (WithLease, %v): a beat must come before the lease ends", c.heartbeat, c.lease)
 	}
+	return nil
 }
 
-func atLeast(c *config, name string, d, floor time.Duration, set func()) {
+func atLeast(name string, d, floor time.Duration) error {
 	if d < floor {
-		c.invalid("%s must be at least %v, got %v", name, floor, d)
-		return
+		return fmt.Errorf("%s(%v): must be at least %v", name, d, floor)
 	}
-	set()
+	return nil
 }
 
-func positive(c *config, name string, d time.Duration, set func()) {
+func positive(name string, d time.Duration) error {
 	if d <= 0 {
-		c.invalid("%s must be positive, got %v", name, d)
-		return
+		return fmt.Errorf("%s(%v): must be positive", name, d)
 	}
-	set()
+	return nil
 }
 
 // WithNamespace sets the prefix of every key the engine writes (default
 // "idem"), so several engines or applications can share one store. It must
 // be non-empty and must not contain ':'. Engine-level only.
 func WithNamespace(ns string) Option {
-	return general(func(c *config) {
+	return func(c *config) error {
+		c.set |= optNamespace
 		for i := 0; i < len(ns); i++ {
 			if ns[i] == ':' || ns[i] < 0x21 || ns[i] > 0x7e {
-				c.invalid("namespace %q must be printable ASCII without ':' or spaces", ns)
-				return
+				return fmt.Errorf("WithNamespace(%q): must be printable ASCII without ':' or spaces", ns)
 			}
 		}
 		if ns == "" || len(ns) > 64 {
-			c.invalid("namespace must have 1 to 64 bytes")
-			return
+			return fmt.Errorf("WithNamespace: must have 1 to 64 bytes, got %d", len(ns))
 		}
 		c.namespace = ns
-	})
+		return nil
+	}
 }
 
 // WithWindow sets how long a Guard claim holds (default 5s).
 func WithWindow(d time.Duration) Option {
-	return mark(optWindow, func(c *config) { positive(c, "window", d, func() { c.window = d }) })
+	return func(c *config) error {
+		c.set |= optWindow
+		c.window = d
+		return positive("WithWindow", d)
+	}
 }
 
 // WithLease sets how long an in-progress claim of Do or UseToken lives
 // without a heartbeat (default 30s, at least 3ms so a heartbeat fits in
 // it). A crashed caller's key frees itself after at most this long.
 func WithLease(d time.Duration) Option {
-	return mark(optLease, func(c *config) { atLeast(c, "lease", d, 3*time.Millisecond, func() { c.lease = d }) })
+	return func(c *config) error {
+		c.set |= optLease
+		c.lease = d
+		return atLeast("WithLease", d, 3*time.Millisecond)
+	}
 }
 
 // WithHeartbeat sets how often a running fn's lease is extended (default a
@@ -286,46 +270,64 @@ func WithLease(d time.Duration) Option {
 // lease in force (the engine's, a view's or the call's) is refused with
 // ErrInvalid, by New, With or the call.
 func WithHeartbeat(every time.Duration) Option {
-	return mark(optHeartbeat, func(c *config) { atLeast(c, "heartbeat", every, time.Millisecond, func() { c.heartbeat = every }) })
+	return func(c *config) error {
+		c.set |= optHeartbeat
+		c.heartbeat = every
+		return atLeast("WithHeartbeat", every, time.Millisecond)
+	}
 }
 
 // WithoutHeartbeat disables lease extension: fn must finish within the
 // lease, or another caller may claim the key and fn gets ErrLeaseLost.
 func WithoutHeartbeat() Option {
-	return mark(optHeartbeat, func(c *config) { c.heartbeat = -1 })
+	return func(c *config) error {
+		c.set |= optHeartbeat
+		c.heartbeat = -1
+		return nil
+	}
 }
 
 // WithRetention sets how long a completed result is kept and replayed
 // (default 24h).
 func WithRetention(d time.Duration) Option {
-	return mark(optRetention, func(c *config) { positive(c, "retention", d, func() { c.retention = d }) })
+	return func(c *config) error {
+		c.set |= optRetention
+		c.retention = d
+		return positive("WithRetention", d)
+	}
 }
 
 // WithTokenTTL sets how long an issued token stays valid (default 10m).
 func WithTokenTTL(d time.Duration) Option {
-	return mark(optTokenTTL, func(c *config) { positive(c, "token TTL", d, func() { c.tokenTTL = d }) })
+	return func(c *config) error {
+		c.set |= optTokenTTL
+		c.tokenTTL = d
+		return positive("WithTokenTTL", d)
+	}
 }
 
 // WithRelease sets when a Guard claim is removed (default KeepUntilExpiry).
 func WithRelease(r Release) Option {
-	return mark(optRelease, func(c *config) {
+	return func(c *config) error {
+		c.set |= optRelease
 		if r < KeepUntilExpiry || r > ReleaseOnDone {
-			c.invalid("unknown release behaviour %d", r)
-			return
+			return fmt.Errorf("WithRelease(%d): unknown release behaviour", r)
 		}
 		c.release = r
-	})
+		return nil
+	}
 }
 
 // WithFailureMode sets the policy for store failures (default FailClosed).
 func WithFailureMode(m FailureMode) Option {
-	return general(func(c *config) {
+	return func(c *config) error {
+		c.set |= optGeneral
 		if m != FailClosed && m != FailOpen {
-			c.invalid("unknown failure mode %d", m)
-			return
+			return fmt.Errorf("WithFailureMode(%d): unknown failure mode", m)
 		}
 		c.failure = m
-	})
+		return nil
+	}
 }
 
 // WithMaxResultSize caps the size in bytes of a stored result (default
@@ -333,13 +335,14 @@ func WithFailureMode(m FailureMode) Option {
 // the work gets it with an error wrapping ErrResultTooLarge, and what the
 // key keeps is set by WithOversized.
 func WithMaxResultSize(n int) Option {
-	return mark(optMaxResult, func(c *config) {
+	return func(c *config) error {
+		c.set |= optMaxResult
 		if n <= 0 {
-			c.invalid("max result size must be positive, got %d", n)
-			return
+			return fmt.Errorf("WithMaxResultSize(%d): must be positive", n)
 		}
 		c.maxResult = n
-	})
+		return nil
+	}
 }
 
 // WithOversized sets what a key keeps when the work's result is over the
@@ -348,13 +351,14 @@ func WithMaxResultSize(n int) Option {
 // final). It returns an error wrapping ErrInvalid, from New, With or the
 // call, for any other value.
 func WithOversized(o Oversized) Option {
-	return mark(optOversized, func(c *config) {
+	return func(c *config) error {
+		c.set |= optOversized
 		if o != KeepTerminal && o != ReleaseKey {
-			c.invalid("unknown oversized-result behaviour %d", o)
-			return
+			return fmt.Errorf("WithOversized(%d): unknown oversized-result behaviour", o)
 		}
 		c.oversized = o
-	})
+		return nil
+	}
 }
 
 // WithRetryHint caps the RetryAfter reported with ErrInProgress (default
@@ -362,7 +366,11 @@ func WithOversized(o Oversized) Option {
 // it: over a store.SetNXValuer, such as redisstore, Do's claim does not
 // read it, and the hint is the cap, or the lease if that is shorter).
 func WithRetryHint(d time.Duration) Option {
-	return general(func(c *config) { positive(c, "retry hint", d, func() { c.retryHint = d }) })
+	return func(c *config) error {
+		c.set |= optGeneral
+		c.retryHint = d
+		return positive("WithRetryHint", d)
+	}
 }
 
 // WithWait makes a concurrent duplicate of Do or UseToken wait for the
@@ -372,27 +380,30 @@ func WithRetryHint(d time.Duration) Option {
 // interval (0 means DefaultPollInterval), between 1ms and 1m; it doubles up
 // to ten times that.
 func WithWait(poll time.Duration) Option {
-	return mark(optWait, func(c *config) {
+	return func(c *config) error {
+		c.set |= optWait
 		if poll < 0 || (poll > 0 && poll < time.Millisecond) || poll > time.Minute {
-			c.invalid("poll interval must be 0 or between 1ms and 1m, got %v", poll)
-			return
+			return fmt.Errorf("WithWait(%v): the poll interval must be 0 or between 1ms and 1m", poll)
 		}
 		c.wait = true
 		if poll > 0 {
 			c.pollInterval = poll
 		}
-	})
+		return nil
+	}
 }
 
 // WithObserver sets the observer of every outcome (default: SlogObserver
 // over slog.Default()). A nil observer discards events.
 func WithObserver(o Observer) Option {
-	return general(func(c *config) {
-		if o == nil {
-			o = discard{}
-		}
+	if o == nil {
+		o = discard{}
+	}
+	return func(c *config) error {
+		c.set |= optGeneral
 		c.observer = o
-	})
+		return nil
+	}
 }
 
 // WithErrorCodec sets which errors of fn are final, and how they are
@@ -400,18 +411,23 @@ func WithObserver(o Observer) Option {
 // the key so a retry runs again. A nil ec restores that default, so a
 // per-route view can turn final errors off again.
 func WithErrorCodec(ec ErrorCodec) Option {
-	return mark(optErrorCodec, func(c *config) { c.errorCodec = ec })
+	return func(c *config) error {
+		c.set |= optErrorCodec
+		c.errorCodec = ec
+		return nil
+	}
 }
 
 // WithCodec sets the codec of the typed helper Do (default JSON).
 func WithCodec(cd Codec) Option {
-	return mark(optCodec, func(c *config) {
+	return func(c *config) error {
+		c.set |= optCodec
 		if cd == nil {
-			c.invalid("nil codec")
-			return
+			return errors.New("WithCodec(nil): the codec must not be nil")
 		}
 		c.codec = cd
-	})
+		return nil
+	}
 }
 
 // WithScope sets, for one call, the principal (user, tenant, client) that
@@ -422,10 +438,14 @@ func WithCodec(cd Codec) Option {
 // not be empty. IssueToken and UseToken refuse it: their principal
 // argument is the token's scope.
 func WithScope(scope string) Option {
-	if scope == "" {
-		return mark(optScope, func(c *config) { c.invalid("empty scope") })
+	return func(c *config) error {
+		c.set |= optScope
+		if scope == "" {
+			return errors.New(`WithScope(""): the scope must not be empty`)
+		}
+		c.scope = scope
+		return nil
 	}
-	return Option{scope: scope, set: optScope}
 }
 
 // WithReadableKeys makes store key names keep the caller's keys and scopes
@@ -435,7 +455,11 @@ func WithScope(scope string) Option {
 // secret (WithKeySecret) still keys stored fingerprints and log digests.
 // Engine-level only.
 func WithReadableKeys() Option {
-	return general(func(c *config) { c.readable = true })
+	return func(c *config) error {
+		c.set |= optReadable
+		c.readable = true
+		return nil
+	}
 }
 
 // WithClock sets the clock that stamps the Created and Updated times of
@@ -445,12 +469,12 @@ func WithReadableKeys() Option {
 // every key. Tests use it to show exactly that. It must not be nil.
 // Engine-level only.
 func WithClock(now func() time.Time) Option {
-	return general(func(c *config) {
+	return func(c *config) error {
+		c.set |= optClock
 		if now == nil {
-			c.invalid("nil clock")
-			return
+			return errors.New("WithClock(nil): the clock must not be nil")
 		}
 		c.clock = now
-		c.clockSet = true
-	})
+		return nil
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"hash"
 )
 
@@ -30,14 +31,14 @@ const MinKeySecretLen = 32
 // is refused.
 func WithKeySecret(secret []byte) Option {
 	secret = append([]byte(nil), secret...) // the caller may reuse its buffer
-	return general(func(c *config) {
+	return func(c *config) error {
+		c.set |= optSecret
 		if len(secret) < MinKeySecretLen {
-			c.invalid("key secret must have at least %d bytes, got %d", MinKeySecretLen, len(secret))
-			return
+			return fmt.Errorf("WithKeySecret: the secret must have at least %d bytes, got %d", MinKeySecretLen, len(secret))
 		}
 		c.secret = secret
-		c.secretSet = true
-	})
+		return nil
+	}
 }
 
 // Domains of the digests the engine derives, so that no two of them ever

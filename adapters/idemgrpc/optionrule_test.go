@@ -51,7 +51,7 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 			errs: []string{"WithFinalCodes(Code(99)): "}},
 		{name: "engine options", option: "WithEngineOptions", opts: []idemgrpc.Option{sel, pr, idemgrpc.WithEngineOptions(idemkit.WithLease(time.Minute))}},
 		{name: "bad engine option", option: "WithEngineOptions", opts: []idemgrpc.Option{sel, pr, idemgrpc.WithEngineOptions(idemkit.WithLease(-time.Second))},
-			errs: []string{"WithEngineOptions: ", "lease"}},
+			errs: []string{"WithEngineOptions: ", "WithLease(-1s)"}},
 		{name: "engine options on the client", option: "WithEngineOptions", client: true, opts: []idemgrpc.Option{sel, idemgrpc.WithEngineOptions()},
 			errs: []string{"WithEngineOptions applies to NewServer only"}},
 		{name: "type resolver", option: "WithTypeResolver", opts: []idemgrpc.Option{sel, pr, idemgrpc.WithTypeResolver(protoregistry.GlobalTypes)}},

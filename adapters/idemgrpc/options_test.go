@@ -48,8 +48,8 @@ func TestNewServerRefusesInvalidOptions(t *testing.T) {
 		"final out of range": {e, []idemgrpc.Option{selected, principal, idemgrpc.WithFinalCodes(codes.Code(99))}, "final error code"},
 		"nil option":         {e, []idemgrpc.Option{selected, principal, nil}, "nil"},
 		"client option":      {e, []idemgrpc.Option{selected, principal, idemgrpc.WithRetries(2)}, "WithRetries applies to NewClient only"},
-		"negative lease":     {e, []idemgrpc.Option{selected, principal, idemgrpc.WithEngineOptions(idemkit.WithLease(-time.Second))}, "lease"},
-		"engine namespace":   {e, []idemgrpc.Option{selected, principal, idemgrpc.WithEngineOptions(idemkit.WithNamespace("other"))}, "namespace"},
+		"negative lease":     {e, []idemgrpc.Option{selected, principal, idemgrpc.WithEngineOptions(idemkit.WithLease(-time.Second))}, "WithLease(-1s)"},
+		"engine namespace":   {e, []idemgrpc.Option{selected, principal, idemgrpc.WithEngineOptions(idemkit.WithNamespace("other"))}, "WithNamespace is set per engine"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -14,15 +14,8 @@ import (
 
 // exceptions are the packages (directories relative to the repository's
 // root) whose exported Option may keep another shape, each with its
-// reason.
-var exceptions = map[string]string{
-	// The root package's Option is a struct, kept for a measured
-	// performance reason: a call whose only options are scopes
-	// (WithScope) uses the engine's config as it is, without copying
-	// it, which a func(*config) error option could not tell apart from
-	// any other option. It still refuses a misplaced option by name.
-	".": "idemkit.Option is a struct so scope-only calls skip copying the engine's config",
-}
+// reason. There are none; the map stays so that one would be named here.
+var exceptions = map[string]string{}
 
 // TestEveryOptionFollowsTheOneRule is issue 28's audit: it walks every Go
 // package of the repository (the root module and the nested modules,
@@ -30,7 +23,7 @@ var exceptions = map[string]string{
 // Option, and checks that it is func(*T) error (a generic Option[P] of
 // that shape included) and that its package applies its options through
 // this package (options.Apply or options.Collect). The one exception is
-// named in exceptions, with its reason.
+// named in exceptions, with its reason (none today).
 func TestEveryOptionFollowsTheOneRule(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

@@ -104,7 +104,7 @@ func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, fingerprin
 // admitted starts the heartbeat of a claim a batch won.
 func (e *Engine) admitted(ctx context.Context, cfg *config, c *Claim) BatchOutcome {
 	c.admit(ctx)
-	c.startHeartbeat(ctx)
+	c.startHeartbeat(ctx, nil)
 	return BatchOutcome{Claim: c}
 }
 

@@ -20,6 +20,14 @@ import (
 // Do: a handler that completes the record inside its own database
 // transaction, a queue consumer that acks after completing.
 //
+// A claim from Begin has no context for the work: the caller's context is
+// its own. The heartbeat still extends the lease, and when a beat finds it
+// lost (another caller holds the key) it reports EventLeaseLost, and
+// Complete and CompleteIn then return ErrLeaseLost without writing. Do and
+// UseToken, which run fn under a claim, also cancel fn's context with
+// cause ErrLeaseLost, including when the lease ends unconfirmed; see the
+// package documentation, section "Leases and oversized results".
+//
 // A claim ends with exactly one of Complete, CompleteIn, Fail or Release;
 // later calls of any of them change nothing (Release after CompleteIn is
 // the exception, see CompleteIn). Defer Release right after Begin: it is a
@@ -39,6 +47,8 @@ type Claim struct {
 
 	started time.Time   // when the claim was won (admit)
 	timed   atomic.Bool // an event ending the claim has carried its Duration
+	lostOne atomic.Bool // EventLeaseLost was reported: once per claim
+	fnCtx   claimCtx    // fn's context (run)
 
 	mu      sync.Mutex
 	ended   bool
@@ -103,7 +113,7 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 	}
 	c, res, err := e.begin(ctx, cfg, scope, key, sk, e.keys.storedFingerprint(fingerprint))
 	if c != nil {
-		c.startHeartbeat(ctx)
+		c.startHeartbeat(ctx, nil)
 	}
 	return c, res, err
 }
@@ -112,23 +122,54 @@ func (e *Engine) Begin(ctx context.Context, key, fingerprint string, opts ...Opt
 // panics or calls runtime.Goexit. fn's context carries the claim
 // (ClaimFromContext), so fn may complete it in its own transaction; run
 // then settles the claim by the transaction's outcome (see afterTx).
+//
+// With a heartbeat, fn's context is cancelled with cause ErrLeaseLost
+// when the lease is lost (see heartbeat), and when fn returns. A claim
+// whose lease was lost records nothing: run returns fn's value with
+// ErrLeaseLost (see leaseLost).
 func (c *Claim) run(ctx context.Context, fn func(context.Context) ([]byte, error)) (Result, error) {
-	c.startHeartbeat(ctx)
+	fctx, cancel := ctx, context.CancelCauseFunc(nil)
+	if c.beatEvery() > 0 {
+		fctx, cancel = context.WithCancelCause(ctx)
+	}
+	c.fnCtx = claimCtx{Context: fctx, c: c}
+	c.startHeartbeat(ctx, cancel)
 	returned := false
 	defer func() {
+		if cancel != nil {
+			cancel(nil)
+		}
 		if !returned {
 			c.Release(ctx)
 		}
 	}()
-	v, err := fn(context.WithValue(ctx, claimKey{}, c))
+	v, err := fn(&c.fnCtx)
 	returned = true
 	if c.completedInTx() {
 		return c.afterTx(ctx, v, err)
+	}
+	if c.hb.isLost() {
+		c.end(false)
+		return Result{Value: v}, leaseLost(err)
 	}
 	if err != nil {
 		return Result{}, c.Fail(ctx, err)
 	}
 	return Result{Value: v}, c.Complete(ctx, v)
+}
+
+// leaseLost is what Do returns when the claim's lease was lost while fn
+// ran: fn's error when it names the lost lease, ErrLeaseLost when fn
+// succeeded or returned its context's cancellation, or else ErrLeaseLost
+// joined with fn's error.
+func leaseLost(err error) error {
+	switch {
+	case errors.Is(err, ErrLeaseLost) && !errors.Is(err, context.Canceled):
+		return err
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, ErrLeaseLost):
+		return ErrLeaseLost
+	}
+	return errors.Join(ErrLeaseLost, err)
 }
 
 // end marks the claim ended and stops its heartbeat. It reports false when
@@ -153,12 +194,16 @@ func (c *Claim) end(inTx bool) bool {
 // which every repeat gets ErrResultTooLarge without running the work
 // (KeepTerminal, the default), or is released (ReleaseKey); see
 // WithOversized. Complete also returns ErrLeaseLost (another caller took
-// the key over; nothing was recorded) or ErrUnavailable (the store failed;
+// the key over, or the heartbeat found the lease lost; nothing was
+// recorded) or ErrUnavailable (the store failed;
 // the key frees itself when the lease ends), joined with ErrResultTooLarge
 // when the value was oversized.
 func (c *Claim) Complete(ctx context.Context, value []byte) error {
 	if !c.end(false) {
 		return nil
+	}
+	if c.hb.isLost() {
+		return ErrLeaseLost // reported when the heartbeat found it
 	}
 	tooLarge := c.oversize(ctx, value)
 	switch {
@@ -210,6 +255,12 @@ func (c *Claim) CompleteIn(ctx context.Context, s store.Store, value []byte) err
 	c.mu.Lock()
 	c.tx = true
 	c.mu.Unlock()
+	if c.hb.isLost() { // reported when the heartbeat found it
+		c.mu.Lock()
+		c.txErr = ErrLeaseLost
+		c.mu.Unlock()
+		return ErrLeaseLost
+	}
 	if tooLarge := c.oversize(ctx, value); tooLarge != nil {
 		if c.cfg.oversized == ReleaseKey {
 			return tooLarge
@@ -429,6 +480,9 @@ func (c *Claim) ends(ctx context.Context, ev Event) {
 // lost reports a claim that ended because another caller took the key
 // over (or an operator forgot it).
 func (c *Claim) lost(ctx context.Context) {
+	if !c.lostOne.CompareAndSwap(false, true) {
+		return // reported already, by the heartbeat or an earlier completion
+	}
 	c.ends(ctx, Event{Kind: EventLeaseLost, Mode: c.mode, Key: c.key, scope: c.scope, Err: ErrLeaseLost})
 }
 

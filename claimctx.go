@@ -10,6 +10,22 @@ import (
 // claimKey is the context key under which Do hands fn its claim.
 type claimKey struct{}
 
+// claimCtx is fn's context: its parent (cancelled when the lease is lost,
+// see run) carrying the claim under claimKey. It lives in the Claim, so
+// handing it to fn allocates nothing.
+type claimCtx struct {
+	context.Context
+	c *Claim
+}
+
+// Value returns the claim for claimKey, else the parent's value.
+func (x *claimCtx) Value(key any) any {
+	if key == (claimKey{}) {
+		return x.c
+	}
+	return x.Context.Value(key)
+}
+
 // ClaimFromContext returns the claim of the Do call whose fn received ctx
 // (or a context derived from it), or nil outside such a call. fn uses it
 // to complete the claim in its own database transaction: call CompleteIn

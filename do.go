@@ -17,9 +17,16 @@ import (
 // released so a retry runs fn again, unless the ErrorCodec (WithErrorCodec)
 // says the error is final: then it is stored and replayed like a result.
 //
+// fn's context carries the claim (ClaimFromContext). With a heartbeat it
+// is cancelled with cause ErrLeaseLost (context.Cause) when the lease is
+// lost or cannot be confirmed before it ends, and it is cancelled when fn
+// returns; fn should stop when it is done.
+//
 // When fn ran but its result was not recorded, Do returns fn's value in
 // Result.Value with an error wrapping ErrResultTooLarge (over the size
-// cap), ErrLeaseLost (another caller took the key over) or ErrUnavailable
+// cap), ErrLeaseLost (another caller took the key over, or the lease was
+// lost while fn ran: then fn's own error, unless it is its context's
+// cancellation or wraps ErrLeaseLost, is joined to it) or ErrUnavailable
 // (the store failed). See the package documentation, section "Leases and
 // oversized results".
 func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(context.Context) ([]byte, error), opts ...Option) (_ Result, err error) {

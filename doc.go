@@ -62,6 +62,24 @@
 // repeat then gets an error wrapping ErrResultTooLarge, with Replayed set,
 // and fn never runs again.
 //
+// Lease loss stops the work. fn's context is cancelled, with cause
+// ErrLeaseLost (context.Cause), when a heartbeat finds the lease lost
+// (another caller holds the key), or cannot confirm it before it ends:
+// the store fails or does not answer, and the lease ends one lease after
+// the last confirmation (the sending of the last beat that succeeded, or
+// at first the claim's admission). A failed beat is retried one interval
+// later, or half an interval before the lease ends when that is sooner;
+// a beat hanging in the store does not delay the cancellation. One
+// EventLeaseLost is reported per claim, and the claim records nothing:
+// Do returns fn's value with an error wrapping ErrLeaseLost. fn should
+// stop when its context is done, as another caller may run the work once
+// the lease has ended in the store. fn's context is also cancelled when
+// fn returns. A claim from Begin has no context for the work: a beat that
+// finds its lease lost reports the loss and Complete then returns
+// ErrLeaseLost, but a lease that ends unconfirmed is left to Complete's
+// swap, which fails only if another caller took the key over. Without a
+// heartbeat (WithoutHeartbeat, OnStore) nothing is cancelled.
+//
 // # Keys and scopes
 //
 // Store key names hold only digests: <namespace>:<space>:<scope>:<key>,

@@ -20,7 +20,10 @@ var (
 	// ErrMismatch reports a key reused with a different payload fingerprint.
 	ErrMismatch = errors.New("idemkit: key reused with a different payload")
 	// ErrLeaseLost reports that fn ran but its lease had expired and
-	// another caller claimed the key, so the outcome was not recorded.
+	// another caller claimed the key, or could have (the heartbeat could
+	// not confirm the lease before it ended), so the outcome was not
+	// recorded. It is also the cause (context.Cause) of fn's context when
+	// that context is cancelled for a lost lease.
 	ErrLeaseLost = errors.New("idemkit: lease lost; outcome not recorded")
 	// ErrTokenInvalid reports a token that is unknown, expired, forged,
 	// issued to another principal, or already used without a recorded

@@ -13,21 +13,35 @@ import (
 // work of most claims ends long before. stop waits for a beat already
 // under way, so no store call outlives the claim that started it.
 //
-// The zero heartbeat is stopped. All fields but inflight are guarded by
-// the scheduler's mutex.
+// A beat that finds the lease lost (the swap is not applied: another
+// caller holds the key) ends the heartbeat and reports the loss (see
+// lose). For a claim that runs fn (Do, UseToken: cancel is set), so does
+// a lease that ends unconfirmed: the lease ends one lease after the last
+// confirmation (the sending of the last beat that succeeded, or at first
+// the admission), and the first beat arms a timer for that end, so a beat
+// that fails or hangs in the store does not delay it. After a failed beat
+// the next comes one interval later, or half an interval before the
+// lease ends when that is sooner; none is sent later than that.
+//
+// The zero heartbeat is stopped. All fields but c, cancel and inflight
+// are guarded by the scheduler's mutex.
 type heartbeat struct {
 	s     *beats
-	e     *Engine
+	c     *Claim
 	ctx   context.Context // the claim's context, detached when a beat runs
-	sk    string
-	enc   []byte
 	lease time.Duration
 	every time.Duration
+	// cancel cancels fn's context when the lease is lost; nil for a claim
+	// from Begin, which has no context for the work.
+	cancel context.CancelCauseFunc
 
-	due      time.Time
-	index    int // position in s.queue; -1 when not queued
-	stopped  bool
-	inflight sync.WaitGroup
+	due       time.Time
+	index     int       // position in s.queue; -1 when not queued
+	confirmed time.Time // when the lease was last confirmed
+	deadline  *time.Timer
+	stopped   bool
+	lost      bool // the lease was lost, and the loss reported
+	inflight  sync.WaitGroup
 }
 
 // beats runs the heartbeats of an engine's claims from one timer, armed
@@ -38,52 +52,143 @@ type beats struct {
 	timer *time.Timer
 }
 
-// start queues c's heartbeat: its first beat is due one interval from now
-// (the configured interval, or a third of the lease). A claim without a
-// heartbeat (WithoutHeartbeat, OnStore) queues nothing.
-func (c *Claim) startHeartbeat(ctx context.Context) {
-	cfg := c.cfg
-	every := cfg.heartbeat
+// beatEvery returns the interval of c's heartbeat: the configured one,
+// or a third of the lease; zero for a claim without a heartbeat
+// (WithoutHeartbeat, OnStore).
+func (c *Claim) beatEvery() time.Duration {
+	every := c.cfg.heartbeat
 	if every == 0 {
-		every = cfg.lease / 3 // a beat must come before the lease ends
+		every = c.cfg.lease / 3 // a beat must come before the lease ends
 	}
 	if every <= 0 || c.e.beats == nil {
+		return 0
+	}
+	return every
+}
+
+// startHeartbeat queues c's heartbeat: its first beat is due one interval
+// from now. cancel, when set, cancels fn's context if the lease is lost.
+// A claim without a heartbeat queues nothing.
+func (c *Claim) startHeartbeat(ctx context.Context, cancel context.CancelCauseFunc) {
+	every := c.beatEvery()
+	if every == 0 {
 		return
 	}
 	h := &c.hb
-	*h = heartbeat{s: c.e.beats, e: c.e, ctx: ctx, sk: c.sk, enc: c.enc, lease: cfg.lease, every: every, index: -1}
+	*h = heartbeat{s: c.e.beats, c: c, ctx: ctx, lease: c.cfg.lease, every: every, cancel: cancel, index: -1}
 	h.s.mu.Lock()
+	h.confirmed = c.started
 	h.due = time.Now().Add(every)
 	h.s.push(h)
 	h.s.mu.Unlock()
 }
 
-// stop ends the heartbeat and waits for a beat under way.
-func (h *heartbeat) stop() {
+// stop ends the heartbeat and waits for a beat, or a report of the lease's
+// loss, under way. It reports whether the lease was lost.
+func (h *heartbeat) stop() bool {
 	if h.s == nil {
-		return
+		return false
 	}
 	h.s.mu.Lock()
 	h.stopped = true
 	if h.index >= 0 {
 		h.s.remove(h.index)
 	}
+	if h.deadline != nil {
+		h.deadline.Stop()
+	}
 	h.s.mu.Unlock()
 	h.inflight.Wait()
+	return h.isLost()
+}
+
+// isLost reports whether the heartbeat found the lease lost.
+func (h *heartbeat) isLost() bool {
+	if h.s == nil {
+		return false
+	}
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.lost
 }
 
 // beat extends the lease once, then queues the next beat unless the
-// heartbeat was stopped or the lease is lost (complete reports that).
+// heartbeat was stopped or the lease is lost.
 func (h *heartbeat) beat() {
 	defer h.inflight.Done()
-	ok, err := h.e.store.CompareAndSwap(detach(h.ctx), h.sk, h.enc, h.enc, h.lease)
 	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
-	if h.stopped || (err == nil && !ok) {
+	if h.deadline == nil && h.cancel != nil {
+		h.deadline = time.AfterFunc(time.Until(h.confirmed.Add(h.lease)), h.expire)
+	}
+	h.s.mu.Unlock()
+	sent := time.Now()
+	ok, err := h.c.e.store.CompareAndSwap(detach(h.ctx), h.c.sk, h.c.enc, h.c.enc, h.lease)
+	h.s.mu.Lock()
+	if h.stopped || h.lost {
+		h.s.mu.Unlock()
 		return
 	}
-	h.due = time.Now().Add(h.every)
+	now := time.Now()
+	switch {
+	case err == nil && ok:
+		h.confirmed = sent
+		if h.deadline != nil {
+			h.deadline.Reset(sent.Add(h.lease).Sub(now))
+		}
+		h.due = now.Add(h.every)
+	case err == nil: // another caller holds the key
+		h.lost = true
+		h.s.mu.Unlock()
+		h.lose()
+		return
+	default:
+		h.due = now.Add(h.every)
+		if h.cancel != nil {
+			last := h.confirmed.Add(h.lease - h.every/2)
+			if !last.After(now) {
+				h.s.mu.Unlock() // no time for another beat: the deadline decides
+				return
+			}
+			if last.Before(h.due) {
+				h.due = last
+			}
+		}
+	}
 	h.s.push(h)
+	h.s.mu.Unlock()
+}
+
+// expire runs when the lease ends unless a beat has confirmed it since
+// the timer was armed: the lease is lost.
+func (h *heartbeat) expire() {
+	h.s.mu.Lock()
+	if h.stopped || h.lost {
+		h.s.mu.Unlock()
+		return
+	}
+	if left := time.Until(h.confirmed.Add(h.lease)); left > 0 {
+		h.deadline.Reset(left) // confirmed meanwhile
+		h.s.mu.Unlock()
+		return
+	}
+	h.lost = true
+	if h.index >= 0 {
+		h.s.remove(h.index)
+	}
+	h.inflight.Add(1) // stop waits for the report
+	h.s.mu.Unlock()
+	defer h.inflight.Done()
+	h.lose()
+}
+
+// lose reports a lost lease, once per claim: fn's context is cancelled
+// with cause ErrLeaseLost, and EventLeaseLost ends the claim for
+// observers. The claim then records nothing (see run and Complete).
+func (h *heartbeat) lose() {
+	if h.cancel != nil {
+		h.cancel(ErrLeaseLost)
+	}
+	h.c.lost(h.ctx)
 }
 
 // fire starts every beat that is due, each in its own goroutine so a slow

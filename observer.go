@@ -18,7 +18,7 @@ const (
 	EventReplayed     EventKind = "replayed"      // stored result returned
 	EventInProgress   EventKind = "in_progress"   // repeat while the first runs
 	EventMismatch     EventKind = "mismatch"      // same key, different payload
-	EventLeaseLost    EventKind = "lease_lost"    // outcome not recorded
+	EventLeaseLost    EventKind = "lease_lost"    // outcome not recorded; fn's context cancelled if it still ran
 	EventReleased     EventKind = "released"      // claim removed after a failure or by policy
 	EventStoreError   EventKind = "store_error"   // the store failed
 	EventFailOpen     EventKind = "fail_open"     // work ran unprotected

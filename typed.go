@@ -9,6 +9,8 @@ import (
 // engine's Codec (JSON by default, see WithCodec) and a replay decodes it.
 // The first execution returns fn's value itself; a replay returns the
 // decoded copy, so fields the codec does not carry are lost on replay.
+// fn's context is the one (*Engine).Do gives: cancelled with cause
+// ErrLeaseLost when the lease is lost.
 func Do[T any](ctx context.Context, e *Engine, key, fingerprint string, fn func(context.Context) (T, error), opts ...Option) (T, Result, error) {
 	var zero T
 	cfg, _, err := e.callConfig(opts)

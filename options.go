@@ -409,18 +409,27 @@ func WithObserver(o Observer) Option {
 // WithErrorCodec sets which errors of fn are final, and how they are
 // stored and replayed. By default no error is final: a failed fn releases
 // the key so a retry runs again. A nil ec restores that default, so a
-// per-route view can turn final errors off again.
+// per-route view can turn final errors off again. Given twice in one
+// list of options (to New, With or a call), it is refused: the second
+// would replace the first.
 func WithErrorCodec(ec ErrorCodec) Option {
 	return func(c *config) error {
+		if c.set&optErrorCodec != 0 {
+			return errors.New("WithErrorCodec: given twice in one list; the second would replace the first")
+		}
 		c.set |= optErrorCodec
 		c.errorCodec = ec
 		return nil
 	}
 }
 
-// WithCodec sets the codec of the typed helper Do (default JSON).
+// WithCodec sets the codec of the typed helper Do (default JSON). Given
+// twice in one list of options, it is refused, as WithErrorCodec is.
 func WithCodec(cd Codec) Option {
 	return func(c *config) error {
+		if c.set&optCodec != 0 {
+			return errors.New("WithCodec: given twice in one list; the second would replace the first")
+		}
 		c.set |= optCodec
 		if cd == nil {
 			return errors.New("WithCodec(nil): the codec must not be nil")

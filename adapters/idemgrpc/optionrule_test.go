@@ -52,6 +52,8 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 		{name: "engine options", option: "WithEngineOptions", opts: []idemgrpc.Option{sel, pr, idemgrpc.WithEngineOptions(idemkit.WithLease(time.Minute))}},
 		{name: "bad engine option", option: "WithEngineOptions", opts: []idemgrpc.Option{sel, pr, idemgrpc.WithEngineOptions(idemkit.WithLease(-time.Second))},
 			errs: []string{"WithEngineOptions: ", "WithLease(-1s)"}},
+		{name: "error codec in the engine options", option: "WithEngineOptions", opts: []idemgrpc.Option{sel, pr, idemgrpc.WithEngineOptions(idemkit.WithErrorCodec(idemkit.FinalErrors()))},
+			errs: []string{"WithEngineOptions: ", "WithErrorCodec: given twice"}},
 		{name: "engine options on the client", option: "WithEngineOptions", client: true, opts: []idemgrpc.Option{sel, idemgrpc.WithEngineOptions()},
 			errs: []string{"WithEngineOptions applies to NewServer only"}},
 		{name: "type resolver", option: "WithTypeResolver", opts: []idemgrpc.Option{sel, pr, idemgrpc.WithTypeResolver(protoregistry.GlobalTypes)}},

@@ -255,7 +255,7 @@ func finalSet(cs []codes.Code) map[codes.Code]bool {
 // WithRetryHint, WithMaxResultSize, WithOversized for unary calls;
 // WithWindow and WithRelease for streams. NewServer validates them once.
 // The error codec is the server's own (see WithFinalCodes): an
-// idemkit.WithErrorCodec here is overridden.
+// idemkit.WithErrorCodec here is refused by NewServer.
 func WithEngineOptions(opts ...idemkit.Option) Option {
 	return func(c *config) error {
 		if err := c.only(serverSide, "WithEngineOptions"); err != nil {

@@ -120,9 +120,9 @@ func WithFingerprint(fp func(*amqp.Delivery) (string, error)) Option {
 // WithErrorCodec sets which handler errors are final, and how they are
 // recorded: a final error is stored, the message is rejected without
 // requeue, and every later duplicate is rejected without running the
-// handler. The codec is installed on the Handler's engine view, after
-// WithEngineOptions: an idemkit.WithErrorCodec given there is replaced by
-// this one. idemkit.FinalErrors is the usual choice.
+// handler. The codec is installed on the Handler's engine view with
+// WithEngineOptions' options: an idemkit.WithErrorCodec given there as
+// well is refused. idemkit.FinalErrors is the usual choice.
 func WithErrorCodec(ec idemkit.ErrorCodec) Option {
 	return func(c *config) error {
 		if ec == nil {

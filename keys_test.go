@@ -238,7 +238,7 @@ func TestTokenCallsRefuseWithScope(t *testing.T) {
 // TestScopeWithOtherOptions: a scope given alone (which the engine applies
 // without copying its config) and given among other options names the
 // same key; the last scope given wins either way; a scoped call leaves the
-// engine's unscoped calls unscoped; the zero Option changes nothing.
+// engine's unscoped calls unscoped; an option that changes nothing does not scope the call.
 func TestScopeWithOtherOptions(t *testing.T) {
 	e := testkit.NewEngine(t)
 	view, err := e.With(idemkit.WithLease(time.Minute))

@@ -278,7 +278,9 @@ func WithHeartbeat(every time.Duration) Option {
 }
 
 // WithoutHeartbeat disables lease extension: fn must finish within the
-// lease, or another caller may claim the key and fn gets ErrLeaseLost.
+// lease, or another caller may claim the key and fn gets ErrLeaseLost
+// when it completes. Nothing watches the lease meanwhile, so fn's context
+// is never cancelled for a lost lease.
 func WithoutHeartbeat() Option {
 	return func(c *config) error {
 		c.set |= optHeartbeat

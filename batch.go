@@ -49,8 +49,8 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 			continue
 		}
 		fps[i] = e.keys.storedFingerprint(r.Fingerprint)
-		claims[i] = e.newClaim(cfg, ModeDo, scope, r.Key, sk, fps[i])
-		items = append(items, store.BatchItem{Key: sk, Value: claims[i].enc, TTL: e.claimTTL(cfg)})
+		claims[i] = e.newClaim(cfg, ModeDo, scope, r.Key, sk, fps[i], e.doTail(cfg))
+		items = append(items, store.BatchItem{Key: sk, Value: claims[i].enc, TTL: e.claimTTL(cfg, e.doTail(cfg))})
 		index = append(index, i)
 	}
 	b, ok := e.store.(store.Batcher)
@@ -75,18 +75,14 @@ func (e *Engine) BeginBatch(ctx context.Context, reqs []BatchRequest, opts ...Op
 			out[i] = e.admitted(ctx, cfg, c)
 			continue
 		}
-		res, xerr, again := e.existing(ctx, cfg, ModeDo, c.scope, c.key, fps[i], r.Existing)
-		if again { // in progress, under WithWait
-			xerr = e.inProgress(ctx, cfg, c.scope, c.key, r.Existing, ModeDo)
-		}
-		out[i] = BatchOutcome{Result: res, Err: xerr}
+		out[i] = e.found(ctx, cfg, c, fps[i], r.Existing)
 	}
 	return out, nil
 }
 
 // beginOne claims one request of a batch with SetNX.
 func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, fingerprint string) BatchOutcome {
-	set, existing, err := e.claim(ctx, cfg, ModeDo, c.scope, c.key, c.sk, c.enc, e.claimTTL(cfg))
+	set, existing, err := e.claim(ctx, cfg, ModeDo, c.scope, c.key, c.sk, c.enc, e.claimTTL(cfg, e.doTail(cfg)))
 	switch {
 	case err != nil:
 		run, err := e.storeFailed(ctx, cfg, ModeDo, c.scope, c.key, "claim", err)
@@ -94,8 +90,27 @@ func (e *Engine) beginOne(ctx context.Context, cfg *config, c *Claim, fingerprin
 	case set:
 		return e.admitted(ctx, cfg, c)
 	}
+	return e.found(ctx, cfg, c, fingerprint, existing)
+}
+
+// found decides a batch request whose key holds existing: c takes it over
+// when it is a released claim or one whose lease has ended (once; a key
+// that changed meanwhile is claimed again with SetNX), or the request gets
+// what a caller of Begin would.
+func (e *Engine) found(ctx context.Context, cfg *config, c *Claim, fingerprint string, existing store.Entry) BatchOutcome {
+	enc, retry, err := e.takeover(ctx, cfg, ModeDo, c.scope, c.key, c.sk, &existing, &c.rec)
+	switch {
+	case err != nil:
+		run, err := e.storeFailed(ctx, cfg, ModeDo, c.scope, c.key, "claim", err)
+		return BatchOutcome{Result: Result{Unguarded: run}, Err: err}
+	case enc != nil:
+		c.enc = enc
+		return e.admitted(ctx, cfg, c)
+	case retry:
+		return e.beginOne(ctx, cfg, c, fingerprint)
+	}
 	res, err, again := e.existing(ctx, cfg, ModeDo, c.scope, c.key, fingerprint, existing)
-	if again {
+	if again { // in progress, under WithWait
 		err = e.inProgress(ctx, cfg, c.scope, c.key, existing, ModeDo)
 	}
 	return BatchOutcome{Result: res, Err: err}

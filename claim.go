@@ -42,8 +42,11 @@ type Claim struct {
 	scope string
 	sk    string
 	rec   record
-	enc   []byte
-	hb    heartbeat
+	enc   []byte // the record under the key, as this claim last wrote it
+	// unsure are records a heartbeat wrote with an unknown outcome: the
+	// key may hold one of them instead of enc (see swapOwn).
+	unsure [][]byte
+	hb     heartbeat
 
 	started time.Time   // when the claim was won (admit)
 	timed   atomic.Bool // an event ending the claim has carried its Duration
@@ -64,16 +67,18 @@ type Claim struct {
 	txErr error
 }
 
-func (e *Engine) newClaim(cfg *config, mode Mode, scope, key, sk, fingerprint string) *Claim {
-	rec, enc := e.claimRecord(cfg, fingerprint)
+func (e *Engine) newClaim(cfg *config, mode Mode, scope, key, sk, fingerprint string, tail time.Duration) *Claim {
+	rec, enc := e.claimRecord(cfg, fingerprint, tail)
 	return e.claimOf(cfg, mode, scope, key, sk, rec, enc)
 }
 
 // claimRecord returns a fresh in-progress record for fingerprint and its
-// encoding, the value a claim writes.
-func (e *Engine) claimRecord(cfg *config, fingerprint string) (record, []byte) {
+// encoding, the value a claim writes, with a first fencing token and the
+// tail of its TTL after the lease (see fence.go).
+func (e *Engine) claimRecord(cfg *config, fingerprint string, tail time.Duration) (record, []byte) {
 	now := cfg.clock().UnixMilli()
-	rec := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint}
+	rec := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint,
+		fence: fenceAfter(cfg, 0), tail: tail.Milliseconds()}
 	return rec, rec.encode()
 }
 
@@ -437,7 +442,7 @@ func (c *Claim) complete(ctx context.Context, s store.Store, state byte, payload
 	done.updated = cfg.clock().UnixMilli()
 	done.payload = payload
 	enc := done.encode()
-	ok, err := s.CompareAndSwap(detach(ctx), c.sk, c.enc, enc, cfg.retention)
+	ok, err := c.swapOwn(detach(ctx), s, enc, cfg.retention)
 	if err != nil {
 		c.ends(ctx, Event{Kind: EventStoreError, Mode: c.mode, Key: c.key, scope: c.scope, Err: err})
 		if !errors.Is(err, ErrUnavailable) {
@@ -496,13 +501,17 @@ func (c *Claim) release(ctx context.Context, afterTx bool) (bool, error) {
 	bg := detach(ctx)
 	var ok bool
 	var err error
-	if c.mode == ModeToken {
+	switch {
+	case c.mode == ModeToken:
 		spent := c.rec
 		spent.state = stateSpent
 		spent.updated = cfg.clock().UnixMilli()
-		ok, err = e.store.CompareAndSwap(bg, c.sk, c.enc, spent.encode(), cfg.tokenTTL)
-	} else {
-		ok, err = e.store.CompareAndDelete(bg, c.sk, c.enc)
+		ok, err = c.swapOwn(bg, e.store, spent.encode(), cfg.tokenTTL)
+	case c.rec.tail > 0:
+		// The key keeps the claim's fencing token for the next claim.
+		ok, err = c.swapOwn(bg, e.store, releasedRecord(c.rec.fence), time.Duration(c.rec.tail)*time.Millisecond)
+	default:
+		ok, err = c.swapOwn(bg, e.store, nil, 0)
 	}
 	switch {
 	case err != nil:

@@ -56,10 +56,24 @@ func (e *Engine) Do(ctx context.Context, key, fingerprint string, fn func(contex
 func (e *Engine) begin(ctx context.Context, cfg *config, scope, key, sk, fingerprint string) (*Claim, Result, error) {
 	// The Claim itself is made only when the key is won: a replay, the
 	// common outcome of a retry, allocates none.
-	rec, enc := e.claimRecord(cfg, fingerprint)
+	tail := e.doTail(cfg)
+	rec, enc := e.claimRecord(cfg, fingerprint, tail)
 	delay := cfg.pollInterval
 	for {
-		set, existing, err := e.claim(ctx, cfg, ModeDo, scope, key, sk, enc, e.claimTTL(cfg))
+		set, existing, err := e.claim(ctx, cfg, ModeDo, scope, key, sk, enc, e.claimTTL(cfg, tail))
+		if err == nil && !set {
+			// A released claim, or one whose lease has ended: take it over.
+			var taken []byte
+			var retry bool
+			taken, retry, err = e.takeover(ctx, cfg, ModeDo, scope, key, sk, &existing, &rec)
+			if retry {
+				rec, enc = e.claimRecord(cfg, fingerprint, tail)
+				continue
+			}
+			if taken != nil {
+				set, enc = true, taken
+			}
+		}
 		if err != nil {
 			run, err := e.storeFailed(ctx, cfg, ModeDo, scope, key, "claim", err)
 			return nil, Result{Unguarded: run}, err
@@ -76,7 +90,7 @@ func (e *Engine) begin(ctx context.Context, cfg *config, scope, key, sk, fingerp
 		if err := pause(ctx, &delay, cfg.pollInterval); err != nil {
 			return nil, Result{}, err
 		}
-		rec, enc = e.claimRecord(cfg, fingerprint) // stamped when it is claimed, not when the wait began
+		rec, enc = e.claimRecord(cfg, fingerprint, tail) // stamped when it is claimed, not when the wait began
 	}
 }
 
@@ -116,6 +130,8 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, scope, ke
 	case stateSpent:
 		e.observe(ctx, cfg, Event{Kind: EventTokenInvalid, Mode: mode, Key: key, scope: scope, Err: ErrTokenUsed})
 		return Result{}, ErrTokenUsed, false
+	case stateReleased:
+		return Result{}, nil, true // taken over by the caller's next claim
 	case stateIssued:
 		if mode != ModeToken {
 			err := fmt.Errorf("%w: unused-token record under an idempotency key", store.ErrCorrupt)
@@ -126,6 +142,9 @@ func (e *Engine) existing(ctx context.Context, cfg *config, mode Mode, scope, ke
 	}
 	if cfg.wait {
 		return Result{}, nil, true
+	}
+	if ent.TTL > 0 { // what is left of the lease, before the tail (see fence.go)
+		ent.TTL = max(ent.TTL-time.Duration(rec.tail)*time.Millisecond, time.Millisecond)
 	}
 	return Result{}, e.inProgress(ctx, cfg, scope, key, ent, mode), false
 }

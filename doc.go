@@ -49,10 +49,12 @@
 //
 // # Leases and oversized results
 //
-// Do's first caller claims the key with an in-progress record that lives
-// for the lease TTL (WithLease), extended by a heartbeat while fn runs
-// (WithHeartbeat), runs fn, and records its result for the retention TTL
-// (WithRetention). On an OnStore view no lease applies: the caller's
+// Do's first caller claims the key with an in-progress record whose lease
+// (WithLease) a heartbeat extends while fn runs (WithHeartbeat), runs fn,
+// and records its result for the retention TTL (WithRetention). A claim
+// whose lease ended (its caller crashed, or stalled past it) is taken
+// over by the next caller; its record outlives the lease by the retention
+// only to keep the key's fencing token (see "Fencing tokens"). On an OnStore view no lease applies: the caller's
 // transaction holds the key, the claim lives for the retention, and a
 // transaction longer than the lease still records its result (see
 // OnStore for a claim committed without being ended). When fn's result
@@ -79,6 +81,26 @@
 // ErrLeaseLost, but a lease that ends unconfirmed is left to Complete's
 // swap, which fails only if another caller took the key over. Without a
 // heartbeat (WithoutHeartbeat, OnStore) nothing is cancelled.
+//
+// # Fencing tokens
+//
+// Every claim of an idempotency key (Do, Begin, BeginBatch) carries a
+// fencing token (Claim.Fence, FenceFromContext in fn), larger than the
+// token of every earlier claim of the key for as long as the key holds a
+// record: while a claim runs, for the retention after its lease ended or
+// it was released, and for the retention of its result. Work that calls
+// another system passes the token along; a system that keeps the highest
+// token it has seen per key, and refuses a lower one, cannot be reached by
+// a caller that lost its lease without knowing it yet (stalled by a pause
+// of its process or its network) once the caller that took the key over
+// has been there. A heartbeat rewrites the record, so a takeover that read
+// it before a late beat landed fails instead of overwriting a lease that
+// was just renewed. Without a record (a new key, or one forgotten with
+// Forget), a key's first token comes from the engine's clock
+// (milliseconds since 1970 shifted left by 16 bits): it is larger than
+// tokens handed out longer ago than the clocks of the engine's instances
+// differ. Tokens of UseToken claims come from the clock alone: a token is
+// used once and never taken over.
 //
 // # Keys and scopes
 //

@@ -137,16 +137,17 @@ func (e *Engine) OnStore(s store.Store) (*Engine, error) {
 }
 
 // claimTTL is the TTL of an in-progress record written with cfg: the
-// lease, or on an OnStore view, whose claims only the caller's
+// lease and the tail after it that keeps the key's fencing token (see
+// fence.go), or on an OnStore view, whose claims only the caller's
 // transaction can see until it commits, the longer of the lease and the
 // retention (see OnStore). A claim in a transaction is completed by a
 // swap that the store refuses once the in-progress record has expired,
 // and nothing there renews it.
-func (e *Engine) claimTTL(cfg *config) time.Duration {
+func (e *Engine) claimTTL(cfg *config, tail time.Duration) time.Duration {
 	if e.inTx {
 		return max(cfg.lease, cfg.retention)
 	}
-	return cfg.lease
+	return cfg.lease + tail
 }
 
 // Store returns the store the engine works on.

@@ -122,7 +122,19 @@ func (h *heartbeat) beat() {
 	}
 	h.s.mu.Unlock()
 	sent := time.Now()
-	ok, err := h.c.e.store.CompareAndSwap(detach(h.ctx), h.c.sk, h.c.enc, h.c.enc, h.lease)
+	// The beat rewrites the record with a later update time, so that a
+	// takeover that read it before this beat landed fails (see fence.go).
+	c := h.c
+	next := c.rec
+	next.updated = max(c.cfg.clock().UnixMilli(), c.rec.updated+1)
+	enc := next.encode()
+	ok, err := c.swapOwn(detach(h.ctx), c.e.store, enc, h.lease+time.Duration(c.rec.tail)*time.Millisecond)
+	switch {
+	case ok:
+		c.rec.updated, c.enc, c.unsure = next.updated, enc, nil
+	case err != nil: // it may have landed
+		c.unsure = append(c.unsure, enc)
+	}
 	h.s.mu.Lock()
 	if h.stopped || h.lost {
 		h.s.mu.Unlock()

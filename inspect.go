@@ -24,6 +24,7 @@ const (
 	StateFailed     State = "failed"      // a final error is stored and replayed
 	StateSpent      State = "spent"       // a token whose use failed
 	StateTooLarge   State = "too_large"   // the work ran; its result was too large to keep, and every repeat gets ErrResultTooLarge
+	StateReleased   State = "released"    // a claim ended without a result; the key is free, and keeps its fencing token
 )
 
 // KeyInfo describes what the store holds under a key, for support staff
@@ -32,8 +33,16 @@ const (
 type KeyInfo struct {
 	Mode  Mode
 	State State
-	// TTL is the time the entry has left.
+	// TTL is the time the entry has left. A claim's record outlives its
+	// lease to keep the key's fencing token: see Lease.
 	TTL time.Duration
+	// Lease is what is left of an in-progress claim's lease: zero when it
+	// has ended (the claim crashed, or its heartbeats stopped), and the
+	// next request takes the key over.
+	Lease time.Duration
+	// Fence is the fencing token of the claim that wrote the record (see
+	// FenceFromContext); zero for Guard claims and unused tokens.
+	Fence uint64
 	// Created and Updated are when the record was claimed and last
 	// changed (zero for Guard claims and unused tokens, which keep no
 	// times).
@@ -87,13 +96,17 @@ func (e *Engine) StoredResult(ctx context.Context, mode Mode, key string, opts .
 
 func stateName(s byte) State {
 	return map[byte]State{stateIssued: StateIssued, stateInProgress: StateInProgress,
-		stateDone: StateCompleted, stateFailed: StateFailed, stateSpent: StateSpent, stateTooLarge: StateTooLarge}[s]
+		stateDone: StateCompleted, stateFailed: StateFailed, stateSpent: StateSpent, stateTooLarge: StateTooLarge,
+		stateReleased: StateReleased}[s]
 }
 
 // Forget deletes key in mode whoever holds it, so a customer stuck behind
 // an in-progress record left by a crash can retry at once. It reports
 // whether there was something to delete, and reports EventForgotten to the
 // observer. Forgetting a completed key lets its next request run again.
+// Forgetting drops the key's fencing token with its record: the next
+// claim's token comes from the clock (see the package documentation,
+// "Fencing tokens").
 func (e *Engine) Forget(ctx context.Context, mode Mode, key string, opts ...Option) (bool, error) {
 	sk, cfg, scope, err := e.modeKey("Forget", mode, key, opts)
 	if err != nil {
@@ -145,6 +158,10 @@ func Describe(mode Mode, ent store.Entry) (KeyInfo, error) {
 	}
 	info.Created = time.UnixMilli(r.created)
 	info.Updated = time.UnixMilli(r.updated)
+	info.Fence = r.fence
+	if r.state == stateInProgress {
+		info.Lease = max(ent.TTL-time.Duration(r.tail)*time.Millisecond, 0)
+	}
 	if len(r.fp) > 0 {
 		sum := sha256.Sum256(r.fp)
 		info.FingerprintDigest = hex.EncodeToString(sum[:6])

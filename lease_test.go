@@ -100,18 +100,58 @@ func TestDoLeaseLostDoesNotOverwrite(t *testing.T) {
 	})
 }
 
-// When fn fails after its lease was lost, the release deletes nothing, yet
-// the observer is told the claim was released.
+// When fn fails after its lease ended and another caller took the key
+// over, the release removes nothing of the new owner's, and the observer
+// is told the lease was lost, not that the claim was released.
 func TestDoFailureAfterLostLeaseIsNotReportedAsReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &testkit.Recorder{}
 		e := testkit.NewEngine(t, idemkit.WithLease(30*time.Millisecond), idemkit.WithoutHeartbeat(), idemkit.WithObserver(rec))
-		_, err := e.Do(context.Background(), "k", "", func(context.Context) ([]byte, error) {
-			time.Sleep(80 * time.Millisecond) // the lease expires while fn runs
+		ctx := context.Background()
+		_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) {
+			time.Sleep(80 * time.Millisecond) // the lease ends while fn runs
+			_, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return []byte("second"), nil })
+			require.NoError(t, err, "the second caller takes the key over")
 			return nil, errors.New("failed")
 		})
 		require.EqualError(t, err, "failed")
 		assert.Zero(t, rec.Count(idemkit.EventReleased), "nothing was released")
 		assert.Equal(t, 1, rec.Count(idemkit.EventLeaseLost), "the lost lease is an outcome to observe")
+		res, err := e.Do(ctx, "k", "", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+		require.NoError(t, err)
+		assert.Equal(t, "second", string(res.Value), "the second owner's result is kept")
+	})
+}
+
+// A claim whose lease ended while fn ran, and that nobody took over, is
+// still its owner's: fn's failure releases it (keeping its fencing token
+// for the next claim), and fn's success records the result.
+func TestDoLeaseEndedWithoutTakeoverStaysTheOwners(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &testkit.Recorder{}
+		e := testkit.NewEngine(t, idemkit.WithLease(30*time.Millisecond), idemkit.WithoutHeartbeat(), idemkit.WithObserver(rec))
+		ctx := context.Background()
+		var fence uint64
+		_, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
+			fence, _ = idemkit.FenceFromContext(ctx)
+			time.Sleep(80 * time.Millisecond)
+			return nil, errors.New("failed")
+		})
+		require.EqualError(t, err, "failed")
+		assert.Equal(t, 1, rec.Count(idemkit.EventReleased))
+		info, err := e.Inspect(ctx, idemkit.ModeDo, "k")
+		require.NoError(t, err)
+		assert.Equal(t, idemkit.StateReleased, info.State)
+		assert.Equal(t, fence, info.Fence, "the released record keeps the token")
+
+		res, err := e.Do(ctx, "k", "", func(ctx context.Context) ([]byte, error) {
+			next, _ := idemkit.FenceFromContext(ctx)
+			assert.Greater(t, next, fence, "the next claim's token is larger")
+			time.Sleep(80 * time.Millisecond)
+			return []byte("late"), nil
+		})
+		require.NoError(t, err, "a late completion nobody overtook is recorded")
+		assert.False(t, res.Replayed)
+		assert.Zero(t, rec.Count(idemkit.EventLeaseLost))
 	})
 }

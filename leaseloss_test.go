@@ -31,7 +31,7 @@ type beatsLost struct {
 }
 
 func (s *beatsLost) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
-	if s.lost.Load() && string(old) == string(nw) {
+	if s.lost.Load() && idemkit.IsBeat(old, nw) {
 		return false, nil
 	}
 	return s.Store.CompareAndSwap(ctx, k, old, nw, ttl)
@@ -286,7 +286,7 @@ type everyOther struct {
 }
 
 func (s *everyOther) CompareAndSwap(ctx context.Context, k string, old, nw []byte, ttl time.Duration) (bool, error) {
-	if s.on.Load() && string(old) == string(nw) && s.n.Add(1)%2 == 1 {
+	if s.on.Load() && idemkit.IsBeat(old, nw) && s.n.Add(1)%2 == 1 {
 		s.failed.Add(1)
 		return false, store.Unavailable("cas", errors.New("flaky"))
 	}

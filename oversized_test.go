@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -123,8 +124,7 @@ func TestDoOversizedResultReleaseKey(t *testing.T) {
 				assert.False(t, res.Replayed)
 				assert.EqualValues(t, i+1, runs.Load(), "the retry did not run fn")
 			}
-			_, err = e.Inspect(ctx, idemkit.ModeDo, "order-1")
-			require.ErrorIs(t, err, store.ErrNotFound, "the key was kept")
+			testkit.RequireReleased(t, e, idemkit.ModeDo, "order-1", "the key was kept")
 		})
 	}
 }
@@ -248,8 +248,7 @@ func TestCompleteInOversized(t *testing.T) {
 		// Rolled back: the key is free again, whatever the setting.
 		_, err = e.Do(ctx, "k", "", work(false))
 		require.ErrorIs(t, err, idemkit.ErrInProgress)
-		_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
-		require.ErrorIs(t, err, store.ErrNotFound, "oversized %d: a rolled-back claim was kept", o)
+		testkit.RequireReleased(t, e, idemkit.ModeDo, "k", fmt.Sprintf("oversized %d: a rolled-back claim was kept", o))
 
 		// Committed despite the error.
 		res, err := e.Do(ctx, "k", "", work(true))
@@ -257,8 +256,7 @@ func TestCompleteInOversized(t *testing.T) {
 		require.Equal(t, 2, runs)
 		if o == idemkit.ReleaseKey {
 			require.NoError(t, err)
-			_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
-			require.ErrorIs(t, err, store.ErrNotFound)
+			testkit.RequireReleased(t, e, idemkit.ModeDo, "k", "an oversized result under ReleaseKey")
 			continue
 		}
 		require.ErrorIs(t, err, idemkit.ErrResultTooLarge)
@@ -326,8 +324,7 @@ func TestCompleteInFailureDoesNotReleaseBeforeTheTransactionEnds(t *testing.T) {
 	require.NoError(t, err, "the claim was released while the transaction was open")
 	require.Equal(t, idemkit.StateInProgress, info.State)
 	c.Release(ctx)
-	_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
-	require.ErrorIs(t, err, store.ErrNotFound)
+	testkit.RequireReleased(t, e, idemkit.ModeDo, "k", "released after the transaction")
 }
 
 // failingCAS is a transaction view whose CompareAndSwap fails.
@@ -363,8 +360,7 @@ func TestDoRecordRefusedByTheStoreReleaseKey(t *testing.T) {
 		require.Equal(t, i+1, runs, "the key was not released")
 	}
 	require.EqualValues(t, 2, tooLarge.Load())
-	_, err = e.Inspect(ctx, idemkit.ModeDo, "k")
-	require.ErrorIs(t, err, store.ErrNotFound)
+	testkit.RequireReleased(t, e, idemkit.ModeDo, "k", "the key was kept")
 }
 
 func TestDoResultTooLarge(t *testing.T) {

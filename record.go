@@ -10,21 +10,26 @@ import (
 
 // A record is what the engine keeps under an idempotency or token key.
 //
-// Encoding, version 1 (all integers big-endian):
+// Encoding, version 2 (all integers big-endian):
 //
-//	[0]      version (1)
+//	[0]      version (2)
 //	[1]      state
-//	[2:18]   owner nonce (absent for stateIssued)
+//	[2:18]   owner nonce (zero for stateReleased; absent for stateIssued)
 //	[18:26]  created, unix milliseconds
-//	[26:34]  updated, unix milliseconds
-//	[34:]    uvarint fingerprint length, fingerprint, payload
+//	[26:34]  updated, unix milliseconds (a heartbeat makes it grow)
+//	[34:42]  fencing token of the claim that wrote it
+//	[42:50]  tail, milliseconds: of a claim's TTL, the part after its lease
+//	         (see takeable); 0 in other states
+//	[50:]    uvarint fingerprint length, fingerprint, payload
 //
-// A token that was issued but not used is the two bytes {1, stateIssued}.
+// A token that was issued but not used is the two bytes {2, stateIssued}.
 type record struct {
 	state       byte
 	owner       nonce
 	created     int64
 	updated     int64
+	fence       uint64
+	tail        int64
 	fingerprint string // set when building a record to encode
 	fp          []byte // set by decodeRecord; aliases the decoded bytes
 	payload     []byte // result (stateDone), encoded error (stateFailed) or uvarint size (stateTooLarge)
@@ -39,6 +44,7 @@ const (
 	stateFailed     byte = 4                      // fn failed with a final error; payload encodes it
 	stateSpent      byte = 5                      // token whose use failed without a final error
 	stateTooLarge   byte = 6                      // fn succeeded, its result was over the cap; payload is uvarint(result size)
+	stateReleased   byte = 7                      // a claim released without a result; kept for its fencing token
 )
 
 const recordHeaderLen = layout.RecordHeaderLen
@@ -55,6 +61,8 @@ func (r *record) encode() []byte {
 	copy(b[2:18], r.owner[:])
 	binary.BigEndian.PutUint64(b[18:26], uint64(r.created))
 	binary.BigEndian.PutUint64(b[26:34], uint64(r.updated))
+	binary.BigEndian.PutUint64(b[34:42], r.fence)
+	binary.BigEndian.PutUint64(b[42:50], uint64(r.tail))
 	b = binary.AppendUvarint(b, uint64(len(r.fingerprint)))
 	b = append(b, r.fingerprint...)
 	return append(b, r.payload...)
@@ -90,7 +98,7 @@ func decodeRecord(b []byte) (record, error) {
 			return r, fmt.Errorf("%w: issued token record of %d bytes", store.ErrCorrupt, len(b))
 		}
 		return r, nil
-	case stateInProgress, stateDone, stateFailed, stateSpent, stateTooLarge:
+	case stateInProgress, stateDone, stateFailed, stateSpent, stateTooLarge, stateReleased:
 	default:
 		return r, fmt.Errorf("%w: unknown record state %d", store.ErrCorrupt, r.state)
 	}
@@ -100,6 +108,11 @@ func decodeRecord(b []byte) (record, error) {
 	copy(r.owner[:], b[2:18])
 	r.created = int64(binary.BigEndian.Uint64(b[18:26]))
 	r.updated = int64(binary.BigEndian.Uint64(b[26:34]))
+	r.fence = binary.BigEndian.Uint64(b[34:42])
+	r.tail = int64(binary.BigEndian.Uint64(b[42:50]))
+	if r.tail < 0 {
+		return r, fmt.Errorf("%w: negative lease tail in record", store.ErrCorrupt)
+	}
 	fpLen, n := binary.Uvarint(b[recordHeaderLen:])
 	rest := b[recordHeaderLen+max(n, 0):]
 	if n <= 0 || fpLen > uint64(len(rest)) {

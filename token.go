@@ -95,10 +95,10 @@ func (e *Engine) UseToken(ctx context.Context, principal, token string, fn func(
 		return Result{}, fmt.Errorf("%w: malformed token", ErrTokenInvalid)
 	}
 	sk := e.tokenKey(cfg, principal, token)
-	rec, enc := e.claimRecord(cfg, "") // the Claim is made only when the token is won
+	rec, enc := e.claimRecord(cfg, "", 0) // the Claim is made only when the token is won; a token is never taken over
 	delay := cfg.pollInterval
 	for {
-		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, e.claimTTL(cfg))
+		ok, err := e.store.CompareAndSwap(ctx, sk, issuedToken, enc, e.claimTTL(cfg, 0))
 		if err != nil {
 			// The swap may have landed (a lost reply reports ok == false):
 			// put the token back if it holds our unique claim.

@@ -121,9 +121,11 @@ func TestClaimFollowsTheStoresCapability(t *testing.T) {
 	require.Equal(t, [2]int64{2, 1}, s.counts(), "With keeps the engine's store")
 }
 
-// A repeat that finds the first execution running gets ErrInProgress with
-// the retry-hint cap (the claim read no TTL), bounded by the lease; not
-// the 1 ms floor a zero TTL would give. The observer sees the same hint.
+// A repeat that finds the first execution running through SetNXValue,
+// which reads no TTL, reads the record's TTL to tell whether the lease has
+// ended, and gets ErrInProgress with what is left of the lease, capped by
+// the retry hint; not the 1 ms floor a zero TTL would give, nor the tail
+// the record keeps after its lease. The observer sees the same hint.
 func TestInProgressHintWithoutTTL(t *testing.T) {
 	ctx := context.Background()
 	s := newValuer(t)
@@ -137,7 +139,7 @@ func TestInProgressHintWithoutTTL(t *testing.T) {
 	require.NoError(t, err)
 
 	started, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() {
 		_, err := e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) {
 			close(started)
@@ -155,12 +157,24 @@ func TestInProgressHintWithoutTTL(t *testing.T) {
 	require.Equal(t, 700*time.Millisecond, retry)
 	require.Equal(t, int64(700*time.Millisecond), seen.Load())
 
-	_, err = e.Do(ctx, "k", "fp", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") },
-		idemkit.WithLease(200*time.Millisecond))
+	started2 := make(chan struct{})
+	go func() {
+		_, err := e.Do(ctx, "k2", "fp", func(context.Context) ([]byte, error) {
+			close(started2)
+			<-release
+			return []byte("r"), nil
+		}, idemkit.WithLease(time.Minute), idemkit.WithoutHeartbeat())
+		done <- err
+	}()
+	<-started2
+	_, err = e.Do(ctx, "k2", "fp", func(context.Context) ([]byte, error) { return nil, errors.New("must not run") },
+		idemkit.WithRetryHint(2*time.Minute))
 	retry, _ = idemkit.RetryAfter(err)
-	require.Equal(t, 200*time.Millisecond, retry, "a lease shorter than the cap bounds the hint")
+	require.LessOrEqual(t, retry, time.Minute, "what is left of the running claim's lease bounds the hint")
+	require.Greater(t, retry, 50*time.Second, "the hint is the lease left, not the cap nor the floor")
 
 	close(release)
+	require.NoError(t, <-done)
 	require.NoError(t, <-done)
 	require.Zero(t, s.setNX.Load())
 }

@@ -24,15 +24,19 @@ type printer struct {
 
 // keyView is what get prints of a key.
 type keyView struct {
-	KeyDigest         string  `json:"key_digest"`
-	Mode              string  `json:"mode"`
-	State             string  `json:"state"`
-	TTLSeconds        float64 `json:"ttl_seconds"`
-	Created           string  `json:"created,omitempty"`
-	Updated           string  `json:"updated,omitempty"`
-	AgeSeconds        float64 `json:"age_seconds,omitempty"`
-	FingerprintDigest string  `json:"fingerprint_digest,omitempty"`
-	ResultBytes       int     `json:"result_bytes"`
+	KeyDigest  string  `json:"key_digest"`
+	Mode       string  `json:"mode"`
+	State      string  `json:"state"`
+	TTLSeconds float64 `json:"ttl_seconds"`
+	// LeaseSeconds is what is left of an in-progress claim's lease (0:
+	// ended, the next request takes the key over).
+	LeaseSeconds      *float64 `json:"lease_seconds,omitempty"`
+	Fence             uint64   `json:"fence,omitempty"`
+	Created           string   `json:"created,omitempty"`
+	Updated           string   `json:"updated,omitempty"`
+	AgeSeconds        float64  `json:"age_seconds,omitempty"`
+	FingerprintDigest string   `json:"fingerprint_digest,omitempty"`
+	ResultBytes       int      `json:"result_bytes"`
 	// Result is the stored result when it is UTF-8 and not an HTTP
 	// response; ResultBase64 when it is neither.
 	Result       *string       `json:"result,omitempty"`
@@ -76,7 +80,11 @@ func (v *keyView) setResult(result []byte) {
 
 func view(digest string, info idemkit.KeyInfo) keyView {
 	v := keyView{KeyDigest: digest, Mode: string(info.Mode), State: string(info.State),
-		TTLSeconds: info.TTL.Seconds(), FingerprintDigest: info.FingerprintDigest, ResultBytes: info.ResultSize}
+		TTLSeconds: info.TTL.Seconds(), FingerprintDigest: info.FingerprintDigest, ResultBytes: info.ResultSize, Fence: info.Fence}
+	if info.State == idemkit.StateInProgress {
+		lease := info.Lease.Seconds()
+		v.LeaseSeconds = &lease
+	}
 	if !info.Created.IsZero() {
 		v.Created = info.Created.UTC().Format(time.RFC3339Nano)
 		v.Updated = info.Updated.UTC().Format(time.RFC3339Nano)
@@ -95,8 +103,14 @@ func (p *printer) info(digest string, info idemkit.KeyInfo, result []byte, withR
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "key digest\t%s\nmode\t%s\nstate\t%s\nttl\t%v\n", v.KeyDigest, v.Mode, v.State, info.TTL)
+	if v.LeaseSeconds != nil {
+		fmt.Fprintf(tw, "lease left\t%s\n", leaseText(info.Lease))
+	}
+	if v.Fence != 0 {
+		fmt.Fprintf(tw, "fencing token\t%d\n", v.Fence)
+	}
 	if v.Created != "" {
-		fmt.Fprintf(tw, "created\t%s\nupdated\t%s\nage\t%v\n", v.Created, v.Updated, time.Duration(v.AgeSeconds*float64(time.Second)))
+		fmt.Fprintf(tw, "created\t%s\nupdated\t%s\nage\t%v\n", v.Created, v.Updated, time.Duration(v.AgeSeconds*float64(time.Second)).Round(time.Millisecond))
 	}
 	if v.FingerprintDigest != "" {
 		fmt.Fprintf(tw, "fingerprint digest\t%s\n", v.FingerprintDigest)
@@ -159,14 +173,25 @@ func (p *printer) scan(rows []scanRow) error {
 		return json.NewEncoder(p.w).Encode(out)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STORE KEY\tSTATE\tTTL\tAGE\tRESULT BYTES")
+	fmt.Fprintln(tw, "STORE KEY\tSTATE\tLEASE LEFT\tTTL\tAGE\tRESULT BYTES")
 	for _, r := range rows {
-		age := "-"
+		age, lease := "-", "-"
 		if !r.Info.Created.IsZero() {
 			age = time.Since(r.Info.Created).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\n", r.StoreKey, r.Info.State, r.Info.TTL.Round(time.Second), age, r.Info.ResultSize)
+		if r.Info.State == idemkit.StateInProgress {
+			lease = leaseText(r.Info.Lease.Round(time.Second))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", r.StoreKey, r.Info.State, lease, r.Info.TTL.Round(time.Second), age, r.Info.ResultSize)
 	}
 	fmt.Fprintf(tw, "(%d keys)\n", len(rows))
 	return tw.Flush()
+}
+
+// leaseText prints what is left of a claim's lease, or that it ended.
+func leaseText(d time.Duration) string {
+	if d <= 0 {
+		return "ended"
+	}
+	return d.String()
 }

@@ -30,12 +30,13 @@ func ScopeOf(storeKey string) string {
 }
 
 // The record header the engine writes (record.go takes these values): a
-// version byte, a state byte, then 32 bytes of owner and times; a claim
-// holds at least one byte of fingerprint length after it.
+// version byte, a state byte, then 48 bytes of owner, times, fencing
+// token and lease tail; a claim holds at least one byte of fingerprint
+// length after it.
 const (
-	RecordVersion   = 1
+	RecordVersion   = 2
 	StateInProgress = 2
-	RecordHeaderLen = 34
+	RecordHeaderLen = 50
 	minClaimLen     = RecordHeaderLen + 1
 )
 

@@ -19,15 +19,15 @@ func TestScopeOf(t *testing.T) {
 }
 
 func TestInProgress(t *testing.T) {
-	claim := append([]byte{1, 2}, make([]byte, 33)...)
+	claim := append([]byte{RecordVersion, StateInProgress}, make([]byte, RecordHeaderLen-1)...)
 	if !InProgress(claim) {
 		t.Errorf("a claim of %d bytes is not in progress", len(claim))
 	}
 	for name, v := range map[string][]byte{
-		"truncated":       claim[:34],
+		"truncated":       claim[:RecordHeaderLen],
 		"issued token":    {1, 1},
-		"done":            append([]byte{1, 3}, claim[2:]...),
-		"unknown version": append([]byte{2, 2}, claim[2:]...),
+		"done":            append([]byte{RecordVersion, 3}, claim[2:]...),
+		"unknown version": append([]byte{RecordVersion + 1, StateInProgress}, claim[2:]...),
 		"empty":           {},
 	} {
 		if InProgress(v) {

@@ -66,6 +66,8 @@ var placeholders = []struct {
 	{regexp.MustCompile(`(?m)^Retry-After: \d+$`), "Retry-After: <seconds>"},
 	{regexp.MustCompile(`(?m)^Content-Length: \d+$`), "Content-Length: <n>"}, // bodies hold times and ids
 	{regexp.MustCompile(`"at":[0-9.e+]+`), `"at":<time>`},
+	{regexp.MustCompile(`(?m)^(fencing token +)\d+$`), "${1}<fence>"}, // from the clock on a key's first claim
+	{regexp.MustCompile(`"fence":\d+`), `"fence":<fence>`},
 	{regexp.MustCompile(`Python/[0-9.]+`), "Python/<version>"},
 	{regexp.MustCompile(`(?m)^bash: line \d+: +\d+ Killed +`), "bash: line <n>: <pid> Killed "},
 }

@@ -10,6 +10,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -81,4 +82,19 @@ func (r *Recorder) Events() []idemkit.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]idemkit.Event(nil), r.events...)
+}
+
+// RequireReleased fails tb unless key of mode is free for the next claim:
+// absent, or holding the record a released claim leaves (which keeps the
+// key's fencing token). msg says what the caller checks.
+func RequireReleased(tb testing.TB, e *idemkit.Engine, mode idemkit.Mode, key string, msg string, opts ...idemkit.Option) {
+	tb.Helper()
+	info, err := e.Inspect(context.Background(), mode, key, opts...)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		tb.Fatalf("%s: inspect: %v", msg, err)
+	case info.State != idemkit.StateReleased:
+		tb.Fatalf("%s: the key is %s, want it released", msg, info.State)
+	}
 }

@@ -188,7 +188,7 @@ func TestClaimRaceUnderFlood(t *testing.T) {
 // claimValue is a value in the engine's record layout of a claim in
 // progress; layout_test checks it against the engine's own.
 func claimValue() []byte {
-	return append([]byte{1, 2}, make([]byte, 33)...)
+	return append([]byte{layout.RecordVersion, layout.StateInProgress}, make([]byte, layout.RecordHeaderLen-1)...)
 }
 
 // engineKey is a key in the engine's layout in scope.

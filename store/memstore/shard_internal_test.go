@@ -112,8 +112,8 @@ func TestShardBookkeepingUnderRace(t *testing.T) {
 			for i := range 300 {
 				key := string(rune('a'+(w+i)%6)) + strconv.Itoa(i%50)
 				value := make([]byte, (w*i)%700)
-				if i%3 == 0 && len(value) >= 35 {
-					value[0], value[1] = 1, 2 // a claim in progress
+				if i%3 == 0 && len(value) > layout.RecordHeaderLen {
+					value[0], value[1] = layout.RecordVersion, layout.StateInProgress // a claim in progress
 				}
 				ttl := time.Duration(1+i%5) * time.Millisecond
 				if _, _, err := s.SetNX(ctx, key, value, ttl); err != nil && !errors.Is(err, ErrFull) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/layout"
 	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -58,7 +59,7 @@ func TestCallbacksFeedTheCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer full.Close()
-	claim := append([]byte{1, 2}, make([]byte, 33)...) // the engine's claim in progress
+	claim := append([]byte{layout.RecordVersion, layout.StateInProgress}, make([]byte, layout.RecordHeaderLen-1)...) // the engine's claim in progress
 	if _, _, err := full.SetNX(ctx, "secret-claim", claim, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func Example() {
 	})
 	fmt.Println(string(res.Value), err)
 	// Output:
-	// mem:?capacity=10000, near cache of 1000 keys, on store error: closed
+	// mem://?capacity=10000, near cache of 1000 keys, on store error: closed
 	// created <nil>
 }
 

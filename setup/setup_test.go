@@ -192,12 +192,12 @@ func TestBuildBudgetDefaults(t *testing.T) {
 		cfg  setup.Config
 		want string
 	}{
-		{setup.Config{Store: "mem://"}, "mem:, on store error: closed"},
-		{setup.Config{Store: "testdown://"}, "testdown: (budget 1s)"},
-		{setup.Config{Store: "testdown://", Budget: setup.NoBudget}, "testdown:, on"},
-		{setup.Config{Store: "mem://", Budget: time.Second}, "mem: (budget 1s)"},
+		{setup.Config{Store: "mem://"}, "mem://, on store error: closed"},
+		{setup.Config{Store: "testdown://"}, "testdown:// (budget 1s)"},
+		{setup.Config{Store: "testdown://", Budget: setup.NoBudget}, "testdown://, on"},
+		{setup.Config{Store: "mem://", Budget: time.Second}, "mem:// (budget 1s)"},
 		{setup.Config{Store: "testdown://u:" + secret + "@h", Fallback: "mem://?capacity=5", NearCache: 9, OnStoreError: idemkit.FailOpen},
-			"testdown://u:xxxxx@h (budget 1s), fallback mem:?capacity=5, near cache of 9 keys, on store error: open"},
+			"testdown://u:xxxxx@h (budget 1s), fallback mem://?capacity=5, near cache of 9 keys, on store error: open"},
 	} {
 		st, err := setup.Build(context.Background(), c.cfg)
 		if err != nil {

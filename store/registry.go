@@ -157,7 +157,7 @@ func Redact(rawURL string) string {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		u.RawQuery = redactRawQuery(u.RawQuery)
-		return u.String()
+		return asGiven(rawURL, u)
 	}
 	hidden := false
 	for name := range q {
@@ -169,7 +169,25 @@ func Redact(rawURL string) string {
 	if hidden {
 		u.RawQuery = q.Encode()
 	}
-	return u.String()
+	return asGiven(rawURL, u)
+}
+
+// asGiven returns u written out, with the "//" that url.URL.String drops
+// from a URL with neither host nor path put back when rawURL had it:
+// mem:// stays mem://, where net/url writes mem:.
+func asGiven(rawURL string, u *url.URL) string {
+	s := u.String()
+	if u.Scheme == "" {
+		return s
+	}
+	_, rest, _ := strings.Cut(rawURL, ":")
+	if !strings.HasPrefix(rest, "//") {
+		return s
+	}
+	if after, ok := strings.CutPrefix(s, u.Scheme+":"); ok && !strings.HasPrefix(after, "//") {
+		return u.Scheme + "://" + after
+	}
+	return s
 }
 
 // redactRawQuery hides the secret values of a query that url.ParseQuery

@@ -88,6 +88,26 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// TestRedactKeepsURLWithoutHostAsGiven: a URL written with "//" and no
+// host keeps its "//" (mem:// stays mem://, not the mem: net/url writes
+// back), its scheme in lower case; one written without keeps none.
+func TestRedactKeepsURLWithoutHostAsGiven(t *testing.T) {
+	for in, want := range map[string]string{
+		"mem://":                     "mem://",
+		"MEM://":                     "mem://",
+		"mem://?capacity=500":        "mem://?capacity=500",
+		"mem://?token=" + secret:     "mem://?token=xxxxx",
+		"mem:":                       "mem:",
+		"mem:?capacity=500":          "mem:?capacity=500",
+		"bolt:///var/lib/idem.db":    "bolt:///var/lib/idem.db",
+		"redis://:" + secret + "@/0": "redis://:xxxxx@/0",
+	} {
+		if got := store.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestRegisterPanicsOnMistakes(t *testing.T) {
 	open := func(context.Context, *url.URL) (store.Store, error) { return nil, nil }
 	for name, f := range map[string]func(){

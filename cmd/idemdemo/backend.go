@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -233,29 +232,7 @@ func (be *backend) describe() string {
 	if be.stack == nil {
 		return be.ordersDesc
 	}
-	desc := be.stack.String()
-	if rest, ok := strings.CutPrefix(desc, store.Redact(be.storeURL)); ok {
-		desc = displayURL(be.storeURL) + rest
-	}
-	if be.fallbackURL != "" {
-		desc = strings.Replace(desc, ", fallback "+store.Redact(be.fallbackURL), ", fallback "+displayURL(be.fallbackURL), 1)
-	}
-	return desc + "; " + be.ordersDesc
-}
-
-// displayURL is store.Redact(rawURL) with the "//" of a URL without a
-// host kept: mem:// stays mem://, where net/url writes mem:.
-func displayURL(rawURL string) string {
-	r := store.Redact(rawURL)
-	scheme, _, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return r
-	}
-	scheme = strings.ToLower(scheme)
-	if rest, cut := strings.CutPrefix(r, scheme+":"); cut && !strings.HasPrefix(rest, "//") {
-		return scheme + "://" + rest
-	}
-	return r
+	return be.stack.String() + "; " + be.ordersDesc
 }
 
 // logTierEvent logs the tiered store's breaker changes and copy problems.

@@ -20,9 +20,10 @@ func TestBannerShowsStoreURLAsGiven(t *testing.T) {
 		svc := startTestService(t, cfg)
 		assert.Contains(t, "store: "+svc.backend.describe(), want, rawURL)
 	}
-	assert.Equal(t, "mem://", displayURL("mem://"))
-	assert.NotContains(t, displayURL("redis://:secret@h:1/0"), "secret")
-	assert.Equal(t, "mem://", displayURL("MEM://"), "the scheme in lower case, as store.Redact writes it")
-	assert.Equal(t, "bolt:///tmp/x.db", displayURL("bolt:///tmp/x.db"))
-	assert.Equal(t, "mem:", displayURL("mem:"))
+	cfg := defaultConfig()
+	cfg.stack.Store = "bolt://" + t.TempDir() + "/f.db?nosync=true"
+	cfg.stack.Fallback = "mem://"
+	cfg.addr = "127.0.0.1:0"
+	svc := startTestService(t, cfg)
+	assert.Contains(t, svc.backend.describe(), ", fallback mem://", "the fallback URL as given too")
 }

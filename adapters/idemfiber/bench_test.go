@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/gofiber/fiber/v3"
-	"github.com/idemkit/idemkit/adapters/idemfiber"
 	"github.com/valyala/fasthttp"
+
+	"github.com/idemkit/idemkit/adapters/idemfiber"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // BenchmarkReplay serves a replay through a Fiber app's handler in
@@ -13,7 +15,7 @@ import (
 // middleware's, the engine's and Fiber's own: compare with
 // BenchmarkNoMiddleware.
 func BenchmarkReplay(b *testing.B) {
-	guard, err := idemfiber.New(newEngine(b), idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader)))
+	guard, err := idemfiber.New(testkit.NewEngine(b), idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v3"
+
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemfiber"
-	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 const userHeader = "X-User-Id"
@@ -48,25 +47,6 @@ func (o *orders) handle(c fiber.Ctx) error {
 	c.Set("X-Not-Replayed", "yes")
 	c.Set("Content-Type", "application/json")
 	return c.Status(status).SendString(`{"id":` + strconv.FormatInt(n, 10) + `}`)
-}
-
-// newEngine returns an engine over a fresh memstore.
-func newEngine(t testing.TB) *idemkit.Engine {
-	t.Helper()
-	st, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return engineOn(t, st)
-}
-
-func engineOn(t testing.TB, st store.Store) *idemkit.Engine {
-	t.Helper()
-	e, err := idemkit.New(st, idemkit.WithObserver(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
 
 // serve starts a Fiber app on a loopback port with POST and PUT

@@ -14,18 +14,19 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v3"
+
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemfiber"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 const body = `{"sku":"book-42","qty":1}`
 
 func TestReplay(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 	first := send(t, "POST", u, body, as("alice", "k-1")...)
 	if first.status != http.StatusCreated || first.header.Get(idemfiber.ReplayedHeader) != "" {
 		t.Fatalf("first: %v", first)
@@ -53,7 +54,7 @@ func TestReplay(t *testing.T) {
 
 func TestKeyErrors(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 	cases := []struct {
 		name    string
 		headers []string
@@ -105,7 +106,7 @@ func checkProblem(t *testing.T, a answer, status int, typ string) {
 
 func TestMismatch(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o)
+	u := serve(t, testkit.NewEngine(t), o)
 	send(t, "POST", u+"/orders/1", body, as("alice", "k-secret")...)
 	checkProblem(t, send(t, "POST", u+"/orders/1", `{"sku":"book-42","qty":2}`, as("alice", "k-secret")...), 422, idemfiber.ProblemKeyMismatch)
 	checkProblem(t, send(t, "POST", u+"/orders/2", body, as("alice", "k-secret")...), 422, idemfiber.ProblemKeyMismatch)
@@ -117,7 +118,7 @@ func TestMismatch(t *testing.T) {
 
 func TestPrincipalsDoNotShareKeys(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 	a := send(t, "POST", u, body, as("alice", "k")...)
 	b := send(t, "POST", u, body, as("bob", "k")...)
 	if b.status != http.StatusCreated || b.body == a.body || b.header.Get(idemfiber.ReplayedHeader) != "" {
@@ -127,7 +128,7 @@ func TestPrincipalsDoNotShareKeys(t *testing.T) {
 
 func TestInProgress(t *testing.T) {
 	o := &orders{release: make(chan struct{})}
-	u := serve(t, newEngine(t), o) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 	var once sync.Once
 	release := func() { once.Do(func() { close(o.release) }) }
 	t.Cleanup(release) // before the server's shutdown, which waits for the handler
@@ -161,7 +162,7 @@ func TestNotStoredReleasesKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &orders{}
-			u := serve(t, newEngine(t), o) + "/orders/1"
+			u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 			tc.setup(o)
 			if a := send(t, "POST", u, body, as("alice", "k")...); a.status != tc.want {
 				t.Fatalf("first: %v, want %d", a, tc.want)
@@ -178,7 +179,7 @@ func TestNotStoredReleasesKey(t *testing.T) {
 
 func TestUnguardedMethodsPass(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 	for range 2 {
 		if a := send(t, "PUT", u, body); a.status != http.StatusCreated {
 			t.Fatalf("PUT without key or principal: %v", a)
@@ -191,7 +192,7 @@ func TestUnguardedMethodsPass(t *testing.T) {
 
 func TestOptionalKey(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o, idemfiber.WithOptionalKey()) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o, idemfiber.WithOptionalKey()) + "/orders/1"
 	if a := send(t, "POST", u, body, userHeader, "alice"); a.status != http.StatusCreated {
 		t.Fatalf("no key with WithOptionalKey: %v", a)
 	}
@@ -205,11 +206,7 @@ func (downStore) SetNX(context.Context, string, []byte, time.Duration) (bool, st
 }
 
 func TestStoreDown(t *testing.T) {
-	st, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := engineOn(t, downStore{st})
+	e := testkit.NewEngineOn(t, downStore{testkit.NewMem(t)})
 	o := &orders{}
 	a := send(t, "POST", serve(t, e, o)+"/orders/1", body, as("alice", "k-secret")...)
 	checkProblem(t, a, http.StatusServiceUnavailable, idemfiber.ProblemUnavailable)
@@ -223,7 +220,7 @@ func TestStoreDown(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	p := idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader))
 	cases := map[string][]idemfiber.Option{
 		"no principal":        nil,
@@ -252,7 +249,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // A cap of zero would store no response with a body and release every
 // key: a silent "off switch". It is refused, with idemhttp's wording.
 func TestNewRejectsNonPositiveMaxStoredResponse(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	p := idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader))
 	for _, n := range []int{0, -1} {
 		_, err := idemfiber.New(e, p, idemfiber.WithMaxStoredResponse(n))
@@ -268,7 +265,7 @@ func TestNewRejectsNonPositiveMaxStoredResponse(t *testing.T) {
 // A nil Option in a list (a conditional option left unset) is an error
 // from New, not a panic.
 func TestNewRejectsNilOption(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	p := idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader))
 	var err error
 	func() {
@@ -289,7 +286,7 @@ func TestNewRejectsNilOption(t *testing.T) {
 // has finished, the replay.
 func TestOneRunPerKey(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 	const n = 64
 	var wg sync.WaitGroup
 	answers := make([]answer, n)
@@ -311,7 +308,7 @@ func TestOneRunPerKey(t *testing.T) {
 // middleware before the guard set, such as CORS headers a browser needs to
 // read the error.
 func TestProblemKeepsEarlierHeaders(t *testing.T) {
-	guard, err := idemfiber.New(newEngine(t), idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader)))
+	guard, err := idemfiber.New(testkit.NewEngine(t), idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,18 +335,9 @@ func TestTooLargeIsNeverRunAgain(t *testing.T) {
 		e    func(t testing.TB) *idemkit.Engine
 		opts []idemfiber.Option
 	}{
-		{"middleware cap", newEngine, []idemfiber.Option{idemfiber.WithMaxStoredResponse(4)}},
-		{"engine cap", func(t testing.TB) *idemkit.Engine {
-			st, err := memstore.New()
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := idemkit.New(st, idemkit.WithObserver(nil), idemkit.WithMaxResultSize(8))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return e
-		}, nil},
+		{"middleware cap", func(t testing.TB) *idemkit.Engine { return testkit.NewEngine(t) },
+			[]idemfiber.Option{idemfiber.WithMaxStoredResponse(4)}},
+		{"engine cap", func(t testing.TB) *idemkit.Engine { return testkit.NewEngine(t, idemkit.WithMaxResultSize(8)) }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &orders{}
@@ -376,7 +364,7 @@ func TestTooLargeIsNeverRunAgain(t *testing.T) {
 // as idemhttp answers, never the first copy.
 func TestRepeatedPrincipalHeaderIsRefused(t *testing.T) {
 	o := &orders{}
-	u := serve(t, newEngine(t), o) + "/orders/1"
+	u := serve(t, testkit.NewEngine(t), o) + "/orders/1"
 	a := send(t, "POST", u, body, userHeader, "alice", userHeader, "mallory", idemfiber.DefaultKeyHeader, "k")
 	if a.status != http.StatusUnauthorized || o.runs.Load() != 0 {
 		t.Fatalf("repeated principal header: %v after %d runs, want 401 and no run", a, o.runs.Load())
@@ -391,7 +379,7 @@ func TestRepeatedPrincipalHeaderIsRefused(t *testing.T) {
 // own handler once, and neither replays the other's response (issue 11
 // item 6: the fiber key space is its own).
 func TestKeysDoNotMeetOtherTransports(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	o := &orders{}
 	u := serve(t, e, o) + "/orders/1"
 	guard, err := idemhttp.Idempotency(e, idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal(userHeader)))

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/gofiber/fiber/v3"
+
 	"github.com/idemkit/idemkit/adapters/idemfiber"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // TestPrincipalInRequestMemory: a principal function may return a string
@@ -22,7 +24,7 @@ import (
 // is UUID-sized: the engine then resumes the key digest from the cached
 // scope's hash state rather than rehashing the scope.
 func TestPrincipalInRequestMemory(t *testing.T) {
-	guard, err := idemfiber.New(newEngine(t), idemfiber.WithPrincipal(func(c fiber.Ctx) (string, error) {
+	guard, err := idemfiber.New(testkit.NewEngine(t), idemfiber.WithPrincipal(func(c fiber.Ctx) (string, error) {
 		return c.Get(userHeader), nil // valid only within the handler
 	}))
 	if err != nil {
@@ -47,7 +49,7 @@ func TestPrincipalInRequestMemory(t *testing.T) {
 // response, so no request's body, key or response is read from memory
 // fasthttp has handed to another request.
 func TestConcurrentRequestsKeepTheirOwn(t *testing.T) {
-	guard, err := idemfiber.New(newEngine(t), idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader)),
+	guard, err := idemfiber.New(testkit.NewEngine(t), idemfiber.WithPrincipal(idemfiber.TrustedHeaderPrincipal(userHeader)),
 		idemfiber.WithReplayHeaders("X-Key"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemfiber"
 	"github.com/idemkit/idemkit/internal/options/optionstest"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // TestOptionsFollowTheOptionRule: every option of the package is accepted
@@ -48,7 +49,7 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 		{name: "every error", opts: []idemfiber.Option{nil, byUser, idemfiber.WithMaxStoredResponse(-1), idemfiber.WithLogger(nil), nil},
 			errs: []string{"option 1 is nil", "WithMaxStoredResponse(-1): ", "WithLogger: ", "option 5 is nil"}},
 	}
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	var covered []string
 	for _, c := range cases {
 		covered = append(covered, c.option)

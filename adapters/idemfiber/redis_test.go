@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/redisstore"
 )
 
@@ -26,7 +27,7 @@ func TestTwoInstancesOneRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		urls = append(urls, serve(t, engineOn(t, st), o)+"/orders/1")
+		urls = append(urls, serve(t, testkit.NewEngineOn(t, st), o)+"/orders/1")
 	}
 	for round := range rounds {
 		key := "burst-" + strconv.Itoa(round)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // quietWriter is a ResponseWriter that allocates nothing of its own: its
@@ -39,7 +40,7 @@ func TestReplayAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts do not hold under -race")
 	}
-	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))(trivial)
+	h := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))(trivial)
 	body := benchBodies[0]
 	rd := bytes.NewReader(body)
 	r, err := http.NewRequest(http.MethodPost, "/orders", rd)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/memstore"
 )
 
@@ -23,7 +24,7 @@ var trivial = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 })
 
 func benchEngine(b *testing.B) *idemkit.Engine {
-	return engineOver(b, newMemstore(b, memstore.WithCapacity(1<<20)))
+	return testkit.NewEngineOn(b, testkit.NewMem(b, memstore.WithCapacity(1<<20)))
 }
 
 // benchMux registers trivial, wrapped by mw when it is not nil.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // echoBody answers 201 with the request body it read.
@@ -36,7 +37,7 @@ type onlyReader struct{ io.Reader }
 // relative to the buffers the middleware reads into, with and without a
 // known Content-Length, and the replay returns what the first run saw.
 func TestBodySizes(t *testing.T) {
-	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMaxStoredResponse(1<<20)))(echoBody)
+	h := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithMaxStoredResponse(1<<20)))(echoBody)
 	for _, n := range []int{0, 1, 511, 512, 4095, 4096, 4097, 8192, 70000} {
 		for _, known := range []bool{true, false} {
 			body := []byte(strings.Repeat("x", n))
@@ -67,7 +68,7 @@ func TestBodySizes(t *testing.T) {
 // their body buffers for reuse: every handler must see its own body, and
 // every replay the response of its own key.
 func TestBodiesConcurrent(t *testing.T) {
-	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))(echoBody)
+	h := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))(echoBody)
 	const workers, rounds = 8, 50
 	var wg sync.WaitGroup
 	for g := range workers {
@@ -95,7 +96,7 @@ func TestBodiesConcurrent(t *testing.T) {
 // handler then runs (it reads the restored copy) or the response is
 // replayed; a body over the cap is left to the server.
 func TestBodyClosedOnceRead(t *testing.T) {
-	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMaxBody(10)))(echoBody)
+	h := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithMaxBody(10)))(echoBody)
 	send := func(body string) (*httptest.ResponseRecorder, *atomic.Int32) {
 		cc := closeCounter{Reader: strings.NewReader(body), closed: new(atomic.Int32)}
 		r := httptest.NewRequest(http.MethodPost, "/orders", nil)
@@ -122,7 +123,7 @@ func TestBodyClosedOnceRead(t *testing.T) {
 // next request.
 func TestReplayKeepsTheConnection(t *testing.T) {
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))(echoBody))
+	mux.Handle("POST /orders", mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))(echoBody))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	var reused []bool

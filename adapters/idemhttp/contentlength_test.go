@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // contentLengthSizes are body sizes around net/http's HTTP/1 buffer (2048
@@ -25,7 +26,7 @@ var contentLengthSizes = []int{0, 1, 2047, 2048, 2049, 4096, 4097, 100_000}
 // sizedMux serves, on every path, a response of the status and body size
 // the path names ("/201/2048"), for the methods given.
 func sizedMux(t *testing.T, methods ...string) http.Handler {
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMethods(methods...),
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithMethods(methods...),
 		idemhttp.WithStorePolicy(idemhttp.StoreAll)))
 	return mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var status, size int

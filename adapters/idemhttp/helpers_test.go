@@ -12,33 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
-	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 const userHeader = "X-User"
 
 var byUser = idemhttp.WithPrincipal(idemhttp.TrustedHeaderPrincipal(userHeader))
-
-func newEngine(t testing.TB, opts ...idemkit.Option) *idemkit.Engine {
-	return engineOver(t, newMemstore(t), opts...)
-}
-
-// newMemstore returns a memstore closed when the test ends.
-func newMemstore(t testing.TB, opts ...memstore.Option) *memstore.Store {
-	s, err := memstore.New(opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func engineOver(t testing.TB, s store.Store, opts ...idemkit.Option) *idemkit.Engine {
-	e, err := idemkit.New(s, append([]idemkit.Option{idemkit.WithObserver(nil)}, opts...)...)
-	require.NoError(t, err)
-	return e
-}
 
 // req describes one test request.
 type req struct {
@@ -132,7 +112,7 @@ func mustMiddleware(t testing.TB) func(func(http.Handler) http.Handler, error) f
 // connection, with a client that does not decompress.
 func liveServer(t *testing.T, h http.HandlerFunc, opts ...idemhttp.Option) (*httptest.Server, *http.Client) {
 	t.Helper()
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append([]idemhttp.Option{byUser}, opts...)...))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), append([]idemhttp.Option{byUser}, opts...)...))
 	mux := http.NewServeMux()
 	mux.Handle("/orders", mw(h))
 	srv := httptest.NewServer(mux)

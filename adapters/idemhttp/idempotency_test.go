@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -129,7 +130,7 @@ func TestIdempotencyStatusPaths(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &api{}
-			mux := keyMux(t, newEngine(t), a, tc.opts...)
+			mux := keyMux(t, testkit.NewEngine(t), a, tc.opts...)
 			for _, q := range tc.before {
 				serve(mux, q)
 			}
@@ -154,7 +155,7 @@ func TestIdempotencyStorePolicy(t *testing.T) {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			assert.Equal(t, stored, idemhttp.DefaultStorePolicy(status))
 			a := &api{}
-			mux := keyMux(t, newEngine(t), a)
+			mux := keyMux(t, testkit.NewEngine(t), a)
 			q := req{user: "u", key: "k", header: http.Header{"X-Status": {strconv.Itoa(status)}}}
 			first := serve(mux, q)
 			require.Equal(t, status, first.Code)
@@ -177,7 +178,7 @@ func TestIdempotencyMalformedKeys(t *testing.T) {
 	invalid := []string{"", " ", `""`, long + "k", `"` + long + `k"`, "a\x01b", "caf\u00e9", `"a` + "\x7f" + `"`,
 		`"abc`, `abc"`, `"a"b"`, `"a\x"`, `"a\"`, "a b", "a,b", `a"b`, "a;b", "(a)"}
 	a := &api{}
-	mux := keyMux(t, newEngine(t), a)
+	mux := keyMux(t, testkit.NewEngine(t), a)
 	for _, k := range valid {
 		w := serve(mux, req{user: "u", key: k, header: http.Header{}})
 		assert.Equal(t, 201, w.Code, "key %q: %s", k, w.Body)
@@ -230,7 +231,7 @@ func TestIdempotencyReplayIsByteForByte(t *testing.T) {
 	for name, write := range bodies {
 		t.Run(name, func(t *testing.T) {
 			var runs atomic.Int32
-			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithReplayHeaders("x-order-tag")))
+			mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithReplayHeaders("x-order-tag")))
 			mux := http.NewServeMux()
 			mux.Handle("POST /orders", mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				runs.Add(1)
@@ -274,7 +275,7 @@ func TestIdempotencyConcurrentSameKeyRunsOnce(t *testing.T) {
 			if wait {
 				opts = append(opts, idemhttp.WithWait(time.Millisecond))
 			}
-			mux := keyMux(t, newEngine(t), a, opts...)
+			mux := keyMux(t, testkit.NewEngine(t), a, opts...)
 			q := req{user: "alice", key: "same", body: `{"sku":"x"}`}
 			const n = 50
 			results := make([]*httptest.ResponseRecorder, n)
@@ -317,7 +318,7 @@ func TestIdempotencyConcurrentSameKeyRunsOnce(t *testing.T) {
 
 func TestIdempotencyInProgressThenReplay(t *testing.T) {
 	a := &api{gate: make(chan struct{})}
-	mux := keyMux(t, newEngine(t), a)
+	mux := keyMux(t, testkit.NewEngine(t), a)
 	q := req{user: "alice", key: "k"}
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- serve(mux, q) }()
@@ -369,7 +370,7 @@ func TestIdempotencyStreamedResponse(t *testing.T) {
 		for _, tc := range unstoredCases {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				var runs atomic.Int32
-				mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser)...))
+				mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), append(tc.opts, byUser)...))
 				h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 					runs.Add(1)
 					w.Header().Set("Content-Type", "text/event-stream")
@@ -393,7 +394,7 @@ func TestIdempotencyHijackedResponse(t *testing.T) {
 	for _, tc := range unstoredCases {
 		t.Run(tc.name, func(t *testing.T) {
 			var runs atomic.Int32
-			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser)...))
+			mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), append(tc.opts, byUser)...))
 			served := make(chan struct{}, 2)
 			guarded := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				runs.Add(1)
@@ -444,7 +445,7 @@ func TestIdempotencyLargeResponse(t *testing.T) {
 			t.Run(tc.name+"/"+size, func(t *testing.T) {
 				var logs bytes.Buffer
 				var runs atomic.Int32
-				mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), append(tc.opts, byUser,
+				mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), append(tc.opts, byUser,
 					idemhttp.WithMaxStoredResponse(64), idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))...))
 				big := strings.Repeat("x", 100)
 				if size != "body over the cap" {
@@ -476,7 +477,7 @@ func TestTokenLargeResponse(t *testing.T) {
 	for _, tc := range unstoredCases {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &api{}
-			mux := tokenMux(t, newEngine(t), a, append(tc.opts, idemhttp.WithMaxStoredResponse(8))...)
+			mux := tokenMux(t, testkit.NewEngine(t), a, append(tc.opts, idemhttp.WithMaxStoredResponse(8))...)
 			q := req{user: "alice", token: issue(t, mux, "alice")}
 			assert.Equal(t, 201, serve(mux, q).Code)
 			w := serve(mux, q)
@@ -499,7 +500,7 @@ func TestIdempotencyEngineResultCap(t *testing.T) {
 	for _, release := range []bool{false, true} {
 		var logs bytes.Buffer
 		var runs atomic.Int32
-		e := newEngine(t, idemkit.WithMaxResultSize(32))
+		e := testkit.NewEngine(t, idemkit.WithMaxResultSize(32))
 		opts := []idemhttp.Option{byUser, idemhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}
 		if release {
 			opts = append(opts, idemhttp.WithEngineOptions(idemkit.WithOversized(idemkit.ReleaseKey)))
@@ -533,7 +534,7 @@ func TestIdempotencyEngineResultCap(t *testing.T) {
 
 func TestIdempotencyPanicReleasesKey(t *testing.T) {
 	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if runs.Add(1) == 1 {
 			panic("boom")
@@ -556,14 +557,14 @@ func TestStoreDown(t *testing.T) {
 	q := req{user: "alice", key: "k", token: "tok_0123456789abcdefghijkl"}
 	for name, mode := range modes {
 		t.Run(name+"/fail-closed", func(t *testing.T) {
-			h := mustMiddleware(t)(mode(engineOver(t, storetest.Unavailable()), byUser))(ok)
+			h := mustMiddleware(t)(mode(testkit.NewEngineOn(t, storetest.Unavailable()), byUser))(ok)
 			w := serve(h, q)
 			requireProblem(t, w, 503, idemhttp.ProblemUnavailable)
 			assert.Equal(t, "1", w.Header().Get("Retry-After"))
 		})
 		t.Run(name+"/fail-open", func(t *testing.T) {
 			var runs atomic.Int32
-			h := mustMiddleware(t)(mode(engineOver(t, storetest.Unavailable()), byUser, failOpen))(http.HandlerFunc(
+			h := mustMiddleware(t)(mode(testkit.NewEngineOn(t, storetest.Unavailable()), byUser, failOpen))(http.HandlerFunc(
 				func(w http.ResponseWriter, r *http.Request) { runs.Add(1); ok(w, r) }))
 			for i := range 2 {
 				w := serve(h, q)
@@ -574,7 +575,7 @@ func TestStoreDown(t *testing.T) {
 		})
 	}
 	t.Run("TokenIssuer", func(t *testing.T) {
-		iss, err := idemhttp.TokenIssuer(engineOver(t, storetest.Unavailable()), byUser, failOpen)
+		iss, err := idemhttp.TokenIssuer(testkit.NewEngineOn(t, storetest.Unavailable()), byUser, failOpen)
 		require.NoError(t, err)
 		requireProblem(t, serve(iss, req{user: "alice"}), 503, idemhttp.ProblemUnavailable)
 	})
@@ -613,7 +614,7 @@ func TestConstructorsValidate(t *testing.T) {
 		{"nil logger", []idemhttp.Option{byUser, idemhttp.WithLogger(nil)}, all},
 		{"wait poll", []idemhttp.Option{byUser, idemhttp.WithWait(-time.Second)}, "Idempotency Token"},
 	}
-	for name, ctor := range constructors(newEngine(t)) {
+	for name, ctor := range constructors(testkit.NewEngine(t)) {
 		require.NoError(t, ctor(byUser), name)
 		for _, b := range bad {
 			if !strings.Contains(b.in, name) {
@@ -633,7 +634,7 @@ func TestConstructorsValidate(t *testing.T) {
 // invalid one, one set per engine (namespace) or one set per request by
 // the middleware itself (scope) fails the constructor.
 func TestInvalidEngineOptionIsRejectedAtConstruction(t *testing.T) {
-	for name, ctor := range constructors(newEngine(t)) {
+	for name, ctor := range constructors(testkit.NewEngine(t)) {
 		for why, opt := range map[string]idemkit.Option{
 			"negative lease": idemkit.WithLease(-1),
 			"namespace":      idemkit.WithNamespace("other"),
@@ -684,7 +685,7 @@ func TestIdempotencyReplayKeepsContentEncoding(t *testing.T) {
 // handler runs once and nobody ever gets the other's response.
 func TestIdempotencyPrincipalsNeverShareResponses(t *testing.T) {
 	var runs sync.Map
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithWait(time.Millisecond)))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithWait(time.Millisecond)))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := r.Header.Get(userHeader)
 		n, _ := runs.LoadOrStore(u, new(atomic.Int32))
@@ -716,7 +717,7 @@ func TestIdempotencyPrincipalsNeverShareResponses(t *testing.T) {
 
 func TestIdempotencyPayloadWindow(t *testing.T) {
 	a := &api{}
-	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
+	mux := keyMux(t, testkit.NewEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
 	order := req{user: "alice", key: "click-1", body: `{"sku":"x"}`}
 	require.Equal(t, 201, serve(mux, order).Code)
 
@@ -735,17 +736,17 @@ func TestIdempotencyPayloadWindow(t *testing.T) {
 	assert.Equal(t, 201, serve(mux, bob).Code, "another principal's payload is its own")
 	assert.EqualValues(t, 3, a.runs.Load())
 
-	plain := keyMux(t, newEngine(t), &api{})
+	plain := keyMux(t, testkit.NewEngine(t), &api{})
 	require.Equal(t, 201, serve(plain, order).Code)
 	assert.Equal(t, 201, serve(plain, again).Code, "off by default")
 
-	_, err := idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithPayloadWindow(0))
+	_, err := idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithPayloadWindow(0))
 	assert.ErrorIs(t, err, idemkit.ErrInvalid)
 }
 
 func TestIdempotencyPayloadWindowEnds(t *testing.T) {
 	a := &api{}
-	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(20*time.Millisecond))
+	mux := keyMux(t, testkit.NewEngine(t), a, idemhttp.WithPayloadWindow(20*time.Millisecond))
 	require.Equal(t, 201, serve(mux, req{user: "alice", key: "k1", body: "b"}).Code)
 	n := 1
 	require.Eventually(t, func() bool {
@@ -759,7 +760,7 @@ func TestIdempotencyPayloadWindowEnds(t *testing.T) {
 // runs; every other is told the payload was already submitted.
 func TestIdempotencyPayloadWindowConcurrentKeysRunOnce(t *testing.T) {
 	a := &api{delay: time.Millisecond}
-	mux := keyMux(t, newEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
+	mux := keyMux(t, testkit.NewEngine(t), a, idemhttp.WithPayloadWindow(time.Hour))
 	const n = 50
 	results := make([]*httptest.ResponseRecorder, n)
 	var start, wg sync.WaitGroup
@@ -792,7 +793,7 @@ func TestIdempotencyPayloadWindowConcurrentKeysRunOnce(t *testing.T) {
 // that its response was not stored.
 func TestIdempotencyConcurrentStreamedRunsOnce(t *testing.T) {
 	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		runs.Add(1)
 		_, _ = io.WriteString(w, "data: 1\n\n")

@@ -9,6 +9,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/internal/options/optionstest"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -88,7 +89,7 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 		{name: "every error", opts: []idemhttp.Option{nil, idemhttp.WithMaxBody(0), idemhttp.WithLogger(slog.Default()), idemhttp.WithLogger(nil), nil},
 			errs: []string{"option 2 is nil", "WithMaxBody(0): ", "WithLogger: ", "option 6 is nil"}},
 	}
-	ctors := constructors(newEngine(t))
+	ctors := constructors(testkit.NewEngine(t))
 	var covered []string
 	for _, c := range cases {
 		covered = append(covered, c.option)

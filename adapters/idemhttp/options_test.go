@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/keying"
 )
 
@@ -28,7 +29,7 @@ func constructors(e *idemkit.Engine) map[string]func(...idemhttp.Option) error {
 // A nil logger would be replaced by slog.Default() without a word; like
 // every other nil option of the package it is refused.
 func TestWithLoggerRefusesNil(t *testing.T) {
-	for name, ctor := range constructors(newEngine(t)) {
+	for name, ctor := range constructors(testkit.NewEngine(t)) {
 		err := ctor(byUser, idemhttp.WithLogger(nil))
 		require.ErrorIs(t, err, idemkit.ErrInvalid, name)
 		assert.Contains(t, err.Error(), "nil logger", name)
@@ -42,7 +43,7 @@ func TestWithVolatileAndWithFingerprinterAreExclusive(t *testing.T) {
 	fp, err := keying.NewFingerprinter()
 	require.NoError(t, err)
 	for _, name := range []string{"Idempotency", "Window"} {
-		ctor := constructors(newEngine(t))[name]
+		ctor := constructors(testkit.NewEngine(t))[name]
 		for _, opts := range [][]idemhttp.Option{
 			{byUser, idemhttp.WithVolatile("ts"), idemhttp.WithFingerprinter(fp)},
 			{byUser, idemhttp.WithFingerprinter(fp), idemhttp.WithVolatile("ts")},
@@ -92,7 +93,7 @@ func TestOptionsRefusedOutsideTheirMode(t *testing.T) {
 		{"WithProblemMembers", idemhttp.WithProblemMembers(0), all},
 		{"WithProblemInstance", idemhttp.WithProblemInstance(idemhttp.UUIDInstance), all},
 	}
-	for ctorName, ctor := range constructors(newEngine(t)) {
+	for ctorName, ctor := range constructors(testkit.NewEngine(t)) {
 		for _, o := range options {
 			err := ctor(byUser, o.opt)
 			if strings.Contains(o.in, ctorName) {
@@ -110,7 +111,7 @@ func TestOptionsRefusedOutsideTheirMode(t *testing.T) {
 // In Token mode the body is read only for the token's form field, so
 // WithMaxBody without WithTokenField would bound nothing.
 func TestWithMaxBodyInTokenModeNeedsWithTokenField(t *testing.T) {
-	ctor := constructors(newEngine(t))["Token"]
+	ctor := constructors(testkit.NewEngine(t))["Token"]
 	err := ctor(byUser, idemhttp.WithMaxBody(10))
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 	assert.Contains(t, err.Error(), "WithTokenField")
@@ -121,7 +122,7 @@ func TestWithMaxBodyInTokenModeNeedsWithTokenField(t *testing.T) {
 // A nil Option in a list (a conditional option left unset) is an error
 // from the constructor, not a panic.
 func TestNilOptionIsRefused(t *testing.T) {
-	for name, ctor := range constructors(newEngine(t)) {
+	for name, ctor := range constructors(testkit.NewEngine(t)) {
 		var err error
 		require.NotPanics(t, func() { err = ctor(byUser, nil) }, name)
 		require.ErrorIs(t, err, idemkit.ErrInvalid, name)
@@ -134,7 +135,7 @@ func TestNilOptionIsRefused(t *testing.T) {
 // whatever the order of the options.
 func TestWithReplayHeadersRefusesTheReplayHeader(t *testing.T) {
 	for _, name := range []string{"Idempotency", "Token"} {
-		ctor := constructors(newEngine(t))[name]
+		ctor := constructors(testkit.NewEngine(t))[name]
 		for why, opts := range map[string][]idemhttp.Option{
 			"the default replay":      {byUser, idemhttp.WithReplayHeaders(idemhttp.ReplayedHeader)},
 			"a custom replay, after":  {byUser, idemhttp.WithReplayHeader("X-Replay"), idemhttp.WithReplayHeaders("x-replay")},

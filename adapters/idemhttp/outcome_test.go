@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // A handler whose downstream call timed out marks the outcome unknown and
@@ -34,8 +35,8 @@ func TestOutcomeUnknownKeepsTheKey(t *testing.T) {
 		_, _ = io.WriteString(w, "timed out")
 	})
 	for name, mw := range map[string]func(http.Handler) http.Handler{
-		"Idempotency": mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser)),
-		"StoreAll":    mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithStorePolicy(idemhttp.StoreAll))),
+		"Idempotency": mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser)),
+		"StoreAll":    mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithStorePolicy(idemhttp.StoreAll))),
 	} {
 		t.Run(name, func(t *testing.T) {
 			runs.Store(0)
@@ -89,7 +90,7 @@ func TestOutcomeUnknownAfterAStreamedStartThenAbort(t *testing.T) {
 // success does, though ReleaseOnError would release it after a 5xx.
 func TestOutcomeUnknownKeepsTheWindow(t *testing.T) {
 	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Window(newEngine(t), byUser,
+	mw := mustMiddleware(t)(idemhttp.Window(testkit.NewEngine(t), byUser,
 		idemhttp.WithEngineOptions(idemkit.WithRelease(idemkit.ReleaseOnError))))
 	srv := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)

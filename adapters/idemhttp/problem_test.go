@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/storetest"
 )
 
@@ -26,7 +27,7 @@ func decodeMembers(t *testing.T, w *httptest.ResponseRecorder) map[string]any {
 }
 
 func TestProblemInstanceIsFreshPerResponse(t *testing.T) {
-	mux := keyMux(t, newEngine(t), &api{})
+	mux := keyMux(t, testkit.NewEngine(t), &api{})
 	seen := map[string]bool{}
 	for range 20 {
 		p := requireProblem(t, serve(mux, req{user: "alice"}), 400, idemhttp.ProblemKeyMissing)
@@ -37,7 +38,7 @@ func TestProblemInstanceIsFreshPerResponse(t *testing.T) {
 
 func TestProblemInstanceFunction(t *testing.T) {
 	byRequestID := idemhttp.WithProblemInstance(func(r *http.Request) string { return "urn:example:req:" + r.Header.Get("X-Request-Id") })
-	mux := keyMux(t, newEngine(t), &api{}, byRequestID)
+	mux := keyMux(t, testkit.NewEngine(t), &api{}, byRequestID)
 	w := serve(mux, req{user: "alice", header: http.Header{"X-Request-Id": {"r-7"}}})
 	assert.Equal(t, "urn:example:req:r-7", decodeMembers(t, w)["instance"])
 }
@@ -46,7 +47,7 @@ func TestProblemInstanceFunction(t *testing.T) {
 // problem paths of each mode run through requireProblem, which checks it.
 func TestProblemRetryableAgreesWithRetryAfter(t *testing.T) {
 	a := &api{gate: make(chan struct{})}
-	mux := keyMux(t, newEngine(t), a)
+	mux := keyMux(t, testkit.NewEngine(t), a)
 	q := req{user: "alice", key: "k", body: `{"n":1}`}
 	done := make(chan struct{})
 	go func() { serve(mux, q); close(done) }()
@@ -57,7 +58,7 @@ func TestProblemRetryableAgreesWithRetryAfter(t *testing.T) {
 	<-done
 	p = requireProblem(t, serve(mux, req{user: "alice", key: "k", body: `{"n":2}`}), 422, idemhttp.ProblemKeyMismatch)
 	assert.False(t, *p.Retryable)
-	down := keyMux(t, engineOver(t, storetest.Unavailable()), &api{})
+	down := keyMux(t, testkit.NewEngineOn(t, storetest.Unavailable()), &api{})
 	p = requireProblem(t, serve(down, q), 503, idemhttp.ProblemUnavailable)
 	assert.True(t, *p.Retryable)
 }
@@ -66,7 +67,7 @@ func TestProblemRetryableAgreesWithRetryAfter(t *testing.T) {
 // helps to match an error to the request; a malformed key, a token and
 // the principal never do.
 func TestProblemIdempotencyKeyEcho(t *testing.T) {
-	mux := keyMux(t, newEngine(t), &api{})
+	mux := keyMux(t, testkit.NewEngine(t), &api{})
 	require.Equal(t, 201, serve(mux, req{user: "alice", key: "order-1", body: `{"n":1}`}).Code)
 	p := requireProblem(t, serve(mux, req{user: "alice", key: `"order-1"`, body: `{"n":2}`}), 422, idemhttp.ProblemKeyMismatch)
 	assert.Equal(t, "order-1", p.IdempotencyKey, "the parsed key, unquoted")
@@ -75,7 +76,7 @@ func TestProblemIdempotencyKeyEcho(t *testing.T) {
 	requireProblem(t, bad, 400, idemhttp.ProblemKeyInvalid)
 	assert.NotContains(t, decodeMembers(t, bad), "idempotency_key", "a malformed key is not echoed")
 
-	tokens := tokenMux(t, newEngine(t), &api{})
+	tokens := tokenMux(t, testkit.NewEngine(t), &api{})
 	tok := issue(t, tokens, "alice")
 	w := serve(tokens, req{user: "bob", token: tok})
 	requireProblem(t, w, 400, idemhttp.ProblemTokenInvalid)
@@ -94,7 +95,7 @@ func TestProblemMembersOption(t *testing.T) {
 		{idemhttp.MemberIdempotencyKey, []string{"idempotency_key"}},
 		{idemhttp.DefaultProblemMembers, []string{"instance", "retryable", "idempotency_key"}},
 	} {
-		mux := keyMux(t, newEngine(t), &api{}, idemhttp.WithProblemMembers(tc.members))
+		mux := keyMux(t, testkit.NewEngine(t), &api{}, idemhttp.WithProblemMembers(tc.members))
 		serve(mux, req{user: "alice", key: "k", body: "1"})
 		got := decodeMembers(t, serve(mux, req{user: "alice", key: "k", body: "2"}))
 		for _, m := range []string{"instance", "retryable", "idempotency_key"} {
@@ -108,11 +109,11 @@ func TestProblemMembersOption(t *testing.T) {
 
 func TestProblemBaseOption(t *testing.T) {
 	const base = "https://docs.example.com/errors/"
-	mux := keyMux(t, newEngine(t), &api{}, idemhttp.WithProblemBase(base))
+	mux := keyMux(t, testkit.NewEngine(t), &api{}, idemhttp.WithProblemBase(base))
 	w := serve(mux, req{user: "alice"})
 	assert.Equal(t, base+"key-missing", decodeMembers(t, w)["type"])
 	for _, bad := range []string{"", "relative/path/", "https://exa mple.com/", "::"} {
-		_, err := idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithProblemBase(bad))
+		_, err := idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithProblemBase(bad))
 		assert.ErrorIs(t, err, idemkit.ErrInvalid, "base %q", bad)
 	}
 }
@@ -142,7 +143,7 @@ func TestProblemTypesDocumentEveryType(t *testing.T) {
 }
 
 func TestReplayHeaderOption(t *testing.T) {
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithReplayHeader("x-replayed")))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithReplayHeader("x-replayed")))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Replayed", "spoofed by the handler")
 		w.WriteHeader(http.StatusCreated)
@@ -153,6 +154,6 @@ func TestReplayHeaderOption(t *testing.T) {
 	again := serve(h, q)
 	assert.Equal(t, []string{"true"}, again.Header().Values("X-Replayed"))
 	assert.Empty(t, again.Header().Values(idemhttp.ReplayedHeader))
-	_, err := idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithReplayHeader("bad header"))
+	_, err := idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithReplayHeader("bad header"))
 	assert.ErrorIs(t, err, idemkit.ErrInvalid)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // net/http ignores header changes made after WriteHeader (or the first
@@ -83,7 +84,7 @@ func TestRecorderDropsInformationalAfterFinal(t *testing.T) {
 // is released (configured) so that both connections are upgraded.
 func TestRecorderHijackSendsWhatWasWrittenBefore(t *testing.T) {
 	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMethods(http.MethodGet),
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithMethods(http.MethodGet),
 		idemhttp.WithUnstored(idemhttp.KeepTerminal, idemhttp.ReleaseKey)))
 	guarded := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		runs.Add(1)
@@ -127,7 +128,7 @@ type noHijack struct{ *httptest.ResponseRecorder }
 // to a normal response is still guarded.
 func TestRecorderFailedHijackKeepsTheResponseGuarded(t *testing.T) {
 	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		runs.Add(1)
 		w.WriteHeader(http.StatusCreated)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // TestBodiesConcurrentOverAServer sends 32 clients' distinct bodies, with
@@ -23,7 +24,7 @@ import (
 // see its own body, whole, however the pooled buffers are reused.
 func TestBodiesConcurrentOverAServer(t *testing.T) {
 	const limit = 9000
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	// The handler answers 201 and its body only when it got the body the
 	// client sent: X-Id starts it and X-Len is its length.
 	own := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,7 +102,7 @@ func TestBodyReadAfterTheHandlerReturns(t *testing.T) {
 	var mu sync.Mutex
 	kept := map[string]io.Reader{}
 	halves := map[string][]byte{}
-	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		half := make([]byte, r.ContentLength/2)
 		_, _ = io.ReadFull(r.Body, half)
 		k := r.Header.Get(idemhttp.DefaultKeyHeader)
@@ -134,7 +135,7 @@ func TestBodyReadAfterTheHandlerReturns(t *testing.T) {
 // Content-Length.
 func TestMaxBodyAroundThePooledSize(t *testing.T) {
 	for _, limit := range []int64{100, 4095, 4096, 4097, 8192} {
-		h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMaxBody(limit),
+		h := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithMaxBody(limit),
 			idemhttp.WithMaxStoredResponse(1<<20)))(echoBody)
 		for _, n := range []int64{0, limit - 1, limit, limit + 1, 4095, 4096, 4097} {
 			for _, known := range []bool{true, false} {
@@ -164,7 +165,7 @@ func TestMaxBodyAroundThePooledSize(t *testing.T) {
 // the stored response.
 func TestReplayHeaderValuesAreTheReplaysOwn(t *testing.T) {
 	body := strings.Repeat("h", 3000) // over 2048 bytes: Content-Length is in the header map
-	h := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithReplayHeaders("X-Tag")))(
+	h := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithReplayHeaders("X-Tag")))(
 		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Location", "/orders/1")
 			w.Header()["X-Tag"] = []string{"a", "b"}
@@ -193,7 +194,7 @@ func TestReplayHeaderValuesAreTheReplaysOwn(t *testing.T) {
 func TestReplayContentLengthByStatusAndMethod(t *testing.T) {
 	for _, status := range []int{200, 201, 202, 204, 205, 304} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodHead} {
-			mw := mustMiddleware(t)(idemhttp.Idempotency(newEngine(t), byUser, idemhttp.WithMethods(method),
+			mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithMethods(method),
 				idemhttp.WithStorePolicy(idemhttp.StoreAll)))
 			srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "text/plain")
@@ -236,7 +237,7 @@ func TestKeyCharacterClasses(t *testing.T) {
 		}
 	}
 	a := &api{}
-	mux := keyMux(t, newEngine(t), a)
+	mux := keyMux(t, testkit.NewEngine(t), a)
 	seen := map[string]bool{}
 	try := func(header, key string) {
 		t.Helper()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/keying"
 	"github.com/idemkit/idemkit/store"
 )
@@ -28,7 +29,7 @@ func TestBodyCapWithUnknownLength(t *testing.T) {
 	const limit = 1000
 	for _, n := range []int{0, 1, limit - 1, limit} {
 		a := &api{}
-		mux := keyMux(t, newEngine(t), a, idemhttp.WithMaxBody(limit))
+		mux := keyMux(t, testkit.NewEngine(t), a, idemhttp.WithMaxBody(limit))
 		payload := strings.Repeat("z", n)
 		r := httptest.NewRequest(http.MethodPost, "/orders", chunkedBody{strings.NewReader(payload)})
 		require.EqualValues(t, -1, r.ContentLength)
@@ -41,7 +42,7 @@ func TestBodyCapWithUnknownLength(t *testing.T) {
 	}
 	for _, n := range []int{limit + 1, 3 * limit} {
 		a := &api{}
-		mux := keyMux(t, newEngine(t), a, idemhttp.WithMaxBody(limit))
+		mux := keyMux(t, testkit.NewEngine(t), a, idemhttp.WithMaxBody(limit))
 		r := httptest.NewRequest(http.MethodPost, "/orders", chunkedBody{strings.NewReader(strings.Repeat("z", n))})
 		r.Header.Set(userHeader, "alice")
 		r.Header.Set(idemhttp.DefaultKeyHeader, "k")
@@ -55,7 +56,7 @@ func TestBodyCapWithUnknownLength(t *testing.T) {
 // A server-wide http.MaxBytesReader limit is a 413 too, not "unreadable".
 func TestBodyOuterMaxBytesReaderIs413(t *testing.T) {
 	a := &api{}
-	mux := keyMux(t, newEngine(t), a)
+	mux := keyMux(t, testkit.NewEngine(t), a)
 	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 8)
 		mux.ServeHTTP(w, r)
@@ -75,7 +76,7 @@ func (stalled) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 // allocate the whole cap up front for bytes that never arrive (a few header
 // bytes would then pin a megabyte each).
 func TestBodyDeclaredLengthIsNotPreallocated(t *testing.T) {
-	mux := keyMux(t, newEngine(t), &api{})
+	mux := keyMux(t, testkit.NewEngine(t), &api{})
 	const n = 16
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -119,8 +120,8 @@ func (s *keyRecorder) taken() []string {
 // keys share one scope (idemkit.ScopeOf), which another principal's never
 // do.
 func TestPrincipalIsTheEngineScope(t *testing.T) {
-	rec := &keyRecorder{Store: newMemstore(t)}
-	e := engineOver(t, rec)
+	rec := &keyRecorder{Store: testkit.NewMem(t)}
+	e := testkit.NewEngineOn(t, rec)
 	key := mustMiddleware(t)(idemhttp.Idempotency(e, byUser, idemhttp.WithPayloadWindow(time.Minute)))(&api{})
 	window := mustMiddleware(t)(idemhttp.Window(e, byUser))(&api{})
 	token := mustMiddleware(t)(idemhttp.Token(e, byUser))(&api{})
@@ -158,7 +159,7 @@ func TestPrincipalIsTheEngineScope(t *testing.T) {
 // error, rather than one scope shared by every anonymous caller.
 func TestEmptyPrincipalIs401(t *testing.T) {
 	anonymous := idemhttp.WithPrincipal(func(*http.Request) (string, error) { return "", nil })
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	for name, mw := range map[string]func(*idemkit.Engine, ...idemhttp.Option) (func(http.Handler) http.Handler, error){
 		"Idempotency": idemhttp.Idempotency, "Window": idemhttp.Window, "Token": idemhttp.Token,
 	} {
@@ -177,7 +178,7 @@ func TestEmptyPrincipalIs401(t *testing.T) {
 // with its own space) or by a direct call is a different key, so neither
 // replays the other's result.
 func TestKeysAreNamespacedByTransport(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx := context.Background()
 	a := &api{}
 	mux := keyMux(t, e, a)

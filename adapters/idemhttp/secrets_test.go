@@ -21,6 +21,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
 )
@@ -112,12 +113,12 @@ func TestSecretsNeverReachLogsOrClients(t *testing.T) {
 func testSecrets(t *testing.T, readable bool) {
 	const principal, key = "principal-Zq9w", "client-key-Xk7p"
 	var logs captured
-	fs := &faultStore{Store: newMemstore(t)}
+	fs := &faultStore{Store: testkit.NewMem(t)}
 	engineOpts := []idemkit.Option{idemkit.WithObserver(idemkit.SlogObserver(logs.logger())), idemkit.WithMaxResultSize(4096)}
 	if readable {
 		engineOpts = []idemkit.Option{idemkit.WithReadableKeys(), idemkit.WithMaxResultSize(4096)}
 	}
-	e := engineOver(t, fs, engineOpts...)
+	e := testkit.NewEngineOn(t, fs, engineOpts...)
 	opts := []idemhttp.Option{byUser, idemhttp.WithLogger(logs.logger())}
 	stored := append(slices.Clip(opts), idemhttp.WithMaxStoredResponse(2048)) // Idempotency and Token only
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +208,7 @@ func testSecrets(t *testing.T, readable bool) {
 	forged := newToken()
 	run("forged token", nil, tokenMW, req{user: principal, token: forged[:len(forged)-2] + "zz"})
 	run("malformed key", nil, keyMW, req{user: principal, header: http.Header{idemhttp.DefaultKeyHeader: {key + " x"}}})
-	run("no store", nil, mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, storetest.Unavailable(), engineOpts...), opts...))(handler),
+	run("no store", nil, mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngineOn(t, storetest.Unavailable(), engineOpts...), opts...))(handler),
 		req{user: principal, key: key})
 
 	secrets := append([]string{principal, key}, tokens...)

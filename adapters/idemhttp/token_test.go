@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // tokenMux serves a TokenIssuer and, with opts, Token; the options are
@@ -44,7 +45,7 @@ func issue(t testing.TB, mux http.Handler, user string) string {
 }
 
 func TestTokenIssuer(t *testing.T) {
-	mux := tokenMux(t, newEngine(t, idemkit.WithTokenTTL(90*time.Second)), &api{})
+	mux := tokenMux(t, testkit.NewEngine(t, idemkit.WithTokenTTL(90*time.Second)), &api{})
 	w := serve(mux, req{target: "/tokens", user: "alice"})
 	require.Equal(t, http.StatusCreated, w.Code)
 	assert.Equal(t, "application/json", w.Header().Get("Content-Type"))
@@ -120,7 +121,7 @@ func TestTokenStatusPaths(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &api{}
-			w := tc.run(t, tokenMux(t, newEngine(t), a))
+			w := tc.run(t, tokenMux(t, testkit.NewEngine(t), a))
 			if tc.problem != "" {
 				requireProblem(t, w, tc.status, tc.problem)
 			} else {
@@ -134,7 +135,7 @@ func TestTokenStatusPaths(t *testing.T) {
 
 func TestTokenConcurrentUsesRunOnce(t *testing.T) {
 	a := &api{delay: 5 * time.Millisecond}
-	mux := tokenMux(t, newEngine(t), a)
+	mux := tokenMux(t, testkit.NewEngine(t), a)
 	tok := issue(t, mux, "alice")
 	const n = 50
 	results := make([]*httptest.ResponseRecorder, n)
@@ -167,7 +168,7 @@ func TestTokenConcurrentUsesRunOnce(t *testing.T) {
 
 func TestTokenCustomHeader(t *testing.T) {
 	a := &api{}
-	mux := tokenMux(t, newEngine(t), a, idemhttp.WithTokenHeader("X-Form-Token"))
+	mux := tokenMux(t, testkit.NewEngine(t), a, idemhttp.WithTokenHeader("X-Form-Token"))
 	tok := issue(t, mux, "alice")
 	requireProblem(t, serve(mux, req{user: "alice", token: tok}), 400, idemhttp.ProblemTokenMissing)
 	w := serve(mux, req{user: "alice", header: http.Header{"X-Form-Token": {tok}}})
@@ -215,7 +216,7 @@ var formEcho = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 func TestTokenFromFormField(t *testing.T) {
 	for _, multipartForm := range []bool{false, true} {
 		t.Run(fmt.Sprint("multipart=", multipartForm), func(t *testing.T) {
-			e := newEngine(t)
+			e := testkit.NewEngine(t)
 			mux := tokenMux(t, e, formEcho, idemhttp.WithTokenField("idem_token"))
 			tok := issue(t, mux, "alice")
 			send := func(fields ...[2]string) *httptest.ResponseRecorder {
@@ -237,7 +238,7 @@ func TestTokenFromFormField(t *testing.T) {
 
 func TestTokenFormFieldHeaderWinsAndLimits(t *testing.T) {
 	a := &api{}
-	mux := tokenMux(t, newEngine(t), a, idemhttp.WithTokenField("idem_token"), idemhttp.WithMaxBody(64))
+	mux := tokenMux(t, testkit.NewEngine(t), a, idemhttp.WithTokenField("idem_token"), idemhttp.WithMaxBody(64))
 	tok := issue(t, mux, "alice")
 	r := formRequest(t, false, "alice", [2]string{"idem_token", "forged-0123456789abcdef"})
 	r.Header.Set(idemhttp.DefaultTokenHeader, tok)
@@ -250,19 +251,19 @@ func TestTokenFormFieldHeaderWinsAndLimits(t *testing.T) {
 	mux.ServeHTTP(w, big)
 	requireProblem(t, w, 413, idemhttp.ProblemBodyTooLarge)
 
-	plain := tokenMux(t, newEngine(t), a)
+	plain := tokenMux(t, testkit.NewEngine(t), a)
 	w = httptest.NewRecorder()
 	plain.ServeHTTP(w, formRequest(t, false, "alice", [2]string{"idem_token", issue(t, plain, "alice")}))
 	requireProblem(t, w, 400, idemhttp.ProblemTokenMissing)
 	assert.EqualValues(t, 1, a.runs.Load())
 
-	_, err := idemhttp.Token(newEngine(t), byUser, idemhttp.WithTokenField(""))
+	_, err := idemhttp.Token(testkit.NewEngine(t), byUser, idemhttp.WithTokenField(""))
 	assert.ErrorIs(t, err, idemkit.ErrInvalid)
 }
 
 func TestTokenFormFieldConcurrentUsesRunOnce(t *testing.T) {
 	var runs atomic.Int32
-	mux := tokenMux(t, newEngine(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := tokenMux(t, testkit.NewEngine(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		formEcho(w, r)
 	}), idemhttp.WithTokenField("idem_token"), idemhttp.WithWait(time.Millisecond))

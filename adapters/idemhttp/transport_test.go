@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // dropFirst runs the first request's handler to completion, then throws
@@ -47,7 +48,7 @@ func (d discardWriter) WriteHeader(int)             {}
 
 func TestTransportRetriesADroppedResponse(t *testing.T) {
 	a := &api{}
-	mux := keyMux(t, newEngine(t), a)
+	mux := keyMux(t, testkit.NewEngine(t), a)
 	h, requests := dropFirst(mux)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -275,7 +276,7 @@ func TestTransportStopsWhenTheContextEnds(t *testing.T) {
 // gets the replay.
 func TestTransportWaitsForAnInProgressFirstAttempt(t *testing.T) {
 	a := &api{gate: make(chan struct{})}
-	srv := httptest.NewServer(keyMux(t, newEngine(t), a))
+	srv := httptest.NewServer(keyMux(t, testkit.NewEngine(t), a))
 	defer srv.Close()
 	var attempts atomic.Int32
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
 )
@@ -38,9 +39,9 @@ func orderHandler(t *testing.T, s store.Store, commits *atomic.Int32, failCommit
 }
 
 func TestCompleteInSendsTheCommittedResponse(t *testing.T) {
-	s := newMemstore(t)
+	s := testkit.NewMem(t)
 	var commits atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, s), byUser))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngineOn(t, s), byUser))
 	h := mw(orderHandler(t, s, &commits, func() bool { return false }))
 
 	first := serve(h, req{user: "u1", key: "k1", body: `{"sku":"A"}`})
@@ -60,11 +61,11 @@ func TestCompleteInSendsTheCommittedResponse(t *testing.T) {
 }
 
 func TestCompleteInRolledBackSendsTheHandlersAnswerAndFreesTheKey(t *testing.T) {
-	s := newMemstore(t)
+	s := testkit.NewMem(t)
 	var commits atomic.Int32
 	var fail atomic.Bool
 	fail.Store(true)
-	mw := mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, s), byUser))
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngineOn(t, s), byUser))
 	h := mw(orderHandler(t, s, &commits, fail.Load))
 
 	w := serve(h, req{user: "u1", key: "k1", body: `{"sku":"A"}`})
@@ -80,13 +81,13 @@ func TestCompleteInRolledBackSendsTheHandlersAnswerAndFreesTheKey(t *testing.T) 
 }
 
 func TestCompleteInRefusesWhatItCannotRecord(t *testing.T) {
-	s := newMemstore(t)
+	s := testkit.NewMem(t)
 	r := httptest.NewRequest(http.MethodPost, "/orders", nil)
 	err := idemhttp.CompleteIn(r, s, http.StatusCreated, nil, nil)
 	require.ErrorIs(t, err, idemkit.ErrInvalid, "outside the middleware")
 
 	var got []error
-	mw := mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, s), byUser,
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngineOn(t, s), byUser,
 		idemhttp.WithStorePolicy(func(status int) bool { return status < 500 })))
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tx := storetest.NewTx(s)
@@ -107,9 +108,9 @@ func TestCompleteInRefusesWhatItCannotRecord(t *testing.T) {
 // TestCompleteInRace sends one key many times at once: one handler
 // commits, and every request (waiting, WithWait) gets its response.
 func TestCompleteInRace(t *testing.T) {
-	s := newMemstore(t)
+	s := testkit.NewMem(t)
 	var commits, runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(engineOver(t, s), byUser,
+	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngineOn(t, s), byUser,
 		idemhttp.WithEngineOptions(idemkit.WithWait(10*time.Millisecond))))
 	inner := orderHandler(t, s, &commits, func() bool { return false })
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 func windowMux(t testing.TB, e *idemkit.Engine, a http.Handler, opts ...idemhttp.Option) *http.ServeMux {
@@ -72,7 +73,7 @@ func TestWindowStatusPaths(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &api{}
-			mux := windowMux(t, newEngine(t), a, tc.opts...)
+			mux := windowMux(t, testkit.NewEngine(t), a, tc.opts...)
 			for _, q := range tc.before {
 				serve(mux, q)
 			}
@@ -90,7 +91,7 @@ func TestWindowStatusPaths(t *testing.T) {
 
 func TestWindowRetryAfterIsTheRemainingWindow(t *testing.T) {
 	for _, window := range []time.Duration{30 * time.Second, 1500 * time.Millisecond, 200 * time.Millisecond} {
-		mux := windowMux(t, newEngine(t), &api{}, idemhttp.WithEngineOptions(idemkit.WithWindow(window)))
+		mux := windowMux(t, testkit.NewEngine(t), &api{}, idemhttp.WithEngineOptions(idemkit.WithWindow(window)))
 		q := req{user: "alice", body: "form=1"}
 		require.Equal(t, 201, serve(mux, q).Code)
 		w := serve(mux, q)
@@ -102,7 +103,7 @@ func TestWindowRetryAfterIsTheRemainingWindow(t *testing.T) {
 
 func TestWindowConcurrentSubmissionsAdmitOne(t *testing.T) {
 	a := &api{delay: time.Millisecond}
-	mux := windowMux(t, newEngine(t), a)
+	mux := windowMux(t, testkit.NewEngine(t), a)
 	const n = 50
 	results := make([]*httptest.ResponseRecorder, n)
 	var start, wg sync.WaitGroup

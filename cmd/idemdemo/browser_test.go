@@ -20,8 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store/memstore"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // The browser tests drive the page of GET / in a real headless Chromium
@@ -131,11 +130,7 @@ func (h *heldWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 func startBrowserDemo(t *testing.T) *browserDemo {
 	t.Helper()
-	st, err := memstore.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	e, err := idemkit.New(st, idemkit.WithObserver(nil))
-	require.NoError(t, err)
+	e := testkit.NewEngine(t)
 	d := &browserDemo{orders: newMemoryOrders(maxMemoryOrders, maxMemoryOrdersPerUser)}
 	h, err := newHandler(e, d.orders, browserWindow, discardLogger())
 	require.NoError(t, err)

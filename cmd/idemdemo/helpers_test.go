@@ -18,8 +18,8 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // testApp is the service's handler over a given store, with in-memory
@@ -35,7 +35,7 @@ type testApp struct {
 func newTestApp(t *testing.T, st store.Store, window time.Duration, opts ...idemkit.Option) *testApp {
 	t.Helper()
 	if st == nil {
-		mem := newMemStore(t)
+		mem := testkit.NewMem(t)
 		t.Cleanup(func() { _ = mem.Close() })
 		st = mem
 	}
@@ -184,12 +184,4 @@ func doHTTP(t *testing.T, client *http.Client, method, url, user, body string, h
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return httpResponse{status: resp.StatusCode, header: resp.Header, body: b}
-}
-
-// newMemStore returns a fresh memory store.
-func newMemStore(t testing.TB) *memstore.Store {
-	t.Helper()
-	mem, err := memstore.New()
-	require.NoError(t, err)
-	return mem
 }

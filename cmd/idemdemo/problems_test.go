@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // Every problem type URI the demo answers with resolves, on the demo, to a
@@ -18,7 +19,7 @@ import (
 // types under /problems/ and the demo's own under /problems/demo/. Unknown
 // names are 404.
 func TestProblemTypePages(t *testing.T) {
-	a := newTestApp(t, newMemStore(t), time.Second)
+	a := newTestApp(t, testkit.NewMem(t), time.Second)
 	page := func(path string) (int, string) {
 		w := a.get(path, "")
 		return w.Code, w.Body.String()

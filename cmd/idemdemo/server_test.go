@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 const (
@@ -253,7 +254,7 @@ func TestListOrders(t *testing.T) {
 
 func TestHealthz(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		mem := newMemStore(t)
+		mem := testkit.NewMem(t)
 		a := newTestApp(t, mem, time.Second)
 		w := a.get("/healthz", "")
 		require.Equal(t, http.StatusOK, w.Code)
@@ -278,7 +279,7 @@ func TestHealthz(t *testing.T) {
 // With the store down, fail-closed refuses orders and fail-open creates
 // them unguarded.
 func TestStoreDown(t *testing.T) {
-	down := newMemStore(t)
+	down := testkit.NewMem(t)
 	require.NoError(t, down.Close())
 
 	closed := newTestApp(t, down, time.Second)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -104,7 +105,7 @@ func TestMemoryOrdersBounded(t *testing.T) {
 
 // The service answers a full order list with 507, and creates nothing.
 func TestOrdersFullAnswers507(t *testing.T) {
-	mem := newMemStore(t)
+	mem := testkit.NewMem(t)
 	t.Cleanup(func() { _ = mem.Close() })
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // The storm subcommand, in-process: exactly one order per logical
@@ -80,7 +81,7 @@ func TestStormRepeated(t *testing.T) {
 // noDedupKey for no index). Tokens are still issued, so the storm can run.
 func unguardedServer(t *testing.T, keyOf, tokenKey func(*http.Request) string) *httptest.Server {
 	t.Helper()
-	mem := newMemStore(t)
+	mem := testkit.NewMem(t)
 	t.Cleanup(func() { _ = mem.Close() })
 	e, err := idemkit.New(mem, idemkit.WithObserver(nil))
 	require.NoError(t, err)

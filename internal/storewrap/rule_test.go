@@ -8,11 +8,11 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/storewrap"
 	"github.com/idemkit/idemkit/internal/storewrap/captest"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/policy/budget"
 	"github.com/idemkit/idemkit/policy/nearcache"
 	"github.com/idemkit/idemkit/policy/tiered"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // Every store wrapper of the root module against the rule, over stores
@@ -55,7 +55,7 @@ func TestWrappersFollowTheRule(t *testing.T) {
 	// that copies keys forward), which closes the primary when it can.
 	t.Run("tiered primary", func(t *testing.T) {
 		captest.Check(t, func(t *testing.T, s store.Store) store.Store {
-			return must(t)(tiered.New(s, mem(t), idemkit.Supersedes))
+			return must(t)(tiered.New(s, testkit.NewMem(t), idemkit.Supersedes))
 		}, captest.Rule{
 			Offers:   func(c storewrap.Caps) storewrap.Caps { return c | storewrap.Closer },
 			Forwards: func(c storewrap.Caps) storewrap.Caps { return c },
@@ -63,21 +63,12 @@ func TestWrappersFollowTheRule(t *testing.T) {
 	})
 	t.Run("tiered fallback", func(t *testing.T) {
 		captest.Check(t, func(t *testing.T, s store.Store) store.Store {
-			return must(t)(tiered.New(struct{ store.Store }{mem(t)}, s, idemkit.Supersedes))
+			return must(t)(tiered.New(struct{ store.Store }{testkit.NewMem(t)}, s, idemkit.Supersedes))
 		}, captest.Rule{
 			Offers:   func(storewrap.Caps) storewrap.Caps { return storewrap.Closer },
 			Forwards: func(c storewrap.Caps) storewrap.Caps { return c & storewrap.Closer },
 		})
 	})
-}
-
-func mem(t *testing.T) *memstore.Store {
-	m, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	return m
 }
 
 // The methods of s's optional interfaces, nil for those it lacks.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/internal/storewrap"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -13,11 +14,11 @@ func TestBuildPanicsOnAMissingMethod(t *testing.T) {
 			t.Error("Build with Pinger and no Ping did not panic")
 		}
 	}()
-	storewrap.Build(struct{ store.Store }{mem(t)}, storewrap.Pinger, storewrap.Methods{})
+	storewrap.Build(struct{ store.Store }{testkit.NewMem(t)}, storewrap.Pinger, storewrap.Methods{})
 }
 
 func TestCoreAndString(t *testing.T) {
-	m := mem(t)
+	m := testkit.NewMem(t)
 	core := struct{ store.Store }{m}
 	w := storewrap.Build(core, storewrap.Closer, storewrap.Methods{Close: m.Close})
 	if storewrap.Core(w) != store.Store(core) || storewrap.Core(m) != store.Store(m) {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store/memstore"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // nackProbe is a delivery's Acknowledger that, when the delivery is
@@ -35,14 +35,7 @@ func (p *nackProbe) Nack(_ uint64, _ bool, requeue bool) error {
 // loop at once runs as the same attempt again (a message given up after
 // four runs instead of three, seen in CI).
 func TestAttemptIsCountedBeforeTheRequeue(t *testing.T) {
-	st, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := idemkit.New(st, idemkit.WithObserver(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := testkit.NewEngine(t)
 	h, err := NewHandler(e, "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
 		return nil, errors.New("db timeout")
 	}, WithRetryDelay(0), WithMaxAttempts(3))

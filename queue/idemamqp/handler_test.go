@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/queue/idemamqp"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemamqp"
 )
 
 func counting(n *atomic.Int64, err error) idemamqp.Func {
@@ -24,7 +26,7 @@ func counting(n *atomic.Int64, err error) idemamqp.Func {
 
 func TestHandleAcksAfterRecordAndReplaysRedelivery(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(&n, nil))
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestHandleAcksAfterRecordAndReplaysRedelivery(t *testing.T) {
 func TestHandleRacingDeliveriesOneRunsOthersRequeueAfterRetryAfter(t *testing.T) {
 	release := make(chan struct{})
 	var runs atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
 		runs.Add(1)
 		<-release
 		return nil, nil
@@ -91,7 +93,7 @@ func TestHandleRacingDeliveriesOneRunsOthersRequeueAfterRetryAfter(t *testing.T)
 
 func TestHandleFinalErrorRejectsAndDuplicateRejectsWithoutRunning(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(&n, errDeclined),
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", counting(&n, errDeclined),
 		idemamqp.WithErrorCodec(idemkit.FinalErrors(errDeclined)))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +114,7 @@ func TestHandleFinalErrorRejectsAndDuplicateRejectsWithoutRunning(t *testing.T) 
 
 func TestHandleFinalPredicateRejects(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(&n, errDeclined),
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", counting(&n, errDeclined),
 		idemamqp.WithFinal(func(err error) bool { return errors.Is(err, errDeclined) }))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +128,7 @@ func TestHandleFinalPredicateRejects(t *testing.T) {
 func TestHandleTransientFailureRequeuesAfterRetryDelay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var n atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
 		if n.Add(1) == 1 {
 			cancel() // the hold ends with the context: the delivery is requeued at once
 			return nil, errors.New("db timeout")
@@ -149,7 +151,7 @@ func TestHandleTransientFailureRequeuesAfterRetryDelay(t *testing.T) {
 
 func TestHandleMissingKeyAndMismatchReject(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(&n, nil),
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil),
 		idemamqp.WithFingerprint(func(d *amqp.Delivery) (string, error) { return string(d.Body), nil }))
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +189,7 @@ func TestHeaderKey(t *testing.T) {
 }
 
 func TestNewHandlerRejectsBadArguments(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	fn := func(context.Context, *amqp.Delivery) ([]byte, error) { return nil, nil }
 	for name, build := range map[string]func() (*idemamqp.Handler, error){
 		"nil engine": func() (*idemamqp.Handler, error) { return idemamqp.NewHandler(nil, "n", fn) },
@@ -223,7 +225,7 @@ func TestNewHandlerRejectsBadArguments(t *testing.T) {
 
 func TestHandleBatch(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(&n, nil))
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +251,7 @@ func TestHandleBatch(t *testing.T) {
 }
 
 func TestServeBatchesRejectsBadSize(t *testing.T) {
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(new(atomic.Int64), nil))
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", counting(new(atomic.Int64), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +274,7 @@ func TestActionString(t *testing.T) {
 // no effect starts after shutdown began.
 func TestServeAfterCtxEndsHandlesNothing(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", counting(&n, nil))
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,7 @@ package idemamqp_test
 import (
 	"errors"
 	"sync"
-	"testing"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store/memstore"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -46,17 +43,3 @@ func fakeDelivery(id string) (amqp.Delivery, *fakeAcker) {
 }
 
 var errDeclined = errors.New("card declined")
-
-func newEngine(t *testing.T) *idemkit.Engine {
-	t.Helper()
-	s, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	e, err := idemkit.New(s, idemkit.WithObserver(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}

@@ -6,28 +6,20 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/queue/idemamqp"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 // A message republished under the same key with another body is acked
 // (without WithFingerprint nothing refuses it) but not silently: the
 // engine's observer gets a mismatch event.
 func TestRepublicationWithAnotherBodyIsReported(t *testing.T) {
-	s, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	var mismatches atomic.Int64
-	e, err := idemkit.New(s, idemkit.WithObserver(idemkit.ObserverFunc(func(_ context.Context, ev idemkit.Event) {
+	e := testkit.NewEngine(t, idemkit.WithObserver(idemkit.ObserverFunc(func(_ context.Context, ev idemkit.Event) {
 		if ev.Kind == idemkit.EventMismatch {
 			mismatches.Add(1)
 		}
 	})))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n atomic.Int64
 	h, err := idemamqp.NewHandler(e, "billing", counting(&n, nil))
 	if err != nil {

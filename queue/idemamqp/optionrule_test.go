@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/options/optionstest"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/queue/idemamqp"
 )
 
@@ -19,7 +20,7 @@ import (
 // refused by its position counted from 1; every error is reported, not
 // only the first; every error wraps store.ErrInvalid (idemkit.ErrInvalid).
 func TestOptionsFollowTheOptionRule(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	conn := dial(t)
 	fn := func(context.Context, *amqp.Delivery) ([]byte, error) { return nil, nil }
 	key := func(*amqp.Delivery) (string, error) { return "k", nil }

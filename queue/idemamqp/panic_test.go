@@ -4,14 +4,16 @@ import (
 	"context"
 	"testing"
 
-	"github.com/idemkit/idemkit/queue/idemamqp"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemamqp"
 )
 
 // A panicking handler does not take the consumer down: the delivery is
 // a failed attempt, requeued for a retry.
 func TestHandlePanicIsAFailedAttempt(t *testing.T) {
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
 		panic("nil map in charge")
 	}, idemamqp.WithRetryDelay(0))
 	if err != nil {

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/queue/idemamqp"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemamqp"
 )
 
 // On a real broker, prefetch 1: a message whose handler keeps failing, in
@@ -25,7 +27,7 @@ func TestPoisonMessageIsDeadLetteredAfterMaxAttemptsAndOthersRun(t *testing.T) {
 		publish(t, pub, queue, "good-"+string(rune('a'+i)), "good")
 	}
 	var poisonRuns, goodRuns atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "orders", func(_ context.Context, d *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "orders", func(_ context.Context, d *amqp.Delivery) ([]byte, error) {
 		if string(d.Body) == "poison" {
 			poisonRuns.Add(1)
 			return nil, errors.New("downstream says no")
@@ -71,7 +73,7 @@ func TestPanickingMessageIsRetriedThenDeadLetteredAndOthersRun(t *testing.T) {
 	var poisonRuns, goodRuns, panics, exhausted atomic.Int64
 	firstPanic := make(chan struct{})
 	goodDone := make(chan time.Time, 1)
-	h, err := idemamqp.NewHandler(newEngine(t), "orders", func(_ context.Context, d *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "orders", func(_ context.Context, d *amqp.Delivery) ([]byte, error) {
 		if string(d.Body) == "poison" {
 			if poisonRuns.Add(1) == 1 {
 				close(firstPanic)
@@ -130,7 +132,7 @@ func TestPanickingMessageIsRetriedThenDeadLetteredAndOthersRun(t *testing.T) {
 // attempt that reaches WithMaxAttempts is rejected and reported.
 func TestHandleBacksOffByAttemptThenRejects(t *testing.T) {
 	var reported []idemamqp.Outcome
-	h, err := idemamqp.NewHandler(newEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "billing", func(context.Context, *amqp.Delivery) ([]byte, error) {
 		return nil, errors.New("db timeout")
 	}, idemamqp.WithBackoff(time.Millisecond, 3*time.Millisecond), idemamqp.WithMaxAttempts(4),
 		idemamqp.WithReport(func(_ context.Context, _ *amqp.Delivery, out idemamqp.Outcome) { reported = append(reported, out) }))

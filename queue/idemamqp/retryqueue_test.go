@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/queue/idemamqp"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemamqp"
 )
 
 // retryHandler builds a Handler with delay queues for queue on conn, and
@@ -128,7 +130,7 @@ func TestPoisonWaitsInADelayQueueWhileGoodOnesRun(t *testing.T) {
 	publishPoisonAndGood(t, conn, queue, good)
 	var poisonRuns, goodRuns atomic.Int64
 	var rep outcomes
-	h := retryHandler(t, newEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
+	h := retryHandler(t, testkit.NewEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
 		idemamqp.WithBackoff(5*time.Second, time.Minute), idemamqp.WithReport(rep.report))
 	ch, ds := consume(t, conn, queue, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -163,7 +165,7 @@ func TestPoisonIsDeadLetteredAfterMaxAttemptsThroughDelayQueues(t *testing.T) {
 	publishPoisonAndGood(t, conn, queue, good)
 	var poisonRuns, goodRuns atomic.Int64
 	var rep outcomes
-	h := retryHandler(t, newEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
+	h := retryHandler(t, testkit.NewEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
 		idemamqp.WithBackoff(20*time.Millisecond, 80*time.Millisecond), idemamqp.WithMaxAttempts(4), idemamqp.WithReport(rep.report))
 	ch, ds := consume(t, conn, queue, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -210,7 +212,7 @@ func TestAttemptCountCarriesOverToAnotherConsumer(t *testing.T) {
 	conn := dial(t)
 	queue, dead := newDeadLetteredQueue(t, conn)
 	publish(t, channel(t, conn), queue, "poison", "poison")
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	var poisonRuns, goodRuns atomic.Int64
 	var rep outcomes
 	opts := []idemamqp.Option{idemamqp.WithBackoff(20*time.Millisecond, 20*time.Millisecond), idemamqp.WithMaxAttempts(3), idemamqp.WithReport(rep.report)}
@@ -273,7 +275,7 @@ func TestAttemptOnAQuorumQueueIsTheLargerCount(t *testing.T) {
 	}
 	var poisonRuns, goodRuns atomic.Int64
 	var rep outcomes
-	h := retryHandler(t, newEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
+	h := retryHandler(t, testkit.NewEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
 		idemamqp.WithBackoff(20*time.Millisecond, 20*time.Millisecond), idemamqp.WithMaxAttempts(4), idemamqp.WithReport(rep.report))
 	ch, ds := consume(t, conn, queue, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -299,7 +301,7 @@ func TestDeliveryIsRequeuedWhenItsCopyCannotBePublished(t *testing.T) {
 	publish(t, channel(t, conn), queue, "poison", "poison")
 	var poisonRuns, goodRuns atomic.Int64
 	var rep outcomes
-	h := retryHandler(t, newEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
+	h := retryHandler(t, testkit.NewEngine(t), conn, queue, failPoison(&poisonRuns, &goodRuns),
 		idemamqp.WithBackoff(20*time.Millisecond, 20*time.Millisecond), idemamqp.WithMaxAttempts(3), idemamqp.WithReport(rep.report))
 	if _, err := channel(t, conn).QueueDeclare(h.RetryQueues()[0], true, false, false, false, nil); err != nil { // no TTL, no dead-letter
 		t.Fatal(err)
@@ -353,7 +355,7 @@ func TestConcurrentServeLoopsWithDelayQueuesRunEachKeyOnce(t *testing.T) {
 		succeeded[d.MessageId]++
 		return nil, nil
 	}
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var served sync.WaitGroup
 	var chans []*amqp.Channel
@@ -425,7 +427,7 @@ func TestDeletedDelayQueueIsDeclaredAgain(t *testing.T) {
 	var runs atomic.Int64
 	var rep outcomes
 	var h *idemamqp.Handler
-	h = retryHandler(t, newEngine(t), conn, queue, func(context.Context, *amqp.Delivery) ([]byte, error) {
+	h = retryHandler(t, testkit.NewEngine(t), conn, queue, func(context.Context, *amqp.Delivery) ([]byte, error) {
 		if runs.Add(1) == 2 {
 			deleteQueue(t, conn, h.RetryQueues()[0])
 		}
@@ -455,7 +457,7 @@ func TestDeletedDelayQueueIsDeclaredAgain(t *testing.T) {
 func TestRetryQueuesAreOnePerBackoffStep(t *testing.T) {
 	conn := dial(t)
 	fn := func(context.Context, *amqp.Delivery) ([]byte, error) { return nil, nil }
-	h, err := idemamqp.NewHandler(newEngine(t), "orders", fn, idemamqp.WithRetryQueue(conn, "orders"))
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "orders", fn, idemamqp.WithRetryQueue(conn, "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +466,7 @@ func TestRetryQueuesAreOnePerBackoffStep(t *testing.T) {
 	if got := h.RetryQueues(); !slices.Equal(got, want) {
 		t.Fatalf("default delay queues %v, want %v", got, want)
 	}
-	h, err = idemamqp.NewHandler(newEngine(t), "orders", fn, idemamqp.WithRetryQueue(conn, "orders"), idemamqp.WithBackoff(1500*time.Microsecond, 4*time.Millisecond))
+	h, err = idemamqp.NewHandler(testkit.NewEngine(t), "orders", fn, idemamqp.WithRetryQueue(conn, "orders"), idemamqp.WithBackoff(1500*time.Microsecond, 4*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +479,7 @@ func TestRetryQueuesAreOnePerBackoffStep(t *testing.T) {
 		"long queue":     idemamqp.WithRetryQueue(conn, strings.Repeat("q", 240)),
 	}
 	for name, o := range bad {
-		if _, err := idemamqp.NewHandler(newEngine(t), "orders", fn, o); !errors.Is(err, idemkit.ErrInvalid) {
+		if _, err := idemamqp.NewHandler(testkit.NewEngine(t), "orders", fn, o); !errors.Is(err, idemkit.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/queue/idemamqp"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemamqp"
 )
 
 // On a real broker: a business key published twice runs once, in a batch,
@@ -25,7 +27,7 @@ func TestHandleBatchOnBrokerRunsEachKeyOnceAndDrains(t *testing.T) {
 	}
 	var mu sync.Mutex
 	effects := map[string]int{}
-	h, err := idemamqp.NewHandler(newEngine(t), "orders", func(_ context.Context, d *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "orders", func(_ context.Context, d *amqp.Delivery) ([]byte, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		effects[string(d.Body)]++
@@ -72,7 +74,7 @@ func TestChannelClosedDuringRunRedeliversAndReplays(t *testing.T) {
 	publish(t, channel(t, conn), queue, "m-1", "body")
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	h, err := idemamqp.NewHandler(newEngine(t), "orders", func(context.Context, *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "orders", func(context.Context, *amqp.Delivery) ([]byte, error) {
 		if runs.Add(1) == 1 {
 			close(started)
 			<-release
@@ -134,7 +136,7 @@ func TestRacingCopiesOfOneKeyOnBrokerRunOnce(t *testing.T) {
 		publish(t, pub, queue, "m-1", "order")
 	}
 	var runs, acked atomic.Int64
-	h, err := idemamqp.NewHandler(newEngine(t), "orders", func(context.Context, *amqp.Delivery) ([]byte, error) {
+	h, err := idemamqp.NewHandler(testkit.NewEngine(t), "orders", func(context.Context, *amqp.Delivery) ([]byte, error) {
 		runs.Add(1)
 		time.Sleep(300 * time.Millisecond) // the copies find the key in progress meanwhile
 		return []byte("charged"), nil

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/queue/idemnats"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemnats"
 )
 
 func counting(n *atomic.Int64, err error) idemnats.Func {
@@ -23,7 +25,7 @@ func counting(n *atomic.Int64, err error) idemnats.Func {
 
 func TestHandleAcksAfterRecordAndReplaysRedelivery(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", counting(&n, nil))
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestHandleAcksAfterRecordAndReplaysRedelivery(t *testing.T) {
 func TestHandleRacingDeliveriesOneRunsOthersNakWithRetryAfter(t *testing.T) {
 	release := make(chan struct{})
 	var runs atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", func(context.Context, jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", func(context.Context, jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
 		<-release
 		return nil, nil
@@ -87,7 +89,7 @@ func TestHandleRacingDeliveriesOneRunsOthersNakWithRetryAfter(t *testing.T) {
 
 func TestHandleFinalErrorTermsAndDuplicateTermsWithoutRunning(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", counting(&n, errDeclined),
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", counting(&n, errDeclined),
 		idemnats.WithErrorCodec(idemkit.FinalErrors(errDeclined)))
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +109,7 @@ func TestHandleFinalErrorTermsAndDuplicateTermsWithoutRunning(t *testing.T) {
 
 func TestHandleFinalPredicateTerms(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", counting(&n, errDeclined),
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", counting(&n, errDeclined),
 		idemnats.WithFinal(func(err error) bool { return errors.Is(err, errDeclined) }))
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +121,7 @@ func TestHandleFinalPredicateTerms(t *testing.T) {
 
 func TestHandleTransientFailureNaksWithRetryDelay(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", counting(&n, errors.New("db timeout")),
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", counting(&n, errors.New("db timeout")),
 		idemnats.WithRetryDelay(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +138,7 @@ func TestHandleTransientFailureNaksWithRetryDelay(t *testing.T) {
 
 func TestHandleMissingKeyAndMismatchTerm(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", counting(&n, nil),
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil),
 		idemnats.WithFingerprint(func(m jetstream.Msg) (string, error) { return string(m.Data()), nil }))
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +160,7 @@ func TestHandleMissingKeyAndMismatchTerm(t *testing.T) {
 
 func TestHandleBusinessKey(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", counting(&n, nil), idemnats.WithKey(idemnats.HeaderKey("Order-Id")))
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil), idemnats.WithKey(idemnats.HeaderKey("Order-Id")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +174,7 @@ func TestHandleBusinessKey(t *testing.T) {
 }
 
 func TestNewHandlerRejectsBadArguments(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	fn := func(context.Context, jetstream.Msg) ([]byte, error) { return nil, nil }
 	for name, build := range map[string]func() (*idemnats.Handler, error){
 		"nil engine": func() (*idemnats.Handler, error) { return idemnats.NewHandler(nil, "n", fn) },
@@ -211,7 +213,7 @@ func TestNewHandlerRejectsBadArguments(t *testing.T) {
 
 func TestHandleMsgsBatch(t *testing.T) {
 	var n atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "billing", counting(&n, nil))
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", counting(&n, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +238,7 @@ func TestHandleMsgsBatch(t *testing.T) {
 
 func TestWithInProgressSignalsWhileRunningAndStopsBeforeAck(t *testing.T) {
 	m := newFakeMsg("m")
-	h, err := idemnats.NewHandler(newEngine(t), "billing", func(ctx context.Context, _ jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", func(ctx context.Context, _ jetstream.Msg) ([]byte, error) {
 		for { // run until the server has been told twice that the work goes on
 			if len(m.sent()) >= 2 { // only InProgress can have been sent yet
 				return nil, nil
@@ -264,7 +266,7 @@ func TestWithInProgressSignalsWhileRunningAndStopsBeforeAck(t *testing.T) {
 	if after := m.sent(); len(after) != len(sent) {
 		t.Fatalf("sent after the ack: %v", after[len(sent):])
 	}
-	if _, err := idemnats.NewHandler(newEngine(t), "n", func(context.Context, jetstream.Msg) ([]byte, error) { return nil, nil },
+	if _, err := idemnats.NewHandler(testkit.NewEngine(t), "n", func(context.Context, jetstream.Msg) ([]byte, error) { return nil, nil },
 		idemnats.WithInProgress(0)); !errors.Is(err, idemkit.ErrInvalid) {
 		t.Fatalf("interval 0: %v, want ErrInvalid", err)
 	}

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/store/memstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -66,17 +63,3 @@ func (m *fakeMsg) TermWithReason(reason string) error { return m.record("term", 
 var _ jetstream.Msg = (*fakeMsg)(nil)
 
 var errDeclined = errors.New("card declined")
-
-func newEngine(t *testing.T) *idemkit.Engine {
-	t.Helper()
-	s, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	e, err := idemkit.New(s, idemkit.WithObserver(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/options/optionstest"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/queue/idemnats"
 )
 
@@ -18,7 +19,7 @@ import (
 // refused by its position counted from 1; every error is reported, not
 // only the first; every error wraps store.ErrInvalid (idemkit.ErrInvalid).
 func TestOptionsFollowTheOptionRule(t *testing.T) {
-	e := newEngine(t)
+	e := testkit.NewEngine(t)
 	js := connect(t)
 	fn := func(context.Context, jetstream.Msg) ([]byte, error) { return nil, nil }
 	key := func(jetstream.Msg) (string, error) { return "k", nil }

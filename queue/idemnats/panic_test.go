@@ -4,14 +4,16 @@ import (
 	"context"
 	"testing"
 
-	"github.com/idemkit/idemkit/queue/idemnats"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemnats"
 )
 
 // A panicking handler does not take the consumer down: the delivery is
 // nakked for a retry, and the key is free for it.
 func TestHandlePanicIsAFailedAttempt(t *testing.T) {
-	h, err := idemnats.NewHandler(newEngine(t), "billing", func(context.Context, jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", func(context.Context, jetstream.Msg) ([]byte, error) {
 		panic("nil map in charge")
 	})
 	if err != nil {

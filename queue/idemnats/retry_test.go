@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/queue/idemnats"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemnats"
 )
 
 // On a real server: a message whose handler keeps failing, published in
@@ -25,7 +27,7 @@ func TestPoisonMessageIsTerminatedAfterMaxAttemptsAndOthersRun(t *testing.T) {
 		publish(t, js, subject, "good", jetstream.MsgIDHeader, "good-"+string(rune('a'+i)))
 	}
 	var poisonRuns, goodRuns atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "orders", func(_ context.Context, m jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "orders", func(_ context.Context, m jetstream.Msg) ([]byte, error) {
 		if string(m.Data()) == "poison" {
 			poisonRuns.Add(1)
 			return nil, errors.New("downstream says no")
@@ -66,7 +68,7 @@ func TestPanickingMessageIsRetriedThenDeadLetteredAndOthersRun(t *testing.T) {
 	var poisonRuns, goodRuns, panics, exhausted atomic.Int64
 	var mu sync.Mutex
 	var runsAt []time.Time
-	h, err := idemnats.NewHandler(newEngine(t), "orders", func(_ context.Context, m jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "orders", func(_ context.Context, m jetstream.Msg) ([]byte, error) {
 		if string(m.Data()) == "poison" {
 			poisonRuns.Add(1)
 			mu.Lock()
@@ -126,7 +128,7 @@ func TestPanickingMessageIsRetriedThenDeadLetteredAndOthersRun(t *testing.T) {
 // reported as exhausted.
 func TestHandleBacksOffByDeliveryCountThenTerms(t *testing.T) {
 	var reported []idemnats.Outcome
-	h, err := idemnats.NewHandler(newEngine(t), "billing", func(context.Context, jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "billing", func(context.Context, jetstream.Msg) ([]byte, error) {
 		return nil, errors.New("db timeout")
 	}, idemnats.WithBackoff(time.Second, 5*time.Second), idemnats.WithMaxAttempts(5),
 		idemnats.WithReport(func(_ context.Context, _ jetstream.Msg, out idemnats.Outcome) { reported = append(reported, out) }))

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/queue/idemnats"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/queue/idemnats"
 )
 
 // On a real server: a fetched batch with a business key published twice
@@ -22,7 +24,7 @@ func TestFetchOnServerRunsEachKeyOnceAndDrains(t *testing.T) {
 		publish(t, js, subject, id, "Order-Id", id)
 	}
 	effects := map[string]int{}
-	h, err := idemnats.NewHandler(newEngine(t), "orders", func(_ context.Context, m jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "orders", func(_ context.Context, m jetstream.Msg) ([]byte, error) {
 		effects[string(m.Data())]++
 		return nil, nil
 	}, idemnats.WithKey(idemnats.HeaderKey("Order-Id")))
@@ -67,7 +69,7 @@ func TestConsumeRedeliveryDuringRunIsNakkedThenReplayed(t *testing.T) {
 	publish(t, js, subject, "slow", jetstream.MsgIDHeader, "m-1")
 	var runs, naks, replays atomic.Int64
 	release := make(chan struct{})
-	h, err := idemnats.NewHandler(newEngine(t), "orders", func(context.Context, jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "orders", func(context.Context, jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
 		<-release
 		return nil, nil
@@ -123,7 +125,7 @@ func TestRacingCopiesOfOneKeyOnServerRunOnce(t *testing.T) {
 		publish(t, js, subject, "order", "Order-Id", "o-1")
 	}
 	var runs atomic.Int64
-	h, err := idemnats.NewHandler(newEngine(t), "orders", func(context.Context, jetstream.Msg) ([]byte, error) {
+	h, err := idemnats.NewHandler(testkit.NewEngine(t), "orders", func(context.Context, jetstream.Msg) ([]byte, error) {
 		runs.Add(1)
 		time.Sleep(500 * time.Millisecond) // outlives the ack wait: the server redelivers meanwhile
 		return []byte("charged"), nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/layout"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -24,14 +25,6 @@ import (
 // flooded is how many keys another principal completes in the tests
 // below: twice the capacity of the stores they use.
 const flooded = 20_000
-
-// newEngine returns an engine over s.
-func newEngine(t *testing.T, s store.Store, opts ...idemkit.Option) *idemkit.Engine {
-	t.Helper()
-	e, err := idemkit.New(s, opts...)
-	require.NoError(t, err)
-	return e
-}
 
 // complete runs n keys of principal to completion.
 func completeKeys(t *testing.T, e *idemkit.Engine, principal string, n int) {
@@ -51,7 +44,7 @@ func completeKeys(t *testing.T, e *idemkit.Engine, principal string, n int) {
 // first.
 func TestCompletedRecordSurvivesAnotherScopesFlood(t *testing.T) {
 	s := newStore(t, memstore.WithCapacity(flooded/2))
-	e := newEngine(t, s)
+	e := testkit.NewEngineOn(t, s)
 	var charges atomic.Int32
 	charge := func(context.Context) ([]byte, error) {
 		charges.Add(1)
@@ -73,7 +66,7 @@ func TestCompletedRecordSurvivesAnotherScopesFlood(t *testing.T) {
 // ErrInProgress, and after it ends the stored result.
 func TestClaimInProgressSurvivesFlood(t *testing.T) {
 	s := newStore(t, memstore.WithCapacity(flooded/2))
-	e := newEngine(t, s, idemkit.WithLease(time.Minute))
+	e := testkit.NewEngineOn(t, s, idemkit.WithLease(time.Minute))
 	var runs atomic.Int32
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -111,7 +104,7 @@ func TestFullOfClaimsRefuses(t *testing.T) {
 	var refused atomic.Int32
 	s := newStore(t, memstore.WithCapacity(capacity), memstore.WithShards(1),
 		memstore.WithOnFull(func(string) { refused.Add(1) }))
-	e := newEngine(t, s, idemkit.WithLease(time.Minute))
+	e := testkit.NewEngineOn(t, s, idemkit.WithLease(time.Minute))
 	release := make(chan struct{})
 	var running sync.WaitGroup
 	var wg sync.WaitGroup
@@ -161,7 +154,7 @@ func TestFullOfClaimsRefuses(t *testing.T) {
 // gets the stored result or ErrInProgress, and none is refused.
 func TestClaimRaceUnderFlood(t *testing.T) {
 	s := newStore(t, memstore.WithCapacity(2000))
-	e := newEngine(t, s, idemkit.WithLease(time.Minute))
+	e := testkit.NewEngineOn(t, s, idemkit.WithLease(time.Minute))
 	for round := range 20 {
 		key := "order-" + strconv.Itoa(round)
 		var runs atomic.Int32
@@ -318,7 +311,7 @@ func TestScopeQuotaOfClaimsRefusesOnlyThatScope(t *testing.T) {
 // record is not a claim.
 func TestLayoutMatchesTheEngine(t *testing.T) {
 	s := newStore(t)
-	e := newEngine(t, s)
+	e := testkit.NewEngineOn(t, s)
 	inProgress := func() (n int) {
 		require.NoError(t, s.Scan(ctx, "", func(key string, ent store.Entry) bool {
 			if layout.InProgress(ent.Value) {

@@ -1,6 +1,7 @@
 // Package testkit holds the helpers idemkit's own tests share, written once:
-// a memory store and an engine that end with the test, and an observer that
-// records the events it sees.
+// a memory store and an engine that end with the test, an observer that
+// records the events it sees, and a wait for a condition that real
+// processes, servers or files bring about.
 //
 // Inside a testing/synctest bubble, call them with the bubble's *testing.T:
 // the store's janitor and the engine's heartbeats then start in the bubble
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
@@ -96,5 +98,24 @@ func RequireReleased(tb testing.TB, e *idemkit.Engine, mode idemkit.Mode, key st
 		tb.Fatalf("%s: inspect: %v", msg, err)
 	case info.State != idemkit.StateReleased:
 		tb.Fatalf("%s: the key is %s, want it released", msg, info.State)
+	}
+}
+
+// WaitLimit is how long WaitFor waits before it gives up: long enough that
+// only a hang reaches it on a loaded machine, so it is no timing assertion.
+const WaitLimit = 30 * time.Second
+
+// WaitFor polls cond every millisecond until it holds, and fails tb at once
+// ("gave up waiting for what") if that takes longer than WaitLimit. Use it
+// to wait for what a real process, server or file brings about; inside a
+// testing/synctest bubble, wait for time to pass with time.Sleep instead.
+func WaitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(WaitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("gave up waiting for %s after %v", what, WaitLimit)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

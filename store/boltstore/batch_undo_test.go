@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -25,7 +26,7 @@ func TestSetNXBatchUndoneInSharedCommit(t *testing.T) {
 	rawPut(t, db, "expired", encode([]byte("old"), 1))
 	block(t, s)
 	first := goSetNX(context.Background(), s, "first", "v")
-	waitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
+	testkit.WaitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
 	batch := make(chan error, 1)
 	go func() {
 		_, err := s.SetNXBatch(context.Background(), []store.BatchItem{
@@ -35,9 +36,9 @@ func TestSetNXBatchUndoneInSharedCommit(t *testing.T) {
 		})
 		batch <- err
 	}()
-	waitFor(t, "the batch to queue", func() bool { return len(s.ops) == 2 })
+	testkit.WaitFor(t, "the batch to queue", func() bool { return len(s.ops) == 2 })
 	last := goSetNX(context.Background(), s, "last", "v")
-	waitFor(t, "last to queue", func() bool { return len(s.ops) == 3 })
+	testkit.WaitFor(t, "last to queue", func() bool { return len(s.ops) == 3 })
 	before := writeTxID(t, db)
 	s.txMu.Unlock()
 

@@ -20,6 +20,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
 	"github.com/idemkit/idemkit/store/storetest"
@@ -319,11 +320,10 @@ func TestSweeperRemovesExpiredUnderLoad(t *testing.T) {
 		wg.Go(func() { churn(t, s, g, stop, &ops) })
 	}
 	counts := []int{rawCount(t, db)}
-	giveUp := time.Now().Add(time.Minute) // against a hang, not a speed check
-	for counts[len(counts)-1] > 8*churnKeys && time.Now().Before(giveUp) {
-		time.Sleep(5 * time.Millisecond)
+	testkit.WaitFor(t, "the sweep to leave only the live entries", func() bool {
 		counts = append(counts, rawCount(t, db))
-	}
+		return counts[len(counts)-1] <= 8*churnKeys
+	})
 	close(stop)
 	wg.Wait()
 
@@ -453,20 +453,13 @@ func TestCloseUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	giveUp := time.Now().Add(time.Minute) // against a hang, not a speed check
-	for done.Load() < 500 && time.Now().Before(giveUp) {
-		time.Sleep(time.Millisecond)
-	}
-	require.GreaterOrEqual(t, done.Load(), int64(500))
+	testkit.WaitFor(t, "500 writes", func() bool { return done.Load() >= 500 })
 	require.NoError(t, s.Close())
 	wg.Wait()
 	// A stopped goroutine is still returning for a moment after its
-	// deferred Done lets Close return; one still there a second later
-	// has leaked.
-	for deadline := time.Now().Add(time.Second); len(storeGoroutines()) != 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	require.Empty(t, storeGoroutines(), "Close must stop every goroutine the store started")
+	// deferred Done lets Close return; one that never ends has leaked:
+	// Close must stop every goroutine the store started.
+	testkit.WaitFor(t, "every goroutine the store started to end", func() bool { return len(storeGoroutines()) == 0 })
 }
 
 // storeGoroutines returns the stacks of goroutines running code of the

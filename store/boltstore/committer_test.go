@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -26,17 +27,6 @@ func newHeld(t *testing.T) (*Store, *bolt.DB) {
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	s.txMu.Lock()
 	return s, db
-}
-
-// waitFor polls cond until it holds; it fails t if that takes absurdly long
-// (a hang), which is not a timing assertion.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "gave up waiting for %s", what)
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // writeTxID returns the ID of the last committed write transaction.
@@ -70,7 +60,7 @@ func block(t *testing.T, s *Store) {
 	t.Helper()
 	o := &op{apply: func(*bolt.Bucket, time.Time) (bool, error) { return false, nil }, done: make(chan struct{})}
 	require.NoError(t, s.enqueue(context.Background(), o))
-	waitFor(t, "the committer to take the no-op", func() bool { return len(s.ops) == 0 })
+	testkit.WaitFor(t, "the committer to take the no-op", func() bool { return len(s.ops) == 0 })
 }
 
 // queueSetNX blocks the committer, starts n SetNX calls on key, each with
@@ -82,7 +72,7 @@ func queueSetNX(t *testing.T, s *Store, key string, n int) []<-chan setResult {
 	for i := range n {
 		out = append(out, goSetNX(context.Background(), s, key, fmt.Sprint("v", i)))
 	}
-	waitFor(t, "the ops to queue", func() bool { return len(s.ops) == n })
+	testkit.WaitFor(t, "the ops to queue", func() bool { return len(s.ops) == n })
 	return out
 }
 
@@ -93,7 +83,7 @@ func TestOneBatchOneWinnerAndOneCommit(t *testing.T) {
 	same := queueSetNX(t, s, "same", 10)
 	bad := goSetNX(context.Background(), s, "bad", "x")
 	other := goSetNX(context.Background(), s, "other", "x")
-	waitFor(t, "the ops to queue", func() bool { return len(s.ops) == 12 })
+	testkit.WaitFor(t, "the ops to queue", func() bool { return len(s.ops) == 12 })
 	s.txMu.Unlock()
 
 	var winners, losers []setResult
@@ -136,7 +126,7 @@ func TestCloseFailsQueuedCallers(t *testing.T) {
 	chans := queueSetNX(t, s, "k", 8)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	waitFor(t, "Close to begin", s.quitting)
+	testkit.WaitFor(t, "Close to begin", s.quitting)
 	s.txMu.Unlock()
 	for _, ch := range chans {
 		r := <-ch
@@ -151,7 +141,7 @@ func TestCancelBeforeTakenNeverRuns(t *testing.T) {
 	block(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	second := goSetNX(ctx, s, "second", "v")
-	waitFor(t, "the op to queue", func() bool { return len(s.ops) == 1 })
+	testkit.WaitFor(t, "the op to queue", func() bool { return len(s.ops) == 1 })
 	cancel()
 	r := <-second
 	require.ErrorIs(t, r.err, context.Canceled)
@@ -174,7 +164,7 @@ func TestCancelAfterTakenReportsUnknownOutcome(t *testing.T) {
 	tx, err := db.Begin(true) // the committer's transaction will wait for this one
 	require.NoError(t, err)
 	s.txMu.Unlock()
-	waitFor(t, "the committer to take the op", func() bool { return o.state.Load() == opTaken })
+	testkit.WaitFor(t, "the committer to take the op", func() bool { return o.state.Load() == opTaken })
 	cancel()
 	err = s.await(ctx, "test", o)
 	require.ErrorIs(t, err, context.Canceled)
@@ -256,11 +246,11 @@ func TestPanicInBatchFailsItNotTheProcess(t *testing.T) {
 	s, db := newHeld(t)
 	block(t, s)
 	first := goSetNX(context.Background(), s, "first", "v")
-	waitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
+	testkit.WaitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
 	p := panicOp()
 	require.NoError(t, s.enqueue(context.Background(), p))
 	last := goSetNX(context.Background(), s, "last", "v")
-	waitFor(t, "the ops to queue", func() bool { return len(s.ops) == 3 })
+	testkit.WaitFor(t, "the ops to queue", func() bool { return len(s.ops) == 3 })
 	s.txMu.Unlock()
 
 	<-p.done
@@ -309,7 +299,7 @@ func TestRollbackErrorAbortsTheTransaction(t *testing.T) {
 	s, db := newHeld(t)
 	block(t, s)
 	first := goSetNX(context.Background(), s, "first", "v")
-	waitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
+	testkit.WaitFor(t, "first to queue", func() bool { return len(s.ops) == 1 })
 	o := &op{name: "test", done: make(chan struct{}), apply: func(b *bolt.Bucket, _ time.Time) (bool, error) {
 		if err := b.Put([]byte("half"), encode([]byte("v"), 1<<62)); err != nil {
 			return false, err
@@ -317,7 +307,7 @@ func TestRollbackErrorAbortsTheTransaction(t *testing.T) {
 		return false, fmt.Errorf("undo failed: %w", errRollback)
 	}}
 	require.NoError(t, s.enqueue(context.Background(), o))
-	waitFor(t, "the op to queue", func() bool { return len(s.ops) == 2 })
+	testkit.WaitFor(t, "the op to queue", func() bool { return len(s.ops) == 2 })
 	before := writeTxID(t, db)
 	s.txMu.Unlock()
 

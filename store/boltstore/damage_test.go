@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -73,38 +74,42 @@ func damagedFile(t *testing.T, pageType, prefix string) (path, lostKey string) {
 // background sweeper and the committer, in goroutines no caller can
 // recover, killing the process.
 func TestDamagedPageIsAnErrorNotAPanic(t *testing.T) {
-	path, lost := damagedFile(t, "leaf", "key-")
-	require.NotEmpty(t, lost)
-	s, err := Open(path, WithSweepInterval(time.Millisecond))
-	require.NoError(t, err)
-	defer func() { require.NoError(t, s.Close()) }()
-	ctx := context.Background()
+	synctest.Test(t, func(t *testing.T) {
+		path, lost := damagedFile(t, "leaf", "key-")
+		require.NotEmpty(t, lost)
+		s, err := Open(path, WithSweepInterval(time.Millisecond))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, s.Close()) }()
+		ctx := context.Background()
 
-	checkCorrupt := func(what string, err error) {
-		t.Helper()
-		require.ErrorIs(t, err, store.ErrCorrupt, what)
-	}
-	_, err = s.Len(ctx)
-	checkCorrupt("Len", err)
-	_, err = s.Sweep(ctx)
-	checkCorrupt("Sweep", err)
-	_, err = s.Get(ctx, lost)
-	checkCorrupt("Get", err)
-	require.Contains(t, err.Error(), wantRef(lost), "Get identifies the key by its digest")
-	_, _, err = s.SetNX(ctx, lost, []byte("v"), time.Hour)
-	checkCorrupt("SetNX", err)
-	require.Contains(t, err.Error(), wantRef(lost), "SetNX identifies the key by its digest")
-	_, err = s.Consume(ctx, lost)
-	checkCorrupt("Consume", err)
+		checkCorrupt := func(what string, err error) {
+			t.Helper()
+			require.ErrorIs(t, err, store.ErrCorrupt, what)
+		}
+		_, err = s.Len(ctx)
+		checkCorrupt("Len", err)
+		_, err = s.Sweep(ctx)
+		checkCorrupt("Sweep", err)
+		_, err = s.Get(ctx, lost)
+		checkCorrupt("Get", err)
+		require.Contains(t, err.Error(), wantRef(lost), "Get identifies the key by its digest")
+		_, _, err = s.SetNX(ctx, lost, []byte("v"), time.Hour)
+		checkCorrupt("SetNX", err)
+		require.Contains(t, err.Error(), wantRef(lost), "SetNX identifies the key by its digest")
+		_, err = s.Consume(ctx, lost)
+		checkCorrupt("Consume", err)
 
-	time.Sleep(20 * time.Millisecond) // let the background sweeper meet the damaged page (no assertion on time)
-	e, err := s.Get(ctx, "key-01999")
-	require.NoError(t, err, "keys on healthy pages still work")
-	require.Len(t, e.Value, 100)
-	set, _, err := s.SetNX(ctx, "zzz-new", []byte("v"), time.Hour)
-	require.NoError(t, err)
-	require.True(t, set)
-	requireQueued(t, s)
+		// Twenty ticks of the background sweeper, on the bubble's clock, meet
+		// the damaged page.
+		time.Sleep(20 * time.Millisecond)
+		e, err := s.Get(ctx, "key-01999")
+		require.NoError(t, err, "keys on healthy pages still work")
+		require.Len(t, e.Value, 100)
+		set, _, err := s.SetNX(ctx, "zzz-new", []byte("v"), time.Hour)
+		require.NoError(t, err)
+		require.True(t, set)
+		requireQueued(t, s)
+	})
 }
 
 // TestDamagedFreelistFailsOpen damages the freelist page, which

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
 )
@@ -122,12 +123,12 @@ func TestWithoutSweeper(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	s, _ = openStore(t)
-	waitUntil(t, "the default sweeper to show", func() bool { return len(sweeperGoroutines()) > 0 })
+	testkit.WaitFor(t, "the default sweeper to show", func() bool { return len(sweeperGoroutines()) > 0 })
 	require.NoError(t, s.Close())
 	// Close returns once the sweeper has called wg.Done, which its
 	// deferred calls do just before it returns: the goroutine may still
 	// be in the dump for a moment, so wait for it to leave.
-	waitUntil(t, "the sweeper to stop after Close", func() bool { return len(sweeperGoroutines()) == 0 })
+	testkit.WaitFor(t, "the sweeper to stop after Close", func() bool { return len(sweeperGoroutines()) == 0 })
 }
 
 // sweeperGoroutines returns the stacks of running background sweepers.
@@ -139,15 +140,4 @@ func sweeperGoroutines() []string {
 		}
 	}
 	return out
-}
-
-// waitUntil polls cond until it holds; it fails t if that takes absurdly
-// long (a hang), which is not a timing assertion.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "gave up waiting for %s", what)
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -29,9 +29,10 @@ import (
 type lossy struct {
 	lose int
 
-	mu   sync.Mutex
-	keys []string
-	lost []any
+	mu        sync.Mutex
+	keys      []string
+	lost      []any
+	onAttempt func() // called, if set, as each attempt arrives
 }
 
 func (l *lossy) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -39,7 +40,11 @@ func (l *lossy) intercept(ctx context.Context, req any, info *grpc.UnaryServerIn
 	l.mu.Lock()
 	l.keys = append(l.keys, strings.Join(md.Get("idempotency-key"), ","))
 	n := len(l.keys)
+	onAttempt := l.onAttempt
 	l.mu.Unlock()
+	if onAttempt != nil {
+		onAttempt()
+	}
 	resp, err := handler(ctx, req)
 	if n <= l.lose {
 		l.mu.Lock()
@@ -209,12 +214,9 @@ func TestClientWaitEndsWithTheContext(t *testing.T) {
 	conn, l := serveCounting(t, status.Error(codes.Unavailable, "down"), idemgrpc.WithBackoff(time.Hour, time.Hour))
 	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), userHeader, "alice"))
 	defer cancel()
-	go func() {
-		for len(l.attempts()) == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-	}()
+	l.mu.Lock()
+	l.onAttempt = cancel // the client is then waiting out its hour of back-off
+	l.mu.Unlock()
 	r := create(ctx, conn, mustStruct(t, nil))
 	assert.Equal(t, codes.Canceled, code(r.err), r.err)
 	assert.Len(t, l.attempts(), 1)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
+	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/store"
 )
 
 // The test service, built without protoc: /test.Orders/Create and Get are
@@ -195,4 +197,39 @@ func clientInterceptor(tb testing.TB, opts ...idemgrpc.Option) grpc.DialOption {
 	c, err := idemgrpc.NewClient(opts...)
 	require.NoError(tb, err)
 	return grpc.WithUnaryInterceptor(c.UnaryClientInterceptor())
+}
+
+// claimCounter is a store that counts the claims (SetNX calls) made on it
+// and closes met when they reach want, so that a handler can hold the
+// first call in flight until the other calls have met its claim, however
+// slow the machine, instead of sleeping. It offers only store.Store's
+// methods, so the engine claims with SetNX.
+type claimCounter struct {
+	store.Store
+	want   int32
+	claims atomic.Int32
+	met    chan struct{}
+}
+
+// newClaimCounter returns a claimCounter over a fresh memory store whose
+// met channel closes at the want-th claim.
+func newClaimCounter(tb testing.TB, want int) *claimCounter {
+	return &claimCounter{Store: testkit.NewMem(tb), want: int32(want), met: make(chan struct{})}
+}
+
+func (c *claimCounter) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	if c.claims.Add(1) == c.want {
+		close(c.met)
+	}
+	return c.Store.SetNX(ctx, key, value, ttl)
+}
+
+// awaitClaims blocks until c has seen its want claims, or ctx ends.
+func (c *claimCounter) awaitClaims(ctx context.Context) error {
+	select {
+	case <-c.met:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -16,24 +16,30 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemgrpc"
 	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/store"
 )
 
 // oversizedOrders answers Create with a response over a 256-byte result
-// cap, counting its runs.
-func oversizedOrders() *orders {
+// cap, counting its runs. Given claims, it keeps the first call in flight
+// until claims has seen its calls claim the key.
+func oversizedOrders(claims *claimCounter) *orders {
 	srv := &orders{}
 	srv.unary = func(ctx context.Context, _ string, _ *structpb.Struct) (*structpb.Struct, error) {
 		srv.runs.Add(1)
-		time.Sleep(20 * time.Millisecond) // keep the first call in flight while others arrive
+		if claims != nil {
+			if err := claims.awaitClaims(ctx); err != nil {
+				return nil, err
+			}
+		}
 		return structpb.NewStruct(map[string]any{"blob": strings.Repeat("b", 1024)})
 	}
 	return srv
 }
 
-// cappedEngine is an engine whose results may not exceed 256 bytes.
-func cappedEngine(t *testing.T, opts ...idemkit.Option) *idemkit.Engine {
+// cappedEngine is an engine over s whose results may not exceed 256 bytes.
+func cappedEngine(t *testing.T, s store.Store, opts ...idemkit.Option) *idemkit.Engine {
 	t.Helper()
-	return testkit.NewEngine(t, append([]idemkit.Option{idemkit.WithMaxResultSize(256)}, opts...)...)
+	return testkit.NewEngineOn(t, s, append([]idemkit.Option{idemkit.WithMaxResultSize(256)}, opts...)...)
 }
 
 // TestOversizedResponseIsNeverRunAgain sends one key from many clients at
@@ -42,10 +48,11 @@ func cappedEngine(t *testing.T, opts ...idemkit.Option) *idemkit.Engine {
 // response; every other call, and every later retry, gets
 // ResourceExhausted marked replayed, and the handler does not run again.
 func TestOversizedResponseIsNeverRunAgain(t *testing.T) {
-	srv := oversizedOrders()
-	conn := serveIdem(t, cappedEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithWait(time.Millisecond)))
-	in := mustStruct(t, map[string]any{"item": "book"})
 	const n = 30
+	claims := newClaimCounter(t, n)
+	srv := oversizedOrders(claims)
+	conn := serveIdem(t, cappedEngine(t, claims), srv, idemgrpc.WithEngineOptions(idemkit.WithWait(time.Millisecond)))
+	in := mustStruct(t, map[string]any{"item": "book"})
 	replies := make([]reply, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -84,8 +91,8 @@ func requireNotStored(t *testing.T, r reply) {
 // TestOversizedResponseReleaseKey: with idemkit.ReleaseKey in the engine
 // options, the key is released and a retry runs the handler again.
 func TestOversizedResponseReleaseKey(t *testing.T) {
-	srv := oversizedOrders()
-	conn := serveIdem(t, cappedEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithOversized(idemkit.ReleaseKey)))
+	srv := oversizedOrders(nil)
+	conn := serveIdem(t, cappedEngine(t, testkit.NewMem(t)), srv, idemgrpc.WithEngineOptions(idemkit.WithOversized(idemkit.ReleaseKey)))
 	in := mustStruct(t, nil)
 	for i := range 3 {
 		r := create(callCtx(t, "alice", "big"), conn, in)

@@ -54,15 +54,20 @@ func retryDelayOf(t *testing.T, err error) time.Duration {
 }
 
 func TestConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
+	const n = 50
+	// The first call stays in flight until every call has tried to claim
+	// the key: the other n-1 all find it in progress.
+	claims := newClaimCounter(t, n)
 	srv := &orders{}
 	srv.unary = func(ctx context.Context, m string, in *structpb.Struct) (*structpb.Struct, error) {
-		time.Sleep(20 * time.Millisecond) // keep the first call in flight while others arrive
+		if err := claims.awaitClaims(ctx); err != nil {
+			return nil, err
+		}
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, testkit.NewEngine(t), srv)
+	conn := serveIdem(t, testkit.NewEngineOn(t, claims), srv)
 	in := mustStruct(t, map[string]any{"item": "book", "qty": 2})
 
-	const n = 50
 	replies := make([]reply, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -350,14 +355,19 @@ func TestSelectorAndCustomMetadataKey(t *testing.T) {
 }
 
 func TestWaitingRepeatsGetTheReplay(t *testing.T) {
+	replies := make([]reply, 10)
+	// The first call stays in flight until the repeats have claimed as
+	// often as there are calls: they wait for it, then get its replay.
+	claims := newClaimCounter(t, len(replies))
 	srv := &orders{}
 	srv.unary = func(ctx context.Context, m string, in *structpb.Struct) (*structpb.Struct, error) {
-		time.Sleep(10 * time.Millisecond)
+		if err := claims.awaitClaims(ctx); err != nil {
+			return nil, err
+		}
 		return srv.echo(ctx, m, in)
 	}
-	conn := serveIdem(t, testkit.NewEngine(t), srv, idemgrpc.WithEngineOptions(idemkit.WithWait(time.Millisecond)))
+	conn := serveIdem(t, testkit.NewEngineOn(t, claims), srv, idemgrpc.WithEngineOptions(idemkit.WithWait(time.Millisecond)))
 	var wg sync.WaitGroup
-	replies := make([]reply, 10)
 	for i := range replies {
 		wg.Go(func() { replies[i] = create(callCtx(t, "alice", "k"), conn, mustStruct(t, nil)) })
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -393,44 +394,46 @@ func (p *perValueClaim) isBlocked(value string) bool {
 // for the earlier claim, which is still on its way, not only for the
 // latest cut-off call on the key.
 func TestBudgetCallWaitsForEveryCutOffCallOnItsKey(t *testing.T) {
-	p := &perValueClaim{
-		bareStore: bareStore{newMem(t)},
-		release:   map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})},
-		blocked:   map[string]bool{},
-	}
-	t.Cleanup(func() {
-		for _, ch := range p.release {
-			select {
-			case <-ch:
-			default:
-				close(ch)
+	synctest.Test(t, func(t *testing.T) {
+		p := &perValueClaim{
+			bareStore: bareStore{newMem(t)},
+			release:   map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})},
+			blocked:   map[string]bool{},
+		}
+		t.Cleanup(func() {
+			for _, ch := range p.release {
+				select {
+				case <-ch:
+				default:
+					close(ch)
+				}
 			}
+		})
+		const budget = 200 * time.Millisecond
+		s := mustBudget(t, p, budget)
+		errs := make(chan error, 2)
+		go func() {
+			_, _, err := s.SetNX(ctx, "k", []byte("a"), time.Minute)
+			errs <- err
+		}()
+		require.Eventually(t, func() bool { return p.isBlocked("a") }, hangDetector, time.Millisecond)
+		time.Sleep(budget / 4) // "b" is cut off after "a"
+		go func() {
+			_, _, err := s.SetNX(ctx, "k", []byte("b"), time.Minute)
+			errs <- err
+		}()
+		for range 2 {
+			require.ErrorIs(t, <-errs, context.DeadlineExceeded)
+		}
+		close(p.release["b"]) // the later claim lands; the earlier is still on its way
+		require.Eventually(t, func() bool { return !p.isBlocked("b") }, hangDetector, time.Millisecond)
+		synctest.Wait() // the landed call's bookkeeping is done
+
+		time.AfterFunc(budget/4, func() { close(p.release["a"]) }) // the earlier claim lands later
+		_, err := s.CompareAndDelete(ctx, "k", []byte("a"))
+		assert.False(t, p.overtaken.Load(), "the undo of the earlier claim reached the store before that claim")
+		if err != nil {
+			assert.ErrorIs(t, err, store.ErrUnavailable)
 		}
 	})
-	const budget = 200 * time.Millisecond
-	s := mustBudget(t, p, budget)
-	errs := make(chan error, 2)
-	go func() {
-		_, _, err := s.SetNX(ctx, "k", []byte("a"), time.Minute)
-		errs <- err
-	}()
-	require.Eventually(t, func() bool { return p.isBlocked("a") }, hangDetector, time.Millisecond)
-	time.Sleep(budget / 4) // "b" is cut off after "a"
-	go func() {
-		_, _, err := s.SetNX(ctx, "k", []byte("b"), time.Minute)
-		errs <- err
-	}()
-	for range 2 {
-		require.ErrorIs(t, <-errs, context.DeadlineExceeded)
-	}
-	close(p.release["b"]) // the later claim lands; the earlier is still on its way
-	require.Eventually(t, func() bool { return !p.isBlocked("b") }, hangDetector, time.Millisecond)
-	time.Sleep(10 * time.Millisecond) // let the landed call's bookkeeping finish
-
-	time.AfterFunc(budget/4, func() { close(p.release["a"]) }) // the earlier claim lands later
-	_, err := s.CompareAndDelete(ctx, "k", []byte("a"))
-	assert.False(t, p.overtaken.Load(), "the undo of the earlier claim reached the store before that claim")
-	if err != nil {
-		assert.ErrorIs(t, err, store.ErrUnavailable)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/policy/budget"
 	"github.com/idemkit/idemkit/policy/internal/fake"
 	"github.com/idemkit/idemkit/store"
@@ -27,7 +28,7 @@ var (
 	errInjected     = fake.ErrInjected
 	newFaulty       = fake.NewFaulty
 	newFaultyValuer = fake.NewValuer
-	newMem          = fake.NewMem
+	newMem          = testkit.NewMem
 	newEngine       = fake.NewEngine
 	everyOp         = fake.EveryOp
 )

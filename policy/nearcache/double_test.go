@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/policy/internal/fake"
 	"github.com/idemkit/idemkit/policy/nearcache"
 	"github.com/idemkit/idemkit/store"
@@ -27,7 +28,7 @@ const (
 var (
 	newFaulty       = fake.NewFaulty
 	newFaultyValuer = fake.NewValuer
-	newMem          = fake.NewMem
+	newMem          = testkit.NewMem
 	newEngine       = fake.NewEngine
 )
 

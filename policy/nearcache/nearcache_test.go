@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -161,20 +162,22 @@ func TestNearCacheWritesInvalidate(t *testing.T) {
 }
 
 func TestNearCacheRespectsExpiry(t *testing.T) {
-	nc, f := newNear(t)
-	_, _, err := nc.SetNX(ctx, "k", []byte("S-done"), 60*time.Millisecond)
-	require.NoError(t, err)
-	e, err := nc.Get(ctx, "k")
-	require.NoError(t, err)
-	assert.LessOrEqual(t, e.TTL, 60*time.Millisecond)
-	time.Sleep(80 * time.Millisecond)
-	calls := f.Calls.Load()
-	_, err = nc.Get(ctx, "k")
-	assert.ErrorIs(t, err, store.ErrNotFound, "expired: asked the store")
-	assert.Equal(t, calls+1, f.Calls.Load())
-	set, _, err := nc.SetNX(ctx, "k", []byte("S-next"), time.Minute)
-	require.NoError(t, err)
-	assert.True(t, set)
+	synctest.Test(t, func(t *testing.T) {
+		nc, f := newNear(t)
+		_, _, err := nc.SetNX(ctx, "k", []byte("S-done"), 60*time.Millisecond)
+		require.NoError(t, err)
+		e, err := nc.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.LessOrEqual(t, e.TTL, 60*time.Millisecond)
+		time.Sleep(80 * time.Millisecond)
+		calls := f.Calls.Load()
+		_, err = nc.Get(ctx, "k")
+		assert.ErrorIs(t, err, store.ErrNotFound, "expired: asked the store")
+		assert.Equal(t, calls+1, f.Calls.Load())
+		set, _, err := nc.SetNX(ctx, "k", []byte("S-next"), time.Minute)
+		require.NoError(t, err)
+		assert.True(t, set)
+	})
 }
 
 func TestNewNearCacheRejectsInvalidArguments(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/policy/budget"
 	"github.com/idemkit/idemkit/policy/internal/fake"
 	"github.com/idemkit/idemkit/policy/tiered"
@@ -31,7 +32,7 @@ var (
 	errInjected     = fake.ErrInjected
 	newFaulty       = fake.NewFaulty
 	newFaultyValuer = fake.NewValuer
-	newMem          = fake.NewMem
+	newMem          = testkit.NewMem
 	newEngine       = fake.NewEngine
 	everyOp         = fake.EveryOp
 )

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -240,60 +241,62 @@ func recoverPrimary(t *testing.T, s tieredStore, p *faultyStore) {
 }
 
 func TestTieredCopyForward(t *testing.T) {
-	s, p, f, log := newTiered(t, tiered.WithFailureThreshold(1), tiered.WithCoolDown(20*time.Millisecond))
-	openBreaker(t, s, p)
+	synctest.Test(t, func(t *testing.T) {
+		s, p, f, log := newTiered(t, tiered.WithFailureThreshold(1), tiered.WithCoolDown(20*time.Millisecond))
+		openBreaker(t, s, p)
 
-	claim := func(key, value string, ttl time.Duration) {
-		set, _, err := s.SetNX(ctx, key, []byte(value), ttl)
+		claim := func(key, value string, ttl time.Duration) {
+			set, _, err := s.SetNX(ctx, key, []byte(value), ttl)
+			require.NoError(t, err)
+			require.True(t, set, key)
+		}
+		claim("live", "mine", time.Minute)
+		claim("short", "mine", 30*time.Millisecond)
+		claim("contested", "mine", time.Minute)
+		claim("swapped", "old", time.Minute)
+		ok, err := s.CompareAndSwap(ctx, "swapped", []byte("old"), []byte("new"), time.Minute)
 		require.NoError(t, err)
-		require.True(t, set, key)
-	}
-	claim("live", "mine", time.Minute)
-	claim("short", "mine", 30*time.Millisecond)
-	claim("contested", "mine", time.Minute)
-	claim("swapped", "old", time.Minute)
-	ok, err := s.CompareAndSwap(ctx, "swapped", []byte("old"), []byte("new"), time.Minute)
-	require.NoError(t, err)
-	require.True(t, ok)
-	claim("released", "mine", time.Minute)
-	ok, err = s.CompareAndDelete(ctx, "released", []byte("mine"))
-	require.NoError(t, err)
-	require.True(t, ok)
-	// Meanwhile another instance claims "contested" in the primary.
-	set, _, err := p.Store.SetNX(ctx, "contested", []byte("theirs"), time.Minute)
-	require.NoError(t, err)
-	require.True(t, set)
-	time.Sleep(50 * time.Millisecond) // "short" expires
+		require.True(t, ok)
+		claim("released", "mine", time.Minute)
+		ok, err = s.CompareAndDelete(ctx, "released", []byte("mine"))
+		require.NoError(t, err)
+		require.True(t, ok)
+		// Meanwhile another instance claims "contested" in the primary.
+		set, _, err := p.Store.SetNX(ctx, "contested", []byte("theirs"), time.Minute)
+		require.NoError(t, err)
+		require.True(t, set)
+		time.Sleep(50 * time.Millisecond) // "short" expires, on the bubble's clock
 
-	recoverPrimary(t, s, p)
-	require.Eventually(t, func() bool { return s.Stats().Journal == 0 }, hangDetector, 5*time.Millisecond)
+		recoverPrimary(t, s, p)
+		require.Eventually(t, func() bool { return s.Stats().Journal == 0 }, hangDetector, 5*time.Millisecond)
 
-	st := s.Stats()
-	assert.EqualValues(t, 2, st.Copied, "live and swapped")
-	assert.EqualValues(t, 1, st.Conflicts)
-	assert.EqualValues(t, 2, st.Skipped, "short expired, released deleted")
-	assert.Zero(t, st.CopyFailed)
-	assert.ElementsMatch(t, []string{"live", "swapped"}, log.keysOf(tiered.EventCopied))
-	assert.Equal(t, []string{"contested"}, log.keysOf(tiered.EventConflict))
+		st := s.Stats()
+		assert.EqualValues(t, 2, st.Copied, "live and swapped")
+		assert.EqualValues(t, 1, st.Conflicts)
+		assert.EqualValues(t, 2, st.Skipped, "short expired, released deleted")
+		assert.Zero(t, st.CopyFailed)
+		assert.ElementsMatch(t, []string{"live", "swapped"}, log.keysOf(tiered.EventCopied))
+		assert.Equal(t, []string{"contested"}, log.keysOf(tiered.EventConflict))
 
-	e, err := p.Store.Get(ctx, "live")
-	require.NoError(t, err)
-	assert.Equal(t, []byte("mine"), e.Value)
-	assert.LessOrEqual(t, e.TTL, time.Minute, "the remaining TTL, never more")
-	e, err = p.Store.Get(ctx, "swapped")
-	require.NoError(t, err)
-	assert.Equal(t, []byte("new"), e.Value)
-	e, err = p.Store.Get(ctx, "contested")
-	require.NoError(t, err)
-	assert.Equal(t, []byte("theirs"), e.Value, "the primary's claim wins")
-	for _, k := range []string{"short", "released"} {
-		_, err = p.Store.Get(ctx, k)
-		assert.ErrorIs(t, err, store.ErrNotFound, k)
-	}
-	for _, k := range []string{"live", "swapped", "contested"} {
-		_, err = f.Store.Get(ctx, k)
-		assert.ErrorIs(t, err, store.ErrNotFound, "%s is gone from the fallback", k)
-	}
+		e, err := p.Store.Get(ctx, "live")
+		require.NoError(t, err)
+		assert.Equal(t, []byte("mine"), e.Value)
+		assert.LessOrEqual(t, e.TTL, time.Minute, "the remaining TTL, never more")
+		e, err = p.Store.Get(ctx, "swapped")
+		require.NoError(t, err)
+		assert.Equal(t, []byte("new"), e.Value)
+		e, err = p.Store.Get(ctx, "contested")
+		require.NoError(t, err)
+		assert.Equal(t, []byte("theirs"), e.Value, "the primary's claim wins")
+		for _, k := range []string{"short", "released"} {
+			_, err = p.Store.Get(ctx, k)
+			assert.ErrorIs(t, err, store.ErrNotFound, k)
+		}
+		for _, k := range []string{"live", "swapped", "contested"} {
+			_, err = f.Store.Get(ctx, k)
+			assert.ErrorIs(t, err, store.ErrNotFound, "%s is gone from the fallback", k)
+		}
+	})
 }
 
 // An operation on a journaled key copies it forward before the primary
@@ -488,53 +491,55 @@ func (l *lossyStore) Consume(ctx context.Context, key string) ([]byte, error) {
 // the fallback as if fresh, and copy-forward must not keep an orphan claim
 // over the finished result.
 func TestTieredAmbiguousWriteNeverRunsTwice(t *testing.T) {
-	const keys = 8
-	p := &lossyStore{Store: newMem(t)}
-	p.lossy.Store(true)
-	ts := mustTiered(t, p, newMem(t), tiered.WithFailureThreshold(5), tiered.WithCoolDown(20*time.Millisecond))
-	t.Cleanup(func() { _ = ts.Close() })
-	e, _ := newEngine(t, ts.Store, idemkit.WithLease(300*time.Millisecond))
+	synctest.Test(t, func(t *testing.T) {
+		const keys = 8
+		p := &lossyStore{Store: newMem(t)}
+		p.lossy.Store(true)
+		ts := mustTiered(t, p, newMem(t), tiered.WithFailureThreshold(5), tiered.WithCoolDown(20*time.Millisecond))
+		t.Cleanup(func() { _ = ts.Close() })
+		e, _ := newEngine(t, ts.Store, idemkit.WithLease(300*time.Millisecond))
 
-	var runs [keys]atomic.Int32
-	do := func(i int, opts ...idemkit.Option) error {
-		_, err := e.Do(ctx, fmt.Sprint("order-", i), "fp", func(context.Context) ([]byte, error) {
-			runs[i].Add(1)
-			return []byte("done"), nil
-		}, opts...)
-		return err
-	}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range keys {
-		wg.Go(func() {
-			<-start
-			for range 50 { // a client retrying every 503
-				if err := do(i); !errors.Is(err, idemkit.ErrUnavailable) {
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-
-	p.lossy.Store(false)
-	require.Eventually(t, func() bool {
-		_, _ = ts.Get(ctx, "probe")
-		return ts.State() == tiered.BreakerClosed && ts.Stats().Journal == 0
-	}, hangDetector, 5*time.Millisecond)
-	for i := range keys { // the client's next retry, waiting out any claim still held
-		require.NoError(t, do(i, idemkit.WithWait(10*time.Millisecond)), "key %d", i)
-	}
-	twice := 0
-	for i := range keys {
-		if runs[i].Load() > 1 {
-			twice++
+		var runs [keys]atomic.Int32
+		do := func(i int, opts ...idemkit.Option) error {
+			_, err := e.Do(ctx, fmt.Sprint("order-", i), "fp", func(context.Context) ([]byte, error) {
+				runs[i].Add(1)
+				return []byte("done"), nil
+			}, opts...)
+			return err
 		}
-		assert.EqualValues(t, 1, runs[i].Load(), "key %d: runs of its work", i)
-	}
-	t.Logf("%d of %d keys ran their work twice; stats %+v", twice, keys, ts.Stats())
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range keys {
+			wg.Go(func() {
+				<-start
+				for range 50 { // a client retrying every 503
+					if err := do(i); !errors.Is(err, idemkit.ErrUnavailable) {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		p.lossy.Store(false)
+		require.Eventually(t, func() bool {
+			_, _ = ts.Get(ctx, "probe")
+			return ts.State() == tiered.BreakerClosed && ts.Stats().Journal == 0
+		}, hangDetector, 5*time.Millisecond)
+		for i := range keys { // the client's next retry, waiting out any claim still held
+			require.NoError(t, do(i, idemkit.WithWait(10*time.Millisecond)), "key %d", i)
+		}
+		twice := 0
+		for i := range keys {
+			if runs[i].Load() > 1 {
+				twice++
+			}
+			assert.EqualValues(t, 1, runs[i].Load(), "key %d: runs of its work", i)
+		}
+		t.Logf("%d of %d keys ran their work twice; stats %+v", twice, keys, ts.Stats())
+	})
 }
 
 // Tokens issued before an outage are unknown to the fallback. Using one
@@ -789,35 +794,37 @@ func TestTieredCopierDoesNotDropAConcurrentFallbackWrite(t *testing.T) {
 // end with the used token, not keep the stale unused copy (which would let
 // the token be used a second time).
 func TestTieredFallbackChangeReplacesALostCopy(t *testing.T) {
-	p := &lossyStore{Store: newMem(t)}
-	const coolDown = 10 * time.Millisecond
-	inner, err := tiered.New(p, newMem(t), func(_, _ []byte) bool { return false },
-		tiered.WithFailureThreshold(1), tiered.WithCoolDown(coolDown))
-	require.NoError(t, err)
-	s := tieredStore{inner}
-	t.Cleanup(func() { _ = s.Close() })
+	synctest.Test(t, func(t *testing.T) {
+		p := &lossyStore{Store: newMem(t)}
+		const coolDown = 10 * time.Millisecond
+		inner, err := tiered.New(p, newMem(t), func(_, _ []byte) bool { return false },
+			tiered.WithFailureThreshold(1), tiered.WithCoolDown(coolDown))
+		require.NoError(t, err)
+		s := tieredStore{inner}
+		t.Cleanup(func() { _ = s.Close() })
 
-	p.lossy.Store(true)
-	_, _, err = s.SetNX(ctx, "probe", []byte("v"), time.Minute)
-	require.ErrorIs(t, err, store.ErrUnavailable)
-	set, _, err := s.SetNX(ctx, "tok", []byte("issued"), time.Minute)
-	require.NoError(t, err)
-	require.True(t, set)
+		p.lossy.Store(true)
+		_, _, err = s.SetNX(ctx, "probe", []byte("v"), time.Minute)
+		require.ErrorIs(t, err, store.ErrUnavailable)
+		set, _, err := s.SetNX(ctx, "tok", []byte("issued"), time.Minute)
+		require.NoError(t, err)
+		require.True(t, set)
 
-	time.Sleep(3 * coolDown) // the next operation probes the primary
-	ok, err := s.CompareAndSwap(ctx, "tok", []byte("issued"), []byte("used"), time.Minute)
-	require.NoError(t, err)
-	require.True(t, ok)
-	e, err := p.Store.Get(ctx, "tok")
-	require.NoError(t, err)
-	require.Equal(t, "issued", string(e.Value), "the lost copy landed in the primary")
+		time.Sleep(3 * coolDown) // the next operation probes the primary
+		ok, err := s.CompareAndSwap(ctx, "tok", []byte("issued"), []byte("used"), time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		e, err := p.Store.Get(ctx, "tok")
+		require.NoError(t, err)
+		require.Equal(t, "issued", string(e.Value), "the lost copy landed in the primary")
 
-	p.lossy.Store(false)
-	recoverPrimaryAndDrain(t, s)
-	e, err = p.Store.Get(ctx, "tok")
-	require.NoError(t, err)
-	assert.Equal(t, "used", string(e.Value))
-	assert.Zero(t, s.Stats().Conflicts)
+		p.lossy.Store(false)
+		recoverPrimaryAndDrain(t, s)
+		e, err = p.Store.Get(ctx, "tok")
+		require.NoError(t, err)
+		assert.Equal(t, "used", string(e.Value))
+		assert.Zero(t, s.Stats().Conflicts)
+	})
 }
 
 // 64 goroutines claim one key while the primary fails and the breaker

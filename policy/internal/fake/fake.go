@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -34,7 +35,7 @@ type Faulty struct {
 // NewFaulty returns a healthy Faulty store whose hanging calls return when
 // the test ends.
 func NewFaulty(t *testing.T) *Faulty {
-	f := &Faulty{Store: NewMem(t), release: make(chan struct{})}
+	f := &Faulty{Store: testkit.NewMem(t), release: make(chan struct{})}
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(f.release) }) })
 	return f
@@ -154,17 +155,6 @@ func (f *Valuer) SetNXValue(ctx context.Context, key string, value []byte, ttl t
 }
 
 var _ store.SetNXValuer = (*Valuer)(nil)
-
-// NewMem returns a memstore closed when the test ends, or fails tb.
-func NewMem(tb testing.TB) *memstore.Store {
-	tb.Helper()
-	m, err := memstore.New()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = m.Close() })
-	return m
-}
 
 // EveryOp runs each Store operation once against s and returns its error.
 func EveryOp(ctx context.Context, s store.Store) map[string]error {

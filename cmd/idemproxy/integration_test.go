@@ -11,10 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // pythonBackend runs testdata/orders_backend.py and returns its URL and
@@ -124,10 +124,7 @@ func TestTwoProxiesOverOneRedisInFrontOfPython(t *testing.T) {
 			}
 			done <- body
 		}()
-		deadline := time.Now().Add(20 * time.Second)
-		for executions()["slow"] == 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testkit.WaitFor(t, "the slow request to reach the backend", func() bool { return executions()["slow"] != 0 })
 		for _, url := range proxies {
 			res, body := send(t, url+"/orders", "POST", "alice", "slow", `{}`)
 			wantStatus(t, res, body, http.StatusConflict)

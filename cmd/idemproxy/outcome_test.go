@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // workUpstream is an upstream whose work, once started, always finishes:
@@ -310,9 +311,8 @@ func TestConcurrentRetriesWhileTheUpstreamWorks(t *testing.T) {
 	}
 	close(start)
 	retried.Wait() // every retrier has been answered once while the upstream works
-	for deadline := time.Now().Add(10 * time.Second); conflicts.Load() < 4*retriers && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond) // and a few more times
-	}
+	// and a few more times
+	testkit.WaitFor(t, "more 409s while the upstream works", func() bool { return conflicts.Load() >= 4*retriers })
 	up.finish()
 	wg.Wait()
 	close(errs)

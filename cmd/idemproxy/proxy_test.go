@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // goUpstream is an upstream written in Go for the unit tests. Every
@@ -178,9 +179,7 @@ func TestKeyRacingDuplicatesRunOnce(t *testing.T) {
 	}
 	<-up.started // the winner is in the upstream
 	// Every loser has its 409 before the winner is let go.
-	for conflicts.Load() < n-1 && other.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "every loser's 409", func() bool { return conflicts.Load() >= n-1 || other.Load() != 0 })
 	close(up.release)
 	wg.Wait()
 	if up.runs.Load() != 1 || created.Load() != 1 || conflicts.Load() != n-1 {

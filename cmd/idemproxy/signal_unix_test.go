@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // TestSIGHUPReloadsKeys sends the process a real SIGHUP.
@@ -20,10 +21,7 @@ func TestSIGHUPReloadsKeys(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for reloads.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the reload", func() bool { return reloads.Load() != 0 })
 	if reloads.Load() != 1 {
 		t.Fatalf("reloads %d after one SIGHUP", reloads.Load())
 	}

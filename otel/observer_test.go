@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	idemotel "github.com/idemkit/idemkit/otel"
 )
 
@@ -107,15 +107,11 @@ func TestCountersEqualAStormsOutcomes(t *testing.T) {
 			})
 		}
 	}
-	for {
+	testkit.WaitFor(t, "every copy but the first to find its key in progress", func() bool {
 		mu.Lock()
-		n := got["in_progress"]
-		mu.Unlock()
-		if n == keys*(copies-1) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer mu.Unlock()
+		return got["in_progress"] == keys*(copies-1)
+	})
 	close(release)
 	wg.Wait()
 	for k := range keys { // one replay per key after the storm

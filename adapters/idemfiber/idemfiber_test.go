@@ -137,9 +137,7 @@ func TestInProgress(t *testing.T) {
 		a, _ := trySend("POST", u, body, as("alice", "k-secret")...)
 		first <- a
 	}()
-	for o.runs.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the first request to reach the handler", func() bool { return o.runs.Load() != 0 })
 	a := send(t, "POST", u, body, as("alice", "k-secret")...)
 	checkProblem(t, a, http.StatusConflict, idemfiber.ProblemInProgress)
 	if a.header.Get("Retry-After") == "" {

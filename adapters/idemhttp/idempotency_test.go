@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -684,34 +685,36 @@ func TestIdempotencyReplayKeepsContentEncoding(t *testing.T) {
 // Concurrent requests with one key from two principals: each principal's
 // handler runs once and nobody ever gets the other's response.
 func TestIdempotencyPrincipalsNeverShareResponses(t *testing.T) {
-	var runs sync.Map
-	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithWait(time.Millisecond)))
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u := r.Header.Get(userHeader)
-		n, _ := runs.LoadOrStore(u, new(atomic.Int32))
-		n.(*atomic.Int32).Add(1)
-		time.Sleep(time.Millisecond)
-		_, _ = io.WriteString(w, "for "+u)
-	}))
-	var wg sync.WaitGroup
-	errs := make(chan error, 40)
-	for i := range 40 {
-		user := []string{"alice", "bob"}[i%2]
-		wg.Go(func() {
-			w := serve(h, req{user: user, key: "shared"})
-			if w.Body.String() != "for "+user {
-				errs <- errors.New(user + " got " + w.Body.String())
-			}
+	synctest.Test(t, func(t *testing.T) {
+		var runs sync.Map
+		mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.WithWait(time.Millisecond)))
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u := r.Header.Get(userHeader)
+			n, _ := runs.LoadOrStore(u, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			time.Sleep(time.Millisecond)
+			_, _ = io.WriteString(w, "for "+u)
+		}))
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for i := range 40 {
+			user := []string{"alice", "bob"}[i%2]
+			wg.Go(func() {
+				w := serve(h, req{user: user, key: "shared"})
+				if w.Body.String() != "for "+user {
+					errs <- errors.New(user + " got " + w.Body.String())
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		runs.Range(func(k, v any) bool {
+			assert.EqualValues(t, 1, v.(*atomic.Int32).Load(), "%s's handler runs", k)
+			return true
 		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	runs.Range(func(k, v any) bool {
-		assert.EqualValues(t, 1, v.(*atomic.Int32).Load(), "%s's handler runs", k)
-		return true
 	})
 }
 
@@ -792,39 +795,41 @@ func TestIdempotencyPayloadWindowConcurrentKeysRunOnce(t *testing.T) {
 // runs once, and every other request is told the first is in progress or
 // that its response was not stored.
 func TestIdempotencyConcurrentStreamedRunsOnce(t *testing.T) {
-	var runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		runs.Add(1)
-		_, _ = io.WriteString(w, "data: 1\n\n")
-		w.(http.Flusher).Flush()
-		time.Sleep(time.Millisecond)
-	}))
-	const n = 50
-	results := make([]*httptest.ResponseRecorder, n)
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	for i := range n {
-		wg.Go(func() {
-			r := req{user: "alice", key: "stream"}.build()
-			start.Wait()
-			results[i] = httptest.NewRecorder()
-			h.ServeHTTP(results[i], r)
-		})
-	}
-	start.Done()
-	wg.Wait()
-	streamed := 0
-	for _, w := range results {
-		switch w.Code {
-		case http.StatusOK:
-			streamed++
-		case http.StatusConflict:
-			requireProblem(t, w, 409, idemhttp.ProblemInProgress)
-		default:
-			requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int32
+		mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser))
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			runs.Add(1)
+			_, _ = io.WriteString(w, "data: 1\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(time.Millisecond)
+		}))
+		const n = 50
+		results := make([]*httptest.ResponseRecorder, n)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i := range n {
+			wg.Go(func() {
+				r := req{user: "alice", key: "stream"}.build()
+				start.Wait()
+				results[i] = httptest.NewRecorder()
+				h.ServeHTTP(results[i], r)
+			})
 		}
-	}
-	assert.Equal(t, 1, streamed)
-	assert.EqualValues(t, 1, runs.Load())
+		start.Done()
+		wg.Wait()
+		streamed := 0
+		for _, w := range results {
+			switch w.Code {
+			case http.StatusOK:
+				streamed++
+			case http.StatusConflict:
+				requireProblem(t, w, 409, idemhttp.ProblemInProgress)
+			default:
+				requireProblem(t, w, 500, idemhttp.ProblemResponseNotStored)
+			}
+		}
+		assert.Equal(t, 1, streamed)
+		assert.EqualValues(t, 1, runs.Load())
+	})
 }

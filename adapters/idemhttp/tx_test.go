@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -108,30 +109,32 @@ func TestCompleteInRefusesWhatItCannotRecord(t *testing.T) {
 // TestCompleteInRace sends one key many times at once: one handler
 // commits, and every request (waiting, WithWait) gets its response.
 func TestCompleteInRace(t *testing.T) {
-	s := testkit.NewMem(t)
-	var commits, runs atomic.Int32
-	mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngineOn(t, s), byUser,
-		idemhttp.WithEngineOptions(idemkit.WithWait(10*time.Millisecond))))
-	inner := orderHandler(t, s, &commits, func() bool { return false })
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		runs.Add(1)
-		time.Sleep(5 * time.Millisecond)
-		inner(w, r)
-	}))
-	var wg sync.WaitGroup
-	codes := make([]int, 48)
-	bodies := make([]string, len(codes))
-	for i := range codes {
-		wg.Go(func() {
-			w := serve(h, req{user: "u1", key: "k1", body: `{"sku":"A"}`})
-			codes[i], bodies[i] = w.Code, w.Body.String()
-		})
-	}
-	wg.Wait()
-	assert.Equal(t, int32(1), runs.Load(), "handler runs")
-	assert.Equal(t, int32(1), commits.Load(), "commits")
-	for i := range codes {
-		assert.Equal(t, http.StatusCreated, codes[i], "request %d", i)
-		assert.Equal(t, `{"order":1}`, bodies[i], "request %d", i)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := testkit.NewMem(t)
+		var commits, runs atomic.Int32
+		mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngineOn(t, s), byUser,
+			idemhttp.WithEngineOptions(idemkit.WithWait(10*time.Millisecond))))
+		inner := orderHandler(t, s, &commits, func() bool { return false })
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			time.Sleep(5 * time.Millisecond)
+			inner(w, r)
+		}))
+		var wg sync.WaitGroup
+		codes := make([]int, 48)
+		bodies := make([]string, len(codes))
+		for i := range codes {
+			wg.Go(func() {
+				w := serve(h, req{user: "u1", key: "k1", body: `{"sku":"A"}`})
+				codes[i], bodies[i] = w.Code, w.Body.String()
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int32(1), runs.Load(), "handler runs")
+		assert.Equal(t, int32(1), commits.Load(), "commits")
+		for i := range codes {
+			assert.Equal(t, http.StatusCreated, codes[i], "request %d", i)
+			assert.Equal(t, `{"order":1}`, bodies[i], "request %d", i)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -84,13 +85,15 @@ func TestJanitorRemovesExpiredEntries(t *testing.T) {
 }
 
 func TestWithoutJanitorExpiredEntriesStayUntilTouched(t *testing.T) {
-	s := newStore(t)
-	set(t, s, "a", time.Millisecond)
-	time.Sleep(10 * time.Millisecond)
-	assert.Equal(t, 1, s.Len())
-	_, err := s.Get(ctx, "a")
-	require.ErrorIs(t, err, store.ErrNotFound)
-	assert.Equal(t, 0, s.Len())
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t)
+		set(t, s, "a", time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
+		assert.Equal(t, 1, s.Len())
+		_, err := s.Get(ctx, "a")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		assert.Equal(t, 0, s.Len())
+	})
 }
 
 func TestCloseStopsGoroutines(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -41,19 +42,21 @@ func TestEvictsLeastRecentlyUsedLiveEntry(t *testing.T) {
 }
 
 func TestExpiredEntriesAreNotEvictions(t *testing.T) {
-	var calls atomic.Int64
-	s := newStore(t, memstore.WithCapacity(2), memstore.WithShards(1), memstore.WithOnEvict(func(string) { calls.Add(1) }))
-	set(t, s, "a", 20*time.Millisecond)
-	set(t, s, "b", 20*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
-	set(t, s, "c", time.Hour) // reclaims expired a to make room
-	_, err := s.Get(ctx, "b") // reclaims expired b on access
-	require.ErrorIs(t, err, store.ErrNotFound)
-	set(t, s, "d", time.Hour)
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int64
+		s := newStore(t, memstore.WithCapacity(2), memstore.WithShards(1), memstore.WithOnEvict(func(string) { calls.Add(1) }))
+		set(t, s, "a", 20*time.Millisecond)
+		set(t, s, "b", 20*time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
+		set(t, s, "c", time.Hour) // reclaims expired a to make room
+		_, err := s.Get(ctx, "b") // reclaims expired b on access
+		require.ErrorIs(t, err, store.ErrNotFound)
+		set(t, s, "d", time.Hour)
 
-	assert.Zero(t, s.Evictions())
-	assert.Zero(t, calls.Load())
-	assert.Equal(t, 2, s.Len())
+		assert.Zero(t, s.Evictions())
+		assert.Zero(t, calls.Load())
+		assert.Equal(t, 2, s.Len())
+	})
 }
 
 func TestDeletesAreNotEvictions(t *testing.T) {
@@ -125,26 +128,28 @@ func TestConcurrentEvictionCount(t *testing.T) {
 // room must reclaim an expired entry, not push out the live one (a lost
 // claim or record that nothing required losing).
 func TestFullShardReclaimsExpiredBeforeEvictingLive(t *testing.T) {
-	var evicted []string
-	s := newStore(t, memstore.WithCapacity(3), memstore.WithShards(1),
-		memstore.WithOnEvict(func(key string) { evicted = append(evicted, key) }))
-	set(t, s, "record", time.Hour) // long-lived, least recently used
-	set(t, s, "a", 10*time.Millisecond)
-	set(t, s, "b", 10*time.Millisecond)
-	time.Sleep(30 * time.Millisecond) // a and b have expired; record has not
+	synctest.Test(t, func(t *testing.T) {
+		var evicted []string
+		s := newStore(t, memstore.WithCapacity(3), memstore.WithShards(1),
+			memstore.WithOnEvict(func(key string) { evicted = append(evicted, key) }))
+		set(t, s, "record", time.Hour) // long-lived, least recently used
+		set(t, s, "a", 10*time.Millisecond)
+		set(t, s, "b", 10*time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // a and b have expired; record has not
 
-	set(t, s, "c", time.Hour)
-	set(t, s, "d", time.Hour)
+		set(t, s, "c", time.Hour)
+		set(t, s, "d", time.Hour)
 
-	assert.Zero(t, s.Evictions(), "a live entry was evicted while expired ones held its place")
-	assert.Empty(t, evicted)
-	_, err := s.Get(ctx, "record")
-	require.NoError(t, err)
-	assert.Equal(t, 3, s.Len())
+		assert.Zero(t, s.Evictions(), "a live entry was evicted while expired ones held its place")
+		assert.Empty(t, evicted)
+		_, err := s.Get(ctx, "record")
+		require.NoError(t, err)
+		assert.Equal(t, 3, s.Len())
 
-	set(t, s, "e", time.Hour) // every entry is live: the LRU one, c, goes
-	assert.Equal(t, uint64(1), s.Evictions())
-	assert.Equal(t, []string{"c"}, evicted)
+		set(t, s, "e", time.Hour) // every entry is live: the LRU one, c, goes
+		assert.Equal(t, uint64(1), s.Evictions())
+		assert.Equal(t, []string{"c"}, evicted)
+	})
 }
 
 // evictLog records the keys WithOnEvict reports.
@@ -268,16 +273,18 @@ func TestScopeQuotaEvictsOnlyWithinScope(t *testing.T) {
 // TestScopeQuotaReclaimsExpiredBeforeEvicting checks that a scope at its
 // quota reclaims its own expired entries before evicting a live one.
 func TestScopeQuotaReclaimsExpiredBeforeEvicting(t *testing.T) {
-	s := newStore(t, memstore.WithCapacity(100), memstore.WithShards(1), memstore.WithScopeQuota(3, scopeOf))
-	set(t, s, "idem:a:live", time.Hour) // the least recently used
-	set(t, s, "idem:a:1", 10*time.Millisecond)
-	set(t, s, "idem:a:2", 10*time.Millisecond)
-	time.Sleep(30 * time.Millisecond)
-	set(t, s, "idem:a:3", time.Hour)
-	set(t, s, "idem:a:4", time.Hour)
-	assert.Zero(t, s.Evictions())
-	_, err := s.Get(ctx, "idem:a:live")
-	require.NoError(t, err)
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, memstore.WithCapacity(100), memstore.WithShards(1), memstore.WithScopeQuota(3, scopeOf))
+		set(t, s, "idem:a:live", time.Hour) // the least recently used
+		set(t, s, "idem:a:1", 10*time.Millisecond)
+		set(t, s, "idem:a:2", 10*time.Millisecond)
+		time.Sleep(30 * time.Millisecond)
+		set(t, s, "idem:a:3", time.Hour)
+		set(t, s, "idem:a:4", time.Hour)
+		assert.Zero(t, s.Evictions())
+		_, err := s.Get(ctx, "idem:a:live")
+		require.NoError(t, err)
+	})
 }
 
 // TestScopeQuotaRace floods one scope from 32 goroutines while 32 others

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/sqlstore"
 )
@@ -26,16 +27,13 @@ func rowCount(t *testing.T, b *backend, table string) int {
 // waitExpired waits until key reads as absent.
 func waitExpired(t *testing.T, s store.Store, key string) {
 	t.Helper()
-	for {
+	testkit.WaitFor(t, "the database's clock to pass the TTL of "+key, func() bool {
 		_, err := s.Get(t.Context(), key)
-		if errors.Is(err, store.ErrNotFound) {
-			return
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil
+	})
 }
 
 // TestSweep fills a table with expired and live rows, holds a lock on one

@@ -8,6 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	idemotel "github.com/idemkit/idemkit/otel"
 )
 
@@ -35,8 +36,7 @@ func BenchmarkReplay(b *testing.B) {
 		opt  idemkit.Option
 	}{{"noop", idemkit.WithObserver(nil)}, {"otel", idemkit.WithObserver(obs)}, {"otel-traced", idemkit.WithObserver(traced)}} {
 		b.Run(c.name, func(b *testing.B) {
-			mem := mustMem()
-			defer mem.Close()
+			mem := testkit.NewMem(b)
 			e, err := idemkit.New(mem, c.opt)
 			if err != nil {
 				b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	idemotel "github.com/idemkit/idemkit/otel"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/storetest"
@@ -76,8 +77,7 @@ func TestInFlightIsBalancedOnEveryPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := mustMem()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMem(t)
 	st := &flaky{Store: mem}
 	e, err := idemkit.New(st, idemkit.WithObserver(obs), idemkit.WithErrorCodec(idemkit.FinalErrors(errFinal)),
 		idemkit.WithMaxResultSize(16))
@@ -283,8 +283,7 @@ func TestReplayAllocatesNoMoreThanNoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	replay := func(o idemkit.Observer) float64 {
-		mem := mustMem()
-		defer func() { _ = mem.Close() }()
+		mem := testkit.NewMem(t)
 		e, err := idemkit.New(mem, idemkit.WithObserver(o))
 		if err != nil {
 			t.Fatal(err)

@@ -34,8 +34,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := mustMem()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMem(t)
 	st, err := idemotel.WrapStore(mem, idemotel.WithMeterProvider(mp), idemotel.WithTracerProvider(tp))
 	if err != nil {
 		t.Fatal(err)

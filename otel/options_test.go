@@ -10,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	idemotel "github.com/idemkit/idemkit/otel"
 )
 
@@ -21,8 +22,7 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider()
 	tp := sdktrace.NewTracerProvider()
 	next := idemkit.ObserverFunc(func(_ context.Context, _ idemkit.Event) {})
-	mem := mustMem()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMem(t)
 	observer := func(opts ...idemotel.Option) error { _, err := idemotel.NewObserver(opts...); return err }
 	wrap := func(opts ...idemotel.Option) error { _, err := idemotel.WrapStore(mem, opts...); return err }
 	for _, c := range []struct {

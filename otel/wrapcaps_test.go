@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/idemkit/idemkit/internal/storewrap/captest"
+	"github.com/idemkit/idemkit/internal/testkit"
 	idemotel "github.com/idemkit/idemkit/otel"
 	"github.com/idemkit/idemkit/store"
 )
@@ -31,8 +32,7 @@ func (pinger) Ping(context.Context) error { return errDown }
 // engine does with it (one command per claim on Redis, one call per batch),
 // and it measures those operations too.
 func TestWrapStoreKeepsTheStoresCapabilities(t *testing.T) {
-	mem := mustMem()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMem(t)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	ctx := context.Background()

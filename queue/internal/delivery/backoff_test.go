@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 func TestBackoffDoublesUpToTheCap(t *testing.T) {
@@ -32,7 +34,7 @@ func TestBackoffDoublesUpToTheCap(t *testing.T) {
 // A failing effect is retried with growing delays, then dropped on its
 // last attempt; a store failure (the effect did not run) never exhausts.
 func TestOneFailingEffectIsDroppedOnTheLastAttempt(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{Backoff: Backoff{First: time.Second, Max: 3 * time.Second, Attempts: 4}})
+	p := newProcessor(t, testkit.NewMem(t), Config{Backoff: Backoff{First: time.Second, Max: 3 * time.Second, Attempts: 4}})
 	var n atomic.Int64
 	ctx := context.Background()
 	for attempt, want := range []time.Duration{1: time.Second, 2: 2 * time.Second, 3: 3 * time.Second} {

@@ -11,33 +11,20 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/boltstore"
-	"github.com/idemkit/idemkit/store/memstore"
 )
 
 var errDeclined = errors.New("card declined")
 
 func newProcessor(t *testing.T, s store.Store, cfg Config) *Processor {
 	t.Helper()
-	e, err := idemkit.New(s, idemkit.WithObserver(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(e, "test", "billing", cfg)
+	p, err := New(testkit.NewEngineOn(t, s), "test", "billing", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func memStore(t *testing.T) store.Store {
-	s, err := memstore.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
 }
 
 func effect(n *atomic.Int64, err error) Func {
@@ -48,7 +35,7 @@ func effect(n *atomic.Int64, err error) Func {
 }
 
 func TestOneRunsOnceThenReplays(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+	p := newProcessor(t, testkit.NewMem(t), Config{})
 	var n atomic.Int64
 	ctx := context.Background()
 	first := p.One(ctx, Request{Key: "m1", Run: effect(&n, nil)})
@@ -65,7 +52,7 @@ func TestOneRunsOnceThenReplays(t *testing.T) {
 }
 
 func TestOneRacingDeliveriesRunOnce(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+	p := newProcessor(t, testkit.NewMem(t), Config{})
 	var runs atomic.Int64
 	release := make(chan struct{})
 	slow := func(context.Context) ([]byte, error) {
@@ -106,7 +93,7 @@ func TestOneRacingDeliveriesRunOnce(t *testing.T) {
 }
 
 func TestOneFinalErrorOfCodecIsRecordedAndDropped(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{Codec: idemkit.FinalErrors(errDeclined)})
+	p := newProcessor(t, testkit.NewMem(t), Config{Codec: idemkit.FinalErrors(errDeclined)})
 	var n atomic.Int64
 	ctx := context.Background()
 	v := p.One(ctx, Request{Key: "m", Run: effect(&n, errDeclined)})
@@ -123,7 +110,7 @@ func TestOneFinalErrorOfCodecIsRecordedAndDropped(t *testing.T) {
 }
 
 func TestOneFinalPredicateDropsWithoutRecording(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{Final: func(err error) bool { return errors.Is(err, errDeclined) }})
+	p := newProcessor(t, testkit.NewMem(t), Config{Final: func(err error) bool { return errors.Is(err, errDeclined) }})
 	var n atomic.Int64
 	ctx := context.Background()
 	if v := p.One(ctx, Request{Key: "m", Run: effect(&n, errDeclined)}); v.Action != Drop || !v.Ran {
@@ -135,7 +122,7 @@ func TestOneFinalPredicateDropsWithoutRecording(t *testing.T) {
 }
 
 func TestOneTransientFailureRetriesAndFreesTheKey(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{Backoff: Backoff{First: 3 * time.Second, Max: 3 * time.Second}})
+	p := newProcessor(t, testkit.NewMem(t), Config{Backoff: Backoff{First: 3 * time.Second, Max: 3 * time.Second}})
 	var n atomic.Int64
 	ctx := context.Background()
 	v := p.One(ctx, Request{Key: "m", Run: effect(&n, errors.New("db timeout"))})
@@ -151,7 +138,7 @@ func TestOneTransientFailureRetriesAndFreesTheKey(t *testing.T) {
 }
 
 func TestOneMismatchAndMissingKeyDrop(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{RefuseMismatch: true})
+	p := newProcessor(t, testkit.NewMem(t), Config{RefuseMismatch: true})
 	var n atomic.Int64
 	ctx := context.Background()
 	p.One(ctx, Request{Key: "m", Fingerprint: "a", Run: effect(&n, nil)})
@@ -170,7 +157,7 @@ func TestOneMismatchAndMissingKeyDrop(t *testing.T) {
 }
 
 func TestOnePanicIsAFailedAttemptAndFreesTheKey(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{Codec: idemkit.FinalErrors(ErrPanic), Backoff: Backoff{First: time.Second, Max: time.Minute, Attempts: 3}})
+	p := newProcessor(t, testkit.NewMem(t), Config{Codec: idemkit.FinalErrors(ErrPanic), Backoff: Backoff{First: time.Second, Max: time.Minute, Attempts: 3}})
 	ctx := context.Background()
 	v := p.One(ctx, Request{Key: "m", Attempt: 2, Run: func(context.Context) ([]byte, error) { panic("boom") }})
 	var pe *PanicError
@@ -188,7 +175,7 @@ func TestOnePanicIsAFailedAttemptAndFreesTheKey(t *testing.T) {
 }
 
 func TestNewRejectsBadArguments(t *testing.T) {
-	e, err := idemkit.New(memStore(t))
+	e, err := idemkit.New(testkit.NewMem(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +199,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 }
 
 func TestNamesKeepKeysApart(t *testing.T) {
-	s := memStore(t)
+	s := testkit.NewMem(t)
 	e, _ := idemkit.New(s, idemkit.WithObserver(nil))
 	a, _ := New(e, "nats", "billing", Config{})
 	b, _ := New(e, "nats", "shipping", Config{})
@@ -227,7 +214,7 @@ func TestNamesKeepKeysApart(t *testing.T) {
 
 func TestBatchDecidesEachDelivery(t *testing.T) {
 	for name, s := range map[string]func(t *testing.T) store.Store{
-		"memstore": memStore,
+		"memstore": func(t *testing.T) store.Store { return testkit.NewMem(t) },
 		"boltstore (store.Batcher)": func(t *testing.T) store.Store {
 			s, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
 			if err != nil {
@@ -272,7 +259,7 @@ func TestBatchDecidesEachDelivery(t *testing.T) {
 }
 
 func TestBatchPanicIsAFailedAttemptAndLaterEffectsRun(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+	p := newProcessor(t, testkit.NewMem(t), Config{})
 	ctx := context.Background()
 	var n atomic.Int64
 	verdicts := make([]Verdict, 2)
@@ -292,7 +279,7 @@ func TestBatchPanicIsAFailedAttemptAndLaterEffectsRun(t *testing.T) {
 }
 
 func TestBatchCopyOfAFailedMessageRunsAgain(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+	p := newProcessor(t, testkit.NewMem(t), Config{})
 	var n atomic.Int64
 	got := make([]Verdict, 2)
 	p.Batch(context.Background(), []Request{
@@ -310,7 +297,7 @@ func TestBatchRacingOverlappingBatchesRunEachKeyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bolt.Close() })
-	for name, s := range map[string]store.Store{"memstore": memStore(t), "boltstore": bolt} {
+	for name, s := range map[string]store.Store{"memstore": testkit.NewMem(t), "boltstore": bolt} {
 		t.Run(name, func(t *testing.T) {
 			p := newProcessor(t, s, Config{})
 			const goroutines, keys = 64, 8
@@ -349,7 +336,7 @@ func TestBatchRacingOverlappingBatchesRunEachKeyOnce(t *testing.T) {
 // record, and a redelivery is acked as a replay, never dropped as a final
 // failure (which would dead-letter a message whose work is done).
 func TestOneOversizedResultIsAckedOnRedelivery(t *testing.T) {
-	e, err := idemkit.New(memStore(t), idemkit.WithObserver(nil))
+	e, err := idemkit.New(testkit.NewMem(t), idemkit.WithObserver(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +393,7 @@ func TestBatchCopyOfASucceededMessageNeverRunsAgain(t *testing.T) {
 		"store unavailable": store.Unavailable("cas", errors.New("connection reset")),
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := &flakyStore{Store: memStore(t)}
+			s := &flakyStore{Store: testkit.NewMem(t)}
 			p := newProcessor(t, s, Config{})
 			var n atomic.Int64
 			run := func(context.Context) ([]byte, error) {
@@ -434,7 +421,7 @@ func TestBatchCopyOfASucceededMessageNeverRunsAgain(t *testing.T) {
 // every delivery runs unguarded, but copies of one key in one batch are
 // known duplicates: the work runs once and the copies are acked.
 func TestBatchCopiesRunOnceUnderFailOpen(t *testing.T) {
-	s := &flakyStore{Store: memStore(t)}
+	s := &flakyStore{Store: testkit.NewMem(t)}
 	s.failSetNX.Store(true)
 	e, err := idemkit.New(s, idemkit.WithObserver(nil))
 	if err != nil {
@@ -464,7 +451,7 @@ func TestBatchCopiesRunOnceUnderFailOpen(t *testing.T) {
 // characters the store key escapes, are different messages: each runs
 // once, and its own copy replays.
 func TestLongAndBinaryKeysStayDistinct(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+	p := newProcessor(t, testkit.NewMem(t), Config{})
 	long := strings.Repeat("k", 300)
 	keys := []string{long + "a", long + "b", "\x00\xff", "\x00\xfe", "\xff", "a:b", "a%3Ab", "a b", "a%20b", "#x", "%"}
 	var n atomic.Int64

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // Without RefuseMismatch, a key reused with another payload is answered
 // by the key's record, as any copy is, and reported.
 func TestOneMismatchIsAnsweredByTheRecordAndReported(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{Codec: idemkit.FinalErrors(errDeclined), Backoff: Backoff{First: time.Second, Max: time.Second}})
+	p := newProcessor(t, testkit.NewMem(t), Config{Codec: idemkit.FinalErrors(errDeclined), Backoff: Backoff{First: time.Second, Max: time.Second}})
 	var n atomic.Int64
 	ctx := context.Background()
 	p.One(ctx, Request{Key: "done", Fingerprint: "a", Run: effect(&n, nil)})
@@ -50,7 +51,7 @@ func TestOneMismatchIsAnsweredByTheRecordAndReported(t *testing.T) {
 // A record written without a fingerprint (before fingerprints were taken)
 // answers a copy that has one, without a mismatch reported.
 func TestOneRecordWithoutFingerprintIsNoMismatch(t *testing.T) {
-	p := newProcessor(t, memStore(t), Config{})
+	p := newProcessor(t, testkit.NewMem(t), Config{})
 	var n atomic.Int64
 	ctx := context.Background()
 	p.One(ctx, Request{Key: "m", Run: effect(&n, nil)})

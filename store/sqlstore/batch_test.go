@@ -88,15 +88,17 @@ func batchOf(prefix string, n int, value string, ttl time.Duration) []store.Batc
 func mixedBatch(t *testing.T, s store.Store, prefix string, n int) ([]store.BatchItem, int) {
 	t.Helper()
 	items := batchOf(prefix, n, "mine", time.Hour)
+	lastOld := ""
 	for i := range items {
 		switch i % 3 {
 		case 1:
 			mustSet(t, s, items[i].Key, []byte("held"), time.Hour)
 		case 2:
 			mustSet(t, s, items[i].Key, []byte("old"), time.Millisecond)
+			lastOld = items[i].Key
 		}
 	}
-	time.Sleep(5 * time.Millisecond)
+	waitExpired(t, s, lastOld) // and with it every "old" key set before it
 	items = append(items, items[0], items[1], items[2])
 	return items, n - (n+1)/3
 }
@@ -338,15 +340,17 @@ func TestBatchRaceOneWinner(t *testing.T) {
 				prefix := "r" + strconv.Itoa(r)
 				// A third of the keys held until the round, a third
 				// expired: claimable.
+				lastOld := ""
 				for k := range keys {
 					switch k % 3 {
 					case 1:
 						mustSet(t, s, fmt.Sprintf("%s:%d", prefix, k), []byte("held"), time.Hour)
 					case 2:
-						mustSet(t, s, fmt.Sprintf("%s:%d", prefix, k), []byte("old"), time.Millisecond)
+						lastOld = fmt.Sprintf("%s:%d", prefix, k)
+						mustSet(t, s, lastOld, []byte("old"), time.Millisecond)
 					}
 				}
-				time.Sleep(5 * time.Millisecond)
+				waitExpired(t, s, lastOld) // and with it every "old" key set before it
 				items := make([][]store.BatchItem, racers)
 				res := make([][]store.BatchResult, racers)
 				errs := make([]error, racers)

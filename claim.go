@@ -47,6 +47,7 @@ type Claim struct {
 	// key may hold one of them instead of enc (see swapOwn).
 	unsure [][]byte
 	hb     heartbeat
+	steps  steps // the steps its work ran (Step)
 
 	started time.Time   // when the claim was won (admit)
 	timed   atomic.Bool // an event ending the claim has carried its Duration

@@ -1,0 +1,218 @@
+package idemkit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// Recovery points.
+//
+// An operation that calls other systems (reserve stock, charge a card,
+// mark the order paid) is split into named steps. Step runs a step's
+// function at most once to success per operation and records its result
+// under the operation's key; a retry of the operation, after a crash, a
+// pause or a takeover, gets each recorded result back without running the
+// step again, and runs the first unfinished step anew. A step that calls
+// a system which honours an idempotency key sends StepKey, which is the
+// same on every run of the step, so that system drops a call the step
+// makes twice; with the claim's fencing token (FenceFromContext) it can
+// also refuse a caller that lost the operation.
+
+// MaxStepNameLen is the longest step name Step takes, in bytes.
+const MaxStepNameLen = 128
+
+var (
+	// ErrNoOperation is returned by Step called outside the work of a
+	// keyed operation (Do's fn, the typed Do's fn, UseToken's fn, or a
+	// context from Claim.Context).
+	ErrNoOperation = errors.New("idemkit: step outside a keyed operation")
+	// ErrStepMismatch is returned by Step when one run of an operation
+	// uses one step name for two steps: it calls Step with that name from
+	// two places in the program.
+	ErrStepMismatch = errors.New("idemkit: step name reused with a different function")
+)
+
+// stepKeyCtx is the context key of a running step.
+type stepKeyCtx struct{}
+
+// stepRun is a running step, in its function's context.
+type stepRun struct {
+	key string // the derived key (StepKey)
+}
+
+// steps is what a claim knows of the steps its work ran: where each name
+// was called from, so that one name used for two different steps is
+// caught.
+type steps struct {
+	mu    sync.Mutex
+	sites map[string]string
+}
+
+// Context returns ctx carrying the claim, as Do gives fn: Step,
+// FenceFromContext and ClaimFromContext then work in it. It is for work
+// run under a claim from Begin or BeginBatch.
+func (c *Claim) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, claimKey{}, c)
+}
+
+// Step runs fn as the step called name of the operation whose work
+// received ctx, at most once to success per operation: when an earlier
+// run of the operation recorded the step's result, Step returns it and
+// fn does not run; otherwise fn runs, and its result is recorded before
+// Step returns it. A failed fn records nothing, so a retry of the
+// operation runs the step again. fn's context carries the step's derived
+// key (StepKey) and the claim's fencing token (FenceFromContext).
+//
+// A result over the size cap (WithMaxResultSize) is not recorded: the
+// step keeps a terminal record, and this and every later run of the step
+// get an error wrapping ErrResultTooLarge (with the value, this once).
+// Step returns ErrNoOperation outside an operation, an error wrapping
+// ErrInvalid for an empty name, one over MaxStepNameLen bytes or one that
+// is not printable UTF-8, ErrStepMismatch for a name this run of the
+// operation also called Step with from another line of the program (a
+// step name is the step's identity across runs: give each step its own
+// name, and keep it when the code changes), ErrLeaseLost when the operation's lease was lost (nothing is
+// recorded), or the store's error. Step names are kept in the store only
+// as digests.
+func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	c := ClaimFromContext(ctx)
+	if c == nil {
+		return nil, ErrNoOperation
+	}
+	if err := checkStepName(name); err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("idemkit: %w: nil step function", ErrInvalid)
+	}
+	id := callSite()
+	if err := c.stepFunc(name, id); err != nil {
+		return nil, err
+	}
+	sk := c.stepStoreKey(name)
+	s := c.e.store
+	ent, err := s.Get(ctx, sk)
+	switch {
+	case err == nil:
+		return stepRecorded(name, ent.Value)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("idemkit: read step: %w", err)
+	}
+	v, err := fn(context.WithValue(ctx, stepKeyCtx{}, &stepRun{key: stepKey(sk)}))
+	if err != nil {
+		return v, err
+	}
+	if c.hb.isLost() {
+		return v, ErrLeaseLost
+	}
+	rec := record{state: stateDone, owner: c.rec.owner, fence: c.rec.fence, payload: v}
+	now := c.cfg.clock().UnixMilli()
+	rec.created, rec.updated = now, now
+	var tooLarge error
+	if len(v) > c.cfg.maxResult || rec.encodedLen(len(v)) > store.MaxValueLen {
+		tooLarge = fmt.Errorf("%w: step %q: %d bytes, cap %d", ErrResultTooLarge, name, len(v), c.cfg.maxResult)
+		rec.state, rec.payload = stateTooLarge, sizePayload(len(v))
+	}
+	set, existing, err := s.SetNX(detach(ctx), sk, rec.encode(), c.cfg.retention)
+	switch {
+	case err != nil:
+		return v, errors.Join(tooLarge, fmt.Errorf("idemkit: record step: %w", err))
+	case !set:
+		// Another run of the operation recorded the step meanwhile (one
+		// that lost its lease to this one, say): its result stands.
+		return stepRecorded(name, existing.Value)
+	}
+	return v, tooLarge
+}
+
+// StepKey returns the derived key of the step whose function received ctx
+// (see Step), and false outside a step. It is the same on every run of
+// the step of one operation, different for every other step or operation,
+// and reveals neither the operation's key nor its scope: send it as the
+// idempotency key of the call the step makes to another system.
+func StepKey(ctx context.Context) (string, bool) {
+	r, ok := ctx.Value(stepKeyCtx{}).(*stepRun)
+	if !ok {
+		return "", false
+	}
+	return r.key, true
+}
+
+// stepRecorded returns the result recorded in value for the step name.
+func stepRecorded(name string, value []byte) ([]byte, error) {
+	rec, err := decodeRecord(value)
+	if err != nil {
+		return nil, fmt.Errorf("idemkit: step record: %w", err)
+	}
+	switch rec.state {
+	case stateDone:
+		return rec.payload, nil
+	case stateTooLarge:
+		return nil, fmt.Errorf("step %q: %w", name, tooLargeReplay(rec.payload))
+	}
+	return nil, fmt.Errorf("idemkit: step record: %w: state %d", store.ErrCorrupt, rec.state)
+}
+
+// stepFunc notes that this run called the step name from the call site
+// id, and refuses a name called from another site before.
+func (c *Claim) stepFunc(name, id string) error {
+	c.steps.mu.Lock()
+	defer c.steps.mu.Unlock()
+	if c.steps.sites == nil {
+		c.steps.sites = map[string]string{}
+	}
+	if prev, ok := c.steps.sites[name]; ok && prev != id {
+		return fmt.Errorf("%w: step %q is called at %s and at %s", ErrStepMismatch, name, prev, id)
+	}
+	c.steps.sites[name] = id
+	return nil
+}
+
+// stepStoreKey is the store key of the step name of c's operation:
+// <namespace>:s:<scope>:<the operation's key digest>.<name digest>.
+func (c *Claim) stepStoreKey(name string) string {
+	prefix := c.e.prefix[spaceDo]
+	sum := sha256.Sum256([]byte(name))
+	return c.cfg.namespace + ":s:" + c.sk[len(prefix):] + "." + base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// stepKey derives a step's key from its store key, itself derived from
+// the operation's key (keyed with the engine's secret, when set) and the
+// step's name.
+func stepKey(storeKey string) string {
+	sum := sha256.Sum256([]byte("idemkit step key\x00" + storeKey))
+	return base64.RawURLEncoding.EncodeToString(sum[:24])
+}
+
+// checkStepName refuses an empty name, one over MaxStepNameLen bytes, and
+// one that is not printable UTF-8.
+func checkStepName(name string) error {
+	if name == "" || len(name) > MaxStepNameLen || !utf8.ValidString(name) {
+		return fmt.Errorf("idemkit: %w: a step name has 1 to %d bytes of UTF-8", ErrInvalid, MaxStepNameLen)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("idemkit: %w: a step name must be printable", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// callSite names the line that called Step: the same on every call from
+// one place in the program, which may call one step many times.
+func callSite() string {
+	_, file, line, ok := runtime.Caller(2)
+	if !ok {
+		return "an unknown line"
+	}
+	return file + ":" + strconv.Itoa(line)
+}

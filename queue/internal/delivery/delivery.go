@@ -275,7 +275,7 @@ func badKey(r Request) (Verdict, bool) {
 // never recorded as a final failure.
 func (p *Processor) run(ctx context.Context, claim *idemkit.Claim, r Request) Verdict {
 	defer claim.Release(ctx) // no-op once ended
-	value, err := call(ctx, r.Run)
+	value, err := call(claim.Context(ctx), r.Run) // the effect may run Steps: a redelivery resumes after the last
 	var pe *PanicError
 	switch {
 	case errors.As(err, &pe):

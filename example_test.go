@@ -278,3 +278,42 @@ func ExampleEngine_Forget() {
 	// in_progress
 	// true
 }
+
+// Steps record how far an operation got: the retry after a failure (or a
+// crash) replays the steps that finished and runs the first unfinished
+// one again, with the same derived key for the provider to deduplicate.
+func ExampleStep() {
+	ctx := context.Background()
+	st, _ := memstore.New()
+	e, _ := idemkit.New(st, idemkit.WithObserver(nil))
+	providerDown := true
+	keys := map[string]bool{}
+	placeOrder := func(ctx context.Context) ([]byte, error) {
+		if _, err := idemkit.Step(ctx, "reserve stock", func(context.Context) ([]byte, error) {
+			fmt.Println("reserving stock")
+			return nil, nil
+		}); err != nil {
+			return nil, err
+		}
+		return idemkit.Step(ctx, "charge", func(ctx context.Context) ([]byte, error) {
+			key, _ := idemkit.StepKey(ctx) // send it as the provider's Idempotency-Key
+			keys[key] = true
+			fmt.Println("charging the card")
+			if providerDown {
+				return nil, errors.New("provider timed out")
+			}
+			return []byte("ch_1"), nil
+		})
+	}
+	_, err := e.Do(ctx, "order-7", "payload-fingerprint", placeOrder)
+	fmt.Println(err)
+	providerDown = false
+	res, err := e.Do(ctx, "order-7", "payload-fingerprint", placeOrder)
+	fmt.Println(string(res.Value), err, len(keys), "derived key")
+	// Output:
+	// reserving stock
+	// charging the card
+	// provider timed out
+	// charging the card
+	// ch_1 <nil> 1 derived key
+}

@@ -47,6 +47,12 @@ type stepKeyCtx struct{}
 // stepRun is a running step, in its function's context.
 type stepRun struct {
 	key string // the derived key (StepKey)
+	c   *Claim
+	sk  string // the step's store key
+	rec record // the record the step writes, but for its payload
+
+	mu   sync.Mutex
+	inTx bool // RecordStepIn wrote the record through a transaction
 }
 
 // steps is what a claim knows of the steps its work ran: where each name
@@ -107,16 +113,21 @@ func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, er
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("idemkit: read step: %w", err)
 	}
-	v, err := fn(context.WithValue(ctx, stepKeyCtx{}, &stepRun{key: stepKey(sk)}))
+	rec := record{state: stateDone, owner: c.rec.owner, fence: c.rec.fence}
+	now := c.cfg.clock().UnixMilli()
+	rec.created, rec.updated = now, now
+	run := &stepRun{key: stepKey(sk), c: c, sk: sk, rec: rec}
+	v, err := fn(context.WithValue(ctx, stepKeyCtx{}, run))
+	if run.recordedInTx() {
+		return run.afterTx(ctx, name, v, err)
+	}
 	if err != nil {
 		return v, err
 	}
 	if c.hb.isLost() {
 		return v, ErrLeaseLost
 	}
-	rec := record{state: stateDone, owner: c.rec.owner, fence: c.rec.fence, payload: v}
-	now := c.cfg.clock().UnixMilli()
-	rec.created, rec.updated = now, now
+	rec.payload = v
 	var tooLarge error
 	if len(v) > c.cfg.maxResult || rec.encodedLen(len(v)) > store.MaxValueLen {
 		tooLarge = fmt.Errorf("%w: step %q: %d bytes, cap %d", ErrResultTooLarge, name, len(v), c.cfg.maxResult)
@@ -132,6 +143,74 @@ func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, er
 		return stepRecorded(name, existing.Value)
 	}
 	return v, tooLarge
+}
+
+// RecordStepIn records value as the result of the step whose function
+// received ctx, through s, a view of the engine's store bound to the
+// caller's transaction (such as a SQL store's transaction view), so that
+// the step's recovery point commits or rolls back with the step's local
+// writes. Call it last in the transaction, then commit. Step then reads
+// the key once: a committed record is the step's result; no record means
+// the transaction rolled back, and Step returns fn's error, or an error
+// saying the record was not committed.
+//
+// It returns ErrNoOperation outside a step, an error wrapping
+// ErrResultTooLarge for a value over the size cap (record nothing; roll
+// back), ErrLeaseLost when the operation's lease was lost, or the
+// store's error; an error wrapping ErrLeaseLost too when another run of
+// the operation recorded the step first: roll back, and Step returns that
+// run's result.
+func RecordStepIn(ctx context.Context, s store.Store, value []byte) error {
+	run, ok := ctx.Value(stepKeyCtx{}).(*stepRun)
+	if !ok {
+		return ErrNoOperation
+	}
+	if s == nil {
+		return fmt.Errorf("idemkit: %w: nil transaction store", ErrInvalid)
+	}
+	c := run.c
+	if c.hb.isLost() {
+		return ErrLeaseLost
+	}
+	rec := run.rec
+	rec.payload = value
+	if len(value) > c.cfg.maxResult || rec.encodedLen(len(value)) > store.MaxValueLen {
+		return fmt.Errorf("%w: %d bytes, cap %d", ErrResultTooLarge, len(value), c.cfg.maxResult)
+	}
+	run.mu.Lock()
+	run.inTx = true
+	run.mu.Unlock()
+	set, _, err := s.SetNX(ctx, run.sk, rec.encode(), c.cfg.retention)
+	switch {
+	case err != nil:
+		return fmt.Errorf("idemkit: record step: %w", err)
+	case !set:
+		return fmt.Errorf("%w: another run of the operation recorded the step first", ErrLeaseLost)
+	}
+	return nil
+}
+
+// recordedInTx reports whether the step's function called RecordStepIn.
+func (r *stepRun) recordedInTx() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inTx
+}
+
+// afterTx ends a step whose function recorded it through a transaction,
+// once the function has returned v and err: the key holds the step's
+// record when the transaction committed (or another run's, which stands).
+func (r *stepRun) afterTx(ctx context.Context, name string, v []byte, err error) ([]byte, error) {
+	ent, gerr := r.c.e.store.Get(detach(ctx), r.sk)
+	switch {
+	case gerr == nil:
+		return stepRecorded(name, ent.Value)
+	case !errors.Is(gerr, store.ErrNotFound):
+		return v, errors.Join(err, fmt.Errorf("idemkit: read step: %w", gerr))
+	case err == nil:
+		err = fmt.Errorf("idemkit: step %q: its transaction did not commit its record", name)
+	}
+	return v, err
 }
 
 // StepKey returns the derived key of the step whose function received ctx

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/store"
 )
 
 // order is a three-step operation: reserve, charge, mark paid. Each step
@@ -242,4 +243,46 @@ func TestStepsUnderARaceRunOnce(t *testing.T) {
 	assert.EqualValues(t, 1, o.reserve.Load())
 	assert.EqualValues(t, 1, o.charge.Load())
 	assert.EqualValues(t, 1, o.paid.Load())
+}
+
+// A step recorded through a transaction: committed, its record is the
+// step's result and a retry does not run it; rolled back, nothing is
+// recorded and the step runs again.
+func TestRecordStepIn(t *testing.T) {
+	ctx := context.Background()
+	mem := testkit.NewMem(t)
+	e := testkit.NewEngineOn(t, mem)
+	rolledBack := testkit.NewMem(t) // a transaction whose writes are dropped
+	var runs atomic.Int32
+	commit := false
+	op := func(ctx context.Context) ([]byte, error) {
+		return idemkit.Step(ctx, "reserve", func(ctx context.Context) ([]byte, error) {
+			runs.Add(1)
+			tx := store.Store(rolledBack)
+			if commit {
+				tx = mem
+			}
+			if err := idemkit.RecordStepIn(ctx, tx, []byte("reserved")); err != nil {
+				return nil, err
+			}
+			return []byte("reserved"), nil
+		})
+	}
+	_, err := e.Do(ctx, "k", "", op)
+	require.ErrorContains(t, err, "did not commit its record")
+	commit = true
+	res, err := e.Do(ctx, "k2", "", op)
+	require.NoError(t, err)
+	assert.Equal(t, "reserved", string(res.Value))
+	_, err = e.Do(ctx, "k", "", op)
+	require.NoError(t, err, "the rolled-back step runs again")
+	assert.EqualValues(t, 3, runs.Load())
+
+	require.ErrorIs(t, idemkit.RecordStepIn(ctx, mem, nil), idemkit.ErrNoOperation)
+	_, err = e.Do(ctx, "k3", "", func(ctx context.Context) ([]byte, error) {
+		return idemkit.Step(ctx, "s", func(ctx context.Context) ([]byte, error) {
+			return nil, idemkit.RecordStepIn(ctx, nil, nil)
+		})
+	})
+	require.ErrorIs(t, err, idemkit.ErrInvalid)
 }

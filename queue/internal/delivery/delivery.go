@@ -274,8 +274,10 @@ func badKey(r Request) (Verdict, bool) {
 // prevent. A panicking effect is a failed attempt: the claim is released,
 // never recorded as a final failure.
 func (p *Processor) run(ctx context.Context, claim *idemkit.Claim, r Request) Verdict {
-	defer claim.Release(ctx)                      // no-op once ended
-	value, err := call(claim.Context(ctx), r.Run) // the effect may run Steps: a redelivery resumes after the last
+	defer claim.Release(ctx) // no-op once ended
+	// In the claim's context the effect may run Steps: a redelivery
+	// resumes after the last one its first delivery recorded.
+	value, err := call(claim.Context(ctx), r.Run)
 	var pe *PanicError
 	switch {
 	case errors.As(err, &pe):

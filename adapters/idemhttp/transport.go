@@ -40,6 +40,8 @@ const NoRetries = -1
 // idempotent method) and can be resent (no body, or GetBody set), waiting
 // with jittered exponential backoff or the server's Retry-After; a
 // Retry-After over MaxBackoff, or the request's context, ends the retries.
+// With FenceHeader set, a request sent by the work of an idemkit claim
+// also carries the claim's fencing token.
 //
 // The zero value is ready to use: a field left at its zero value takes its
 // default. An invalid field (see Validate) is never clamped: RoundTrip
@@ -67,6 +69,17 @@ type Transport struct {
 	Methods []string
 	// NewKey makes a key (default keying.NewToken).
 	NewKey func() (string, error)
+	// FenceHeader, when set, is the request header that carries the
+	// fencing token of the idemkit claim whose work sends the request
+	// (idemkit.FenceFromContext of the request's context), in decimal,
+	// on every attempt. A request sent outside such work, or that
+	// already carries the header, is sent without it being added. ""
+	// (the default) sends no token. It must be a valid header name other
+	// than the key header; FenceHeader is a suggested name. The service
+	// reads it with FenceFromRequest and refuses a token lower than the
+	// highest it has seen for the idempotency key: the request then comes
+	// from a caller whose claim was taken over after its lease ended.
+	FenceHeader string
 }
 
 // Validate reports whether t's fields are valid; the error wraps
@@ -84,6 +97,10 @@ func (t *Transport) Validate() error {
 		return invalidTransport("MinBackoff %v is over MaxBackoff %v (a zero field takes its default)", minB, maxB)
 	case t.KeyHeader != "" && !httpcore.ValidToken(t.KeyHeader):
 		return invalidTransport("KeyHeader %q is not a header name", t.KeyHeader)
+	case t.FenceHeader != "" && !httpcore.ValidToken(t.FenceHeader):
+		return invalidTransport("FenceHeader %q is not a header name", t.FenceHeader)
+	case strings.EqualFold(t.FenceHeader, t.keyHeader()):
+		return invalidTransport("FenceHeader %q is the key header", t.FenceHeader)
 	}
 	for _, m := range t.Methods {
 		if !httpcore.ValidToken(m) {
@@ -98,17 +115,18 @@ func invalidTransport(format string, args ...any) error {
 }
 
 // RoundTrip implements http.RoundTripper. It never modifies req: a request
-// that gets a key is cloned first. An invalid Transport (Validate) returns
+// that gets a key or a fencing token is cloned first. An invalid Transport (Validate) returns
 // the error, having sent nothing.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := t.Validate(); err != nil {
 		closeBody(req)
 		return nil, err
 	}
-	req, keyed, err := t.withKey(req)
+	sent, keyed, err := t.withKey(req)
 	if err != nil {
 		return nil, err
 	}
+	req = t.withFence(req, sent)
 	retries := t.retries()
 	if retries == 0 || !retryable(req, keyed) {
 		return t.base().RoundTrip(req)
@@ -189,6 +207,27 @@ func (t *Transport) withKey(req *http.Request) (*http.Request, bool, error) {
 	}
 	clone.Header.Set(name, sfString(key))
 	return clone, true, nil
+}
+
+// withFence returns sent, the request to send for the caller's req, with
+// the fencing token of the claim in its context when FenceHeader is set,
+// cloning req first.
+func (t *Transport) withFence(req, sent *http.Request) *http.Request {
+	if t.FenceHeader == "" {
+		return sent
+	}
+	fence, ok := idemkit.FenceFromContext(sent.Context())
+	if !ok || len(sent.Header.Values(t.FenceHeader)) > 0 {
+		return sent
+	}
+	if sent == req {
+		sent = req.Clone(req.Context())
+		if sent.Header == nil {
+			sent.Header = make(http.Header)
+		}
+	}
+	sent.Header.Set(t.FenceHeader, formatFence(fence))
+	return sent
 }
 
 // sfString writes s as an RFC 8941 sf-string.

@@ -411,6 +411,9 @@ func TestTransportRefusesInvalidFields(t *testing.T) {
 		"MaxBackoff under the default":   {MaxBackoff: idemhttp.DefaultMinBackoff - 1},
 		"KeyHeader not a header name":    {KeyHeader: "Idempotency Key"},
 		"Methods holding an invalid one": {Methods: []string{"POST", "PO ST"}},
+		"FenceHeader not a header name":  {FenceHeader: "Idempotency Fence"},
+		"FenceHeader the key header":     {FenceHeader: "idempotency-key"},
+		"FenceHeader the set key header": {KeyHeader: "X-Key", FenceHeader: "x-key"},
 	}
 	field := func(why string) string { return strings.Fields(why)[0] }
 	for why, tr := range bad {
@@ -435,6 +438,7 @@ func TestTransportRefusesInvalidFields(t *testing.T) {
 		"NoRetries":    {MaxRetries: idemhttp.NoRetries},
 		"no methods":   {Methods: []string{}},
 		"equal bounds": {MinBackoff: time.Second, MaxBackoff: time.Second},
+		"fence header": {FenceHeader: idemhttp.FenceHeader},
 	} {
 		assert.NoError(t, tr.Validate(), why)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
 )
@@ -47,7 +49,11 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 	if err != nil {
 		return err
 	}
-	if call.skip || (call.key == "" && !c.cfg.selected(ctx, method)) {
+	if call.skip {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	ctx = c.withFence(ctx)
+	if call.key == "" && !c.cfg.selected(ctx, method) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	ctx, err = c.withKey(ctx, call.key)
@@ -67,6 +73,46 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 			return werr
 		}
 	}
+}
+
+// StreamClientInterceptor returns the interceptor that gives every
+// selected stream an idempotency key (unless its metadata holds one) and,
+// with WithFenceMetadata, the fencing token of the claim in its context.
+// A stream is not resent: a retry opens a new stream, with a new key
+// unless the caller gives the first one (WithCallKey). A CallOption
+// (WithCallKey, WithoutIdempotency) overrides this for one stream.
+func (c *Client) StreamClientInterceptor() grpc.StreamClientInterceptor {
+	return c.stream
+}
+
+func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	call, opts, err := callOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if call.skip {
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	ctx = c.withFence(ctx)
+	if call.key != "" || c.cfg.selected(ctx, method) {
+		if ctx, err = c.withKey(ctx, call.key); err != nil {
+			return nil, err
+		}
+	}
+	return streamer(ctx, desc, cc, method, opts...)
+}
+
+// withFence adds the fencing token of the claim in ctx to its outgoing
+// metadata (WithFenceMetadata), unless the metadata holds one.
+func (c *Client) withFence(ctx context.Context) context.Context {
+	if c.cfg.fenceKey == "" {
+		return ctx
+	}
+	fence, ok := idemkit.FenceFromContext(ctx)
+	if !ok || len(metadata.ValueFromOutgoingContext(ctx, c.cfg.fenceKey)) > 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, c.cfg.fenceKey, strconv.FormatUint(fence, 10))
 }
 
 // withKey adds the idempotency key to ctx's outgoing metadata: key when

@@ -104,4 +104,17 @@
 // Using both multiplies the attempts. Per call, WithCallKey chooses the key
 // (to resend a call made before a restart) and WithoutIdempotency sends a
 // call as it is.
+//
+// The stream client interceptor (Client.StreamClientInterceptor) gives
+// each selected stream a key the same way; it does not resend streams.
+//
+// # Fencing tokens
+//
+// With WithFenceMetadata, both client interceptors send the fencing token
+// of the idemkit claim whose work makes a call (idemkit.FenceFromContext)
+// in a metadata entry (FenceMetadataKey is a suggested name). The called
+// service reads it with FenceFromIncomingContext, keeps the highest token
+// seen per idempotency key and refuses a lower one: a caller whose lease
+// ended while it was stalled cannot act once the caller that took the key
+// over has been there.
 package idemgrpc

@@ -31,6 +31,10 @@ const (
 	// retry backoff (see WithBackoff), the same as idemhttp.Transport's.
 	DefaultMinBackoff = backoff.DefaultMin
 	DefaultMaxBackoff = backoff.DefaultMax
+	// FenceMetadataKey is a suggested name for the request metadata entry
+	// that carries a claim's fencing token (WithFenceMetadata,
+	// FenceFromIncomingContext): the token in decimal.
+	FenceMetadataKey = "idempotency-fence"
 )
 
 // DefaultFinalCodes returns a new slice holding the status codes that are
@@ -74,6 +78,8 @@ type config struct {
 	methods     map[string]bool
 	selector    func(ctx context.Context, fullMethod string) bool
 	mdKey       string
+	fenceKey    string // WithFenceMetadata's entry in lower case, "" for none
+	fenceArg    string // WithFenceMetadata's argument
 	optionalKey bool
 	final       map[codes.Code]bool
 	engineOpts  []idemkit.Option
@@ -100,6 +106,9 @@ func newConfig(s side, opts []Option) (*config, []error) {
 	errs := options.Collect(c, opts)
 	if len(c.methods) == 0 && c.selector == nil {
 		errs = append(errs, errors.New("no method selected: name the non-idempotent methods with WithMethods or WithSelector"))
+	}
+	if c.fenceKey != "" && c.fenceKey == c.mdKey {
+		errs = append(errs, fmt.Errorf("WithFenceMetadata(%q): the entry %s carries the idempotency key", c.fenceArg, c.mdKey))
 	}
 	return c, errs
 }
@@ -192,6 +201,35 @@ func WithMetadataKey(name string) Option {
 			return fmt.Errorf("WithMetadataKey(%q): invalid metadata key", name)
 		}
 		c.mdKey = lower
+		return nil
+	}
+}
+
+// WithFenceMetadata makes the client send the fencing token of the
+// idemkit claim whose work makes a call (idemkit.FenceFromContext of the
+// call's context), in decimal, in the request metadata entry name (client
+// side; default: no token is sent). Every call through the Client's
+// interceptors carries it, unary or stream, selected or not, except a
+// call with WithoutIdempotency or whose outgoing metadata already holds
+// the entry; a call made outside such work carries none.
+// FenceMetadataKey is a suggested name. Names are case-insensitive and
+// kept in lower case; binary ("-bin") and reserved ("grpc-") names are
+// refused, and so is the idempotency key's entry (WithMetadataKey).
+//
+// The service reads the token with FenceFromIncomingContext and refuses
+// a token lower than the highest it has seen for the idempotency key: the
+// call then comes from a caller whose claim was taken over after its
+// lease ended.
+func WithFenceMetadata(name string) Option {
+	return func(c *config) error {
+		if err := c.only(clientSide, "WithFenceMetadata"); err != nil {
+			return err
+		}
+		lower := strings.ToLower(name)
+		if !validMetadataName(lower) {
+			return fmt.Errorf("WithFenceMetadata(%q): invalid metadata key", name)
+		}
+		c.fenceKey, c.fenceArg = lower, name
 		return nil
 	}
 }

@@ -55,6 +55,7 @@ func TestCluster(t *testing.T) {
 	t.Run("RaceMixed", func(t *testing.T) {
 		forEachDialect(t, func(t *testing.T, use func(*redisstore.Store)) { raceMixed(t, client, use) })
 	})
+	t.Run("Fence", func(t *testing.T) { fenceCluster(t, cl) })
 	t.Run("OneRoundTrip", func(t *testing.T) { oneRoundTripCluster(t, cl) })
 	t.Run("WaitReplicas", func(t *testing.T) { waitReplicasCluster(t, client) })
 	t.Run("CheckEvictionPolicy", func(t *testing.T) { checkEvictionPolicyCluster(t, cl) })

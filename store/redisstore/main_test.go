@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redisstore"
+	"github.com/idemkit/idemkit/store/storetest/fencetest"
 )
 
 // exampleAddr is the address of the server the examples use, started by
@@ -21,6 +23,7 @@ var exampleAddr string
 const helperEnv = "REDISSTORE_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	fencetest.Child(store.Open) // a child of RunProcess: it exits here
 	if os.Getenv(helperEnv) != "" {
 		// A child of the cross-process test: it brings its own address.
 		os.Exit(m.Run())

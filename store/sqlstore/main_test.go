@@ -16,7 +16,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/sqlstore"
+	"github.com/idemkit/idemkit/store/storetest/fencetest"
 )
 
 // Environment variables that point the tests at other servers. Each names
@@ -54,6 +56,7 @@ var pg, my *backend
 func backends() []*backend { return []*backend{pg, my} }
 
 func TestMain(m *testing.M) {
+	fencetest.Child(store.Open) // a child of RunProcess: it exits here
 	if os.Getenv(envChild) != "" {
 		os.Exit(m.Run())
 	}

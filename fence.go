@@ -41,10 +41,11 @@ import (
 // millisecond before a token runs ahead of the clock.
 const fenceClockShift = 16
 
-// fenceAfter returns the fencing token of a claim that follows a claim
-// whose token was prev (0: none is known).
-func fenceAfter(cfg *config, prev uint64) uint64 {
-	clock := uint64(max(cfg.clock().UnixMilli(), 1)) << fenceClockShift
+// fenceAfter returns the fencing token of a claim made at now (unix
+// milliseconds, the engine's clock) that follows a claim whose token was
+// prev (0: none is known).
+func fenceAfter(now int64, prev uint64) uint64 {
+	clock := uint64(max(now, 1)) << fenceClockShift
 	return max(clock, prev+1)
 }
 
@@ -100,6 +101,9 @@ func takeable(rec *record, ent store.Entry) (ok, known bool) {
 // claim again at once; neither when the record cannot be taken over, with
 // *existing then holding its TTL when it was read here.
 func (e *Engine) takeover(ctx context.Context, cfg *config, mode Mode, scope, key, sk string, existing *store.Entry, rec *record) (enc []byte, retry bool, err error) {
+	if v := existing.Value; len(v) > 1 && v[1] != stateInProgress && v[1] != stateReleased {
+		return nil, false, nil // a result: the common case, decoded once, by existing
+	}
 	prev, derr := decodeRecord(existing.Value)
 	if derr != nil {
 		return nil, false, nil // existing reports it

@@ -1,0 +1,66 @@
+package completer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultOlderThan is the threshold Find applies unless WithOlderThan says
+// otherwise: a claim whose lease ended is reported once it was made at
+// least this long ago.
+const DefaultOlderThan = time.Minute
+
+// config holds what the options set.
+type config struct {
+	olderThan time.Duration
+	clock     func() time.Time
+	observer  func(Abandoned)
+}
+
+func defaultConfig() config {
+	return config{olderThan: DefaultOlderThan, clock: time.Now}
+}
+
+// Option configures Find. An Option given an invalid argument makes Find
+// fail with an error wrapping idemkit.ErrInvalid.
+type Option func(*config) error
+
+// WithOlderThan sets the threshold (default DefaultOlderThan): a claim
+// whose lease ended is reported when it was made at least d ago. d must
+// not be negative; 0 reports every claim whose lease ended.
+func WithOlderThan(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("WithOlderThan(%v): must not be negative", d)
+		}
+		c.olderThan = d
+		return nil
+	}
+}
+
+// WithClock sets the clock ages are measured with (default time.Now). Give
+// it the clock of an engine built with idemkit.WithClock. It must not be
+// nil.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("WithClock(nil): the clock must not be nil")
+		}
+		c.clock = now
+		return nil
+	}
+}
+
+// WithObserver sets a function Find calls with each abandoned operation
+// it reports, oldest first, once the pass has listed them all (not while
+// the store lists its keys). It must not be nil.
+func WithObserver(fn func(Abandoned)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("WithObserver(nil): the observer must not be nil")
+		}
+		c.observer = fn
+		return nil
+	}
+}

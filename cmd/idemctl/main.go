@@ -5,6 +5,7 @@
 //	idemctl -store URL get    [-mode do|guard|token] [-scope S] [-result] KEY
 //	idemctl -store URL forget [-mode do|guard|token] [-scope S] KEY
 //	idemctl -store URL scan   [-mode do|guard|token] [-limit N]
+//	idemctl -store URL abandoned [-older-than D]
 //
 // The store URL is the one the service uses (IDEMKIT_STORE when -store is
 // not given). A service that runs with a key secret
@@ -22,7 +23,12 @@
 // digests (its default) as they are stored, and any segment that is not a
 // digest (keys written with idemkit.WithReadableKeys, and all of them with
 // -readable-keys) as "sha256:" and a short digest ("hmac:" with a key
-// secret). Output is a table, or JSON with -json.
+// secret). abandoned lists the operations abandoned mid-way (package
+// completer): claims whose lease ended before they finished, made at least
+// -older-than ago (default 1m), with their age, fencing token and recovery
+// points (how many steps were recorded, the last one's name digest and
+// when it began), then a count line; it exits 0 whatever the count.
+// Output is a table, or JSON with -json.
 //
 // Exit status: 0 found (or forgotten), 3 not found, 2 usage error, 1 any
 // other error.
@@ -110,6 +116,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = forget(ctx, e, rest[1:], out, stderr)
 	case "scan":
 		err = scan(ctx, e, g.namespace, g.readable, g.secret != nil, rest[1:], out, stderr)
+	case "abandoned":
+		err = abandoned(ctx, e, g.readable, g.secret != nil, rest[1:], out, stderr)
 	default:
 		fmt.Fprintf(stderr, "idemctl: unknown command %q\n", rest[0])
 		usage(stderr)
@@ -147,6 +155,7 @@ func usage(w io.Writer) {
   idemctl [-store URL] [-namespace NS] [-json] get    [-mode M] [-scope S] [-result] KEY
   idemctl [-store URL] [-namespace NS] [-json] forget [-mode M] [-scope S] KEY
   idemctl [-store URL] [-namespace NS] [-json] scan   [-mode M] [-limit N]
+  idemctl [-store URL] [-namespace NS] [-json] abandoned [-older-than D]
 
   -store URL     the service's store (default $IDEMKIT_STORE)
   -namespace NS  the engine's namespace (default idem)
@@ -161,6 +170,8 @@ func usage(w io.Writer) {
   -result        get: also print the stored result (a stored HTTP response
                  decoded: status, headers, body as text or base64)
   -limit N       scan: stop after N keys (default 100)
+  -older-than D  abandoned: list claims whose lease ended, made at least D
+                 ago (default 1m); exit 0 whatever the count
 
 The flags of get and forget may also follow KEY (get KEY -result); after
 -- every argument is the KEY.

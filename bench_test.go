@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/stepbench"
 	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store/memstore"
 )
@@ -201,4 +202,11 @@ func BenchmarkDoReplayManyKeys(b *testing.B) {
 			b.Fatal("not replayed", err)
 		}
 	})
+}
+
+// BenchmarkSteps: a keyed operation making three calls, as plain work and
+// as three recovery points (internal/stepbench), over memstore.
+func BenchmarkSteps(b *testing.B) {
+	s, _ := benchEngine(b)
+	stepbench.Run(b, s.Store())
 }

@@ -46,7 +46,6 @@ type stepKeyCtx struct{}
 
 // stepRun is a running step, in its function's context.
 type stepRun struct {
-	key string // the derived key (StepKey)
 	c   *Claim
 	sk  string // the step's store key
 	rec record // the record the step writes, but for its payload
@@ -60,7 +59,7 @@ type stepRun struct {
 // caught.
 type steps struct {
 	mu    sync.Mutex
-	sites map[string]string
+	sites map[string]uintptr // the return address of the call to Step
 }
 
 // Context returns ctx carrying the claim, as Do gives fn: Step,
@@ -100,8 +99,9 @@ func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, er
 	if fn == nil {
 		return nil, fmt.Errorf("idemkit: %w: nil step function", ErrInvalid)
 	}
-	id := callSite()
-	if err := c.stepFunc(name, id); err != nil {
+	var pc [1]uintptr
+	runtime.Callers(2, pc[:]) // the line that called Step
+	if err := c.stepFunc(name, pc[0]); err != nil {
 		return nil, err
 	}
 	sk := c.stepStoreKey(name)
@@ -116,7 +116,7 @@ func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, er
 	rec := record{state: stateDone, owner: c.rec.owner, fence: c.rec.fence}
 	now := c.cfg.clock().UnixMilli()
 	rec.created, rec.updated = now, now
-	run := &stepRun{key: stepKey(sk), c: c, sk: sk, rec: rec}
+	run := &stepRun{c: c, sk: sk, rec: rec}
 	v, err := fn(context.WithValue(ctx, stepKeyCtx{}, run))
 	if run.recordedInTx() {
 		return run.afterTx(ctx, name, v, err)
@@ -223,7 +223,7 @@ func StepKey(ctx context.Context) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return r.key, true
+	return stepKey(r.sk), true
 }
 
 // stepRecorded returns the result recorded in value for the step name.
@@ -242,17 +242,17 @@ func stepRecorded(name string, value []byte) ([]byte, error) {
 }
 
 // stepFunc notes that this run called the step name from the call site
-// id, and refuses a name called from another site before.
-func (c *Claim) stepFunc(name, id string) error {
+// pc, and refuses a name called from another site before.
+func (c *Claim) stepFunc(name string, pc uintptr) error {
 	c.steps.mu.Lock()
 	defer c.steps.mu.Unlock()
 	if c.steps.sites == nil {
-		c.steps.sites = map[string]string{}
+		c.steps.sites = map[string]uintptr{}
 	}
-	if prev, ok := c.steps.sites[name]; ok && prev != id {
-		return fmt.Errorf("%w: step %q is called at %s and at %s", ErrStepMismatch, name, prev, id)
+	if prev, ok := c.steps.sites[name]; ok && prev != pc {
+		return fmt.Errorf("%w: step %q is called at %s and at %s", ErrStepMismatch, name, callSite(prev), callSite(pc))
 	}
-	c.steps.sites[name] = id
+	c.steps.sites[name] = pc
 	return nil
 }
 
@@ -286,12 +286,11 @@ func checkStepName(name string) error {
 	return nil
 }
 
-// callSite names the line that called Step: the same on every call from
-// one place in the program, which may call one step many times.
-func callSite() string {
-	_, file, line, ok := runtime.Caller(2)
-	if !ok {
+// callSite names the line of the call whose return address is pc.
+func callSite(pc uintptr) string {
+	f, _ := runtime.CallersFrames([]uintptr{pc}).Next()
+	if f.File == "" {
 		return "an unknown line"
 	}
-	return file + ":" + strconv.Itoa(line)
+	return f.File + ":" + strconv.Itoa(f.Line)
 }

@@ -139,12 +139,19 @@ func (s *Store) Get(ctx context.Context, key string) (store.Entry, error) {
 	n := sh.get(key, now)
 	if n == nil {
 		sh.mu.Unlock()
-		return store.Entry{}, fmt.Errorf("memstore: Get: %w", store.ErrNotFound)
+		return store.Entry{}, errGetNotFound
 	}
 	v, ttl := n.value, n.remaining(now)
 	sh.mu.Unlock()
 	return store.Entry{Value: slices.Clone(v), TTL: ttl}, nil
 }
+
+// The errors of a missing key, made once: a miss is a common answer (a
+// step not yet recorded, a key released), not an exceptional one.
+var (
+	errGetNotFound     = fmt.Errorf("memstore: Get: %w", store.ErrNotFound)
+	errConsumeNotFound = fmt.Errorf("memstore: Consume: %w", store.ErrNotFound)
+)
 
 // CompareAndSwap implements store.Store. The swapped entry moves to the
 // protected segment, or stays with the claims in progress if new is one
@@ -213,7 +220,7 @@ func (s *Store) Consume(ctx context.Context, key string) ([]byte, error) {
 	n := sh.peek(key, s.now())
 	if n == nil {
 		sh.mu.Unlock()
-		return nil, fmt.Errorf("memstore: Consume: %w", store.ErrNotFound)
+		return nil, errConsumeNotFound
 	}
 	sh.drop(n)
 	v := n.value

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/internal/stepbench"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redisstore"
 	"github.com/idemkit/idemkit/store/storetest"
@@ -239,4 +240,14 @@ func BenchmarkClaim100(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSteps: a keyed operation making three calls, as plain work and
+// as three recovery points (internal/stepbench), over Redis.
+func BenchmarkSteps(b *testing.B) {
+	s, err := redisstore.New(benchClient(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	stepbench.Run(b, s)
 }

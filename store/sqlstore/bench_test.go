@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/stepbench"
 	"github.com/idemkit/idemkit/store/sqlstore"
 )
 
@@ -344,4 +345,12 @@ func benchBusinessTx(b *testing.B, be *backend, workers int, outside bool, opts 
 			return nil
 		})
 	})
+}
+
+// BenchmarkSteps: a keyed operation making three calls, as plain work and
+// as three recovery points (internal/stepbench), per database.
+func BenchmarkSteps(b *testing.B) {
+	for _, be := range backends() {
+		b.Run(be.name, func(b *testing.B) { stepbench.Run(b, newStore(b, be)) })
+	}
 }

@@ -60,7 +60,7 @@ func planFor(t *testing.T) plan {
 	p := plan{
 		count: 2,
 		work: linear.Workload{
-			Clients: 4, Keys: 3, Values: 4, MaxOps: 200, Think: 10 * time.Millisecond,
+			Clients: 4, Keys: 3, Values: 4, MaxOps: 200, Think: 10 * time.Millisecond, Backoff: 50 * time.Millisecond,
 			Duration: 1500 * time.Millisecond, OpTimeout: 500 * time.Millisecond,
 		},
 	}

@@ -34,6 +34,7 @@ type Workload struct {
 	Duration  time.Duration
 	OpTimeout time.Duration
 	Think     time.Duration
+	Backoff   time.Duration
 	Prefix    string
 	Seed      uint64
 }
@@ -62,6 +63,11 @@ func (s *Stats) Add(o Stats) {
 		}
 	}
 }
+
+// ErrNotSent is wrapped in an operation's error to say that the operation
+// certainly did not reach the store (a test harness that knows it had no
+// server to send it to): the operation is left out of the history.
+var ErrNotSent = errors.New("linear: operation not sent")
 
 // errContract reports an answer no valid store gives (ErrInvalid for a
 // valid argument, ErrCorrupt, a TTL outside (0, TTL]): a defect the
@@ -126,10 +132,16 @@ func Run(s store.Store, w Workload) ([]porcupine.Operation, Stats, error) {
 		wg.Go(func() {
 			cl := &client{r: r, s: s, b: batcher, w: w, rng: rng, id: int(r.ids.Add(1) - 1)}
 			for i := 0; i < w.MaxOps && time.Now().Before(deadline); i++ {
+				cl.failed = false
 				cl.one()
+				pause := time.Duration(0)
 				if w.Think > 0 {
-					time.Sleep(time.Duration(rng.Int64N(int64(w.Think))))
+					pause = time.Duration(rng.Int64N(int64(w.Think)))
 				}
+				if cl.failed {
+					pause += w.Backoff
+				}
+				time.Sleep(pause)
 			}
 		})
 	}
@@ -151,6 +163,8 @@ type client struct {
 	w   Workload
 	rng *rand.Rand
 	id  int
+	// failed is set when the last operation's outcome is unknown.
+	failed bool
 }
 
 func (c *client) key() string { return fmt.Sprintf("%sk%d", c.w.Prefix, c.rng.IntN(c.w.Keys)) }
@@ -259,7 +273,12 @@ func (c *client) record(in Input, out Output, call int64, err error) {
 }
 
 func (c *client) recordAt(in Input, out Output, call, ret int64, err error) {
+	if errors.Is(err, ErrNotSent) {
+		c.failed = true
+		return
+	}
 	if err != nil {
+		c.failed = true
 		if errors.Is(err, errContract) || errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrCorrupt) {
 			c.r.fail(fmt.Errorf("%v(%s): %w", in.Kind, in.Key, err))
 		} else {

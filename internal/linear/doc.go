@@ -46,8 +46,9 @@
 // without faults and under faults, each injected at most a few times per
 // history for at most a second, on loopback only: network delay, reset
 // connections and a blackhole through Proxy, a small TCP fault proxy
-// between the client and the server; a SIGKILL and restart of Redis on
-// the same port and data directory; the killing of every SQL session of
+// between the client and the server, and lost replies (a delay, then a
+// reset of the connections holding the delayed replies); a SIGKILL and
+// restart of Redis on the same port and data directory; the killing of every SQL session of
 // the test database (pg_terminate_backend, KILL CONNECTION); and a SIGKILL
 // and restart of a child process that holds the bbolt file and serves the
 // store to the test. Each case logs a line starting with RESULT: the
@@ -58,7 +59,10 @@
 //
 // TestCheckerFindsBrokenStores proves the checker can fail: stores broken
 // on purpose (a SetNX that wins twice, an acknowledged CompareAndSwap that
-// is lost, a Consume that hands a value out twice) must be reported.
+// is lost, a Consume that hands a value out twice) must be reported. Two
+// more tests must find the anomalies of real setups that the stores'
+// documentation warns of: a Redis without persistence that restarts, and
+// go-redis's default retries under lost replies.
 //
 // # Short and long runs
 //
@@ -69,7 +73,7 @@
 //
 //	IDEMKIT_LINEAR_LONG=2m go test -timeout 2h -v ./internal/linear
 //
-// runs each of the 17 cases for about two minutes (about 35 minutes in
+// runs each of the 22 cases for about two minutes (about 45 minutes in
 // all). The SQL tests take their servers' administrative DSNs from
 // IDEMKIT_TEST_POSTGRES_DSN and IDEMKIT_TEST_MYSQL_DSN, as store/sqlstore's
 // tests do.

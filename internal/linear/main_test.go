@@ -199,6 +199,9 @@ func proxyFaults(p *linear.Proxy) []fault {
 		{name: "delay", inject: func(*testing.T) { p.SetDelay(randDur(time.Millisecond, 50*time.Millisecond)) }, heal: heal},
 		{name: "reset", inject: func(*testing.T) { p.Reset() }, heal: heal},
 		{name: "blackhole", inject: func(*testing.T) { p.Blackhole() }, heal: heal},
+		// Replies held back by a delay are lost when the connections
+		// reset: writes that happened, whose callers never learn it.
+		{name: "lost-replies", inject: func(*testing.T) { p.SetDelay(30 * time.Millisecond) }, heal: func(*testing.T) { p.Reset(); p.Heal() }},
 	}
 }
 

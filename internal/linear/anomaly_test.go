@@ -1,0 +1,91 @@
+package linear_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/internal/linear"
+	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/redisstore"
+)
+
+// expectIllegal records up to n histories of s under f and fails t unless
+// one is not linearizable: the anomaly the case documents must be found.
+func expectIllegal(t *testing.T, name string, s store.Store, f fault, n int) {
+	p := planFor(t)
+	for h := range n {
+		w := p.work
+		w.Prefix = fmt.Sprintf("anomaly:%s:%s:%d:", runID, f.name, h)
+		w.Seed = rand.Uint64()
+		var ops []porcupine.Operation
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ops, _, err = linear.Run(s, w)
+		}()
+		injected := nemesis(t, f, done)
+		if err != nil {
+			t.Fatalf("history %d: %v", h, err)
+		}
+		res, path, err := linear.Check(ops, fmt.Sprintf("%s-%d", name, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res == porcupine.Illegal {
+			t.Logf("RESULT store=%s fault=%s histories=%d linearizable=false (as expected; %d faults in the last)", name, f.name, h+1, injected)
+			_ = os.RemoveAll(filepath.Dir(path))
+			return
+		}
+	}
+	t.Errorf("%s under %s: %d histories linearizable, want the anomaly found", name, f.name, n)
+}
+
+// TestRedisWithoutPersistenceLosesWrites: a Redis that keeps nothing on
+// disk forgets every acknowledged write when it restarts, and the checker
+// must say so.
+func TestRedisWithoutPersistenceLosesWrites(t *testing.T) {
+	srv := redistest.Start(t) // --appendonly no, --save ""
+	opts := srv.Options()
+	opts.MaxRetries = -1
+	opts.ContextTimeoutEnabled = true
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := fault{
+		name:   "restart",
+		inject: func(*testing.T) { srv.Stop() },
+		heal:   func(*testing.T) { srv.Restart() },
+	}
+	expectIllegal(t, "redisstore-no-persistence", s, restart, 5)
+}
+
+// TestRedisRetriesMisreportWrites: with go-redis's default MaxRetries (3),
+// a write whose reply is lost is sent again, and the second attempt
+// reports on the first one's effect (a SetNX finds its own value, a
+// Consume finds nothing): redisstore's documentation warns of it, and
+// redisstore.OpenURL sets MaxRetries to -1. The checker must find it.
+func TestRedisRetriesMisreportWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newProxy(t, srv.Addr())
+	opts := srv.Options()
+	opts.Addr = p.Addr()
+	opts.ContextTimeoutEnabled = true
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectIllegal(t, "redisstore-retries", s, proxyFaults(p)[3], 10)
+}

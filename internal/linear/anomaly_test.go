@@ -53,15 +53,7 @@ func expectIllegal(t *testing.T, name string, s store.Store, f fault, n int) {
 // must say so.
 func TestRedisWithoutPersistenceLosesWrites(t *testing.T) {
 	srv := redistest.Start(t) // --appendonly no, --save ""
-	opts := srv.Options()
-	opts.MaxRetries = -1
-	opts.ContextTimeoutEnabled = true
-	client := redis.NewClient(opts)
-	t.Cleanup(func() { _ = client.Close() })
-	s, err := redisstore.New(client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newRedisStore(t, srv.Addr())
 	restart := fault{
 		name:   "restart",
 		inject: func(*testing.T) { srv.Stop() },
@@ -78,9 +70,8 @@ func TestRedisWithoutPersistenceLosesWrites(t *testing.T) {
 func TestRedisRetriesMisreportWrites(t *testing.T) {
 	srv := redistest.Start(t)
 	p := newProxy(t, srv.Addr())
-	opts := srv.Options()
-	opts.Addr = p.Addr()
-	opts.ContextTimeoutEnabled = true
+	opts := redisOptions(p.Addr())
+	opts.MaxRetries = 0 // go-redis's default: 3 retries
 	client := redis.NewClient(opts)
 	t.Cleanup(func() { _ = client.Close() })
 	s, err := redisstore.New(client)

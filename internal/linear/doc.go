@@ -36,7 +36,11 @@
 // at the end of the history, porcupine's way of saying that it took
 // effect at some instant after its call, or never; the model accepts any
 // answer for it. A definite answer (not set, not swapped, not found) is a
-// normal response.
+// normal response. An operation that certainly never reached the store
+// (its connection could not be dialled, or the test had no server to
+// send it to: ErrNotSent) is left out of the history: it cannot have
+// taken effect, and each unknown outcome multiplies the checker's work.
+// Clients also back off after an unknown outcome, as real ones do.
 //
 // # Faults
 //

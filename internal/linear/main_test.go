@@ -19,6 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/idemkit/idemkit/internal/linear"
 	"github.com/idemkit/idemkit/internal/redistest"
@@ -167,8 +168,8 @@ func runCase(t *testing.T, storeName string, s store.Store, f fault) {
 		histories++
 		total.Add(stats)
 	}
-	t.Logf("RESULT store=%s fault=%s histories=%d ops=%d unknown=%d batches=%d faults=%d longttl=%d linearizable=%v time=%v",
-		storeName, f.name, histories, total.Ops, total.Unknown, total.Batches, injected, total.LongTTL, !t.Failed(), time.Since(start).Round(time.Millisecond))
+	t.Logf("RESULT store=%s fault=%s histories=%d ops=%d unknown=%d notsent=%d batches=%d faults=%d longttl=%d linearizable=%v time=%v",
+		storeName, f.name, histories, total.Ops, total.Unknown, total.NotSent, total.Batches, injected, total.LongTTL, !t.Failed(), time.Since(start).Round(time.Millisecond))
 	for _, e := range total.Errors {
 		t.Logf("unknown outcome, e.g.: %s", e)
 	}
@@ -217,23 +218,43 @@ func newProxy(t *testing.T, target string) *linear.Proxy {
 func TestRedisstore(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
 	p := newProxy(t, srv.Addr())
-	opts := srv.Options()
-	opts.Addr = p.Addr()
-	opts.MaxRetries = -1 // as redisstore.OpenURL sets it: a retried write may have happened
-	opts.ContextTimeoutEnabled = true
-	client := redis.NewClient(opts)
-	t.Cleanup(func() { _ = client.Close() })
-	s, err := redisstore.New(client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The restart is seen directly, so that a refused dial (no request
+	// sent) is told from a lost reply; the network faults go through p.
+	direct := newRedisStore(t, srv.Addr())
+	proxied := newRedisStore(t, p.Addr())
 	restart := fault{
 		name:   "restart",
 		inject: func(*testing.T) { srv.Stop() },
 		heal:   func(*testing.T) { srv.Restart() },
 	}
 	for _, f := range append([]fault{noFault, restart}, proxyFaults(p)...) {
+		s := proxied
+		if f.name == "restart" {
+			s = direct
+		}
 		t.Run(f.name, func(t *testing.T) { runCase(t, "redisstore", s, f) })
+	}
+}
+
+// newRedisStore returns a Store over a client of addr, set as
+// redisstore.OpenURL sets it: no retries (a retried write may have
+// happened) and the caller's deadline bounding every command.
+func newRedisStore(t *testing.T, addr string) store.Store {
+	client := redis.NewClient(redisOptions(addr))
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func redisOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                     addr,
+		MaxRetries:               -1,
+		ContextTimeoutEnabled:    true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
 }
 

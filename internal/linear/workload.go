@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,7 @@ type Stats struct {
 	Ops     int // operations recorded (every batch item counts as one)
 	Unknown int // of which with an unknown outcome
 	Batches int // SetNXBatch calls
+	NotSent int // operations left out: they never reached the store
 	// LongTTL counts entries returned with a remaining TTL above the TTL
 	// they were written with (see the package documentation).
 	LongTTL int
@@ -56,6 +58,7 @@ func (s *Stats) Add(o Stats) {
 	s.Ops += o.Ops
 	s.Unknown += o.Unknown
 	s.Batches += o.Batches
+	s.NotSent += o.NotSent
 	s.LongTTL += o.LongTTL
 	for _, e := range o.Errors {
 		if len(s.Errors) < 5 {
@@ -68,6 +71,20 @@ func (s *Stats) Add(o Stats) {
 // certainly did not reach the store (a test harness that knows it had no
 // server to send it to): the operation is left out of the history.
 var ErrNotSent = errors.New("linear: operation not sent")
+
+// notSent reports whether err says that the operation never reached the
+// store: it wraps ErrNotSent, or a failure to dial (no connection, no
+// request), as while a server restarts. Leaving out an operation that did
+// take effect could only make the checker report a violation that is not
+// there, never hide one; leaving out the operations a down server refused
+// keeps the histories small enough to check.
+func notSent(err error) bool {
+	if errors.Is(err, ErrNotSent) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
 
 // errContract reports an answer no valid store gives (ErrInvalid for a
 // valid argument, ErrCorrupt, a TTL outside (0, TTL]): a defect the
@@ -102,6 +119,12 @@ func (r *recorder) unknown(err error) {
 	if len(r.stats.Errors) < 5 {
 		r.stats.Errors = append(r.stats.Errors, err.Error())
 	}
+}
+
+func (r *recorder) dropped() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.NotSent++
 }
 
 func (r *recorder) longTTL() {
@@ -273,8 +296,9 @@ func (c *client) record(in Input, out Output, call int64, err error) {
 }
 
 func (c *client) recordAt(in Input, out Output, call, ret int64, err error) {
-	if errors.Is(err, ErrNotSent) {
+	if err != nil && notSent(err) {
 		c.failed = true
+		c.r.dropped()
 		return
 	}
 	if err != nil {

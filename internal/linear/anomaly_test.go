@@ -78,5 +78,11 @@ func TestRedisRetriesMisreportWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectIllegal(t, "redisstore-retries", s, proxyFaults(p)[3], 10)
+	// About one history in three finds it (6 runs needed 2, 5, 3, 2, 4
+	// and 3); 25 miss it together about once in 100,000 runs.
+	for _, f := range proxyFaults(p) {
+		if f.name == "lost-replies" {
+			expectIllegal(t, "redisstore-retries", s, f, 25)
+		}
+	}
 }

@@ -211,8 +211,12 @@ const (
 	// microseconds.
 	myExpiry = `UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND`
 	// myTTL is the remaining TTL of a live row in whole milliseconds,
-	// rounded up.
-	myTTL = `CAST(CEIL(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000) AS SIGNED)`
+	// rounded up, as of when it is read: UTC_TIMESTAMP(6) is the
+	// statement's start, and a statement that waited on the row's lock
+	// would otherwise report the wait on top of the TTL the lock holder
+	// wrote. The time since the start (SYSDATE(6) - NOW(6), both in the
+	// session's time zone) is taken off.
+	myTTL = `CAST(CEIL((TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))) / 1000) AS SIGNED)`
 )
 
 // queries are a dialect's statements with the table name filled in.

@@ -238,7 +238,9 @@ func entry(val []byte, ttlMillis int64) store.Entry {
 	if val == nil {
 		val = []byte{}
 	}
-	return store.Entry{Value: val, TTL: time.Duration(ttlMillis) * time.Millisecond}
+	// A row read as live has time left, if less than a millisecond by
+	// the time the TTL was computed (see myTTL).
+	return store.Entry{Value: val, TTL: time.Duration(max(ttlMillis, 1)) * time.Millisecond}
 }
 
 // Get implements store.Store.

@@ -79,7 +79,7 @@ func (e *Engine) newClaim(cfg *config, mode Mode, scope, key, sk, fingerprint st
 func (e *Engine) claimRecord(cfg *config, fingerprint string, tail time.Duration) (record, []byte) {
 	now := cfg.clock().UnixMilli()
 	rec := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint,
-		fence: fenceAfter(now, 0), tail: tail.Milliseconds()}
+		fence: fenceAfter(now, 0), tail: tail.Milliseconds(), payload: inputPayload(cfg)}
 	return rec, rec.encode()
 }
 

@@ -63,6 +63,9 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	if cfg.set&optScope != 0 {
 		errs = append(errs, errors.New("the scope is set per call, not per engine"))
 	}
+	if cfg.set&optInput != 0 {
+		errs = append(errs, errors.New("WithInput is set per call, not per engine"))
+	}
 	if len(errs) == 0 {
 		errs = append(errs, cfg.checkHeartbeat())
 	}
@@ -96,6 +99,9 @@ func (e *Engine) With(opts ...Option) (*Engine, error) {
 	}
 	if scope != "" {
 		return nil, fmt.Errorf("idemkit: %w: the scope is set per call, not per view", ErrInvalid)
+	}
+	if cfg.set&optInput != 0 {
+		return nil, fmt.Errorf("idemkit: %w: WithInput is set per call, not per view", ErrInvalid)
 	}
 	v := *e
 	v.cfg = *cfg

@@ -93,6 +93,8 @@ type config struct {
 	release      Release
 	failure      FailureMode
 	maxResult    int
+	opName       string // per call: the operation's name (WithInput)
+	opInput      []byte // per call: its input (WithInput)
 	oversized    Oversized
 	retryHint    time.Duration
 	pollInterval time.Duration
@@ -160,6 +162,7 @@ const (
 	optErrorCodec
 	optCodec
 	optScope
+	optInput
 	optNamespace // engine-level only, from here on
 	optReadable
 	optClock
@@ -168,7 +171,7 @@ const (
 )
 
 var optNames = [...]string{"WithWindow", "WithRelease", "WithLease", "WithHeartbeat or WithoutHeartbeat", "WithRetention",
-	"WithTokenTTL", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec", "WithScope",
+	"WithTokenTTL", "WithMaxResultSize", "WithOversized", "WithWait", "WithErrorCodec", "WithCodec", "WithScope", "WithInput",
 	"WithNamespace", "WithReadableKeys", "WithClock", "WithKeySecret"}
 
 // engineOnly are the options New takes and With and the calls refuse.
@@ -178,11 +181,11 @@ const engineOnly = optNamespace | optReadable | optClock | optSecret
 // WithScope: their principal argument is the token's scope.
 const (
 	guardOpts      = optWindow | optRelease | optScope
-	doOpts         = optLease | optHeartbeat | optRetention | optMaxResult | optOversized | optWait | optErrorCodec | optCodec | optScope
-	beginOpts      = doOpts &^ optCodec   // a Begin claim reaches no typed helper
-	batchOpts      = beginOpts &^ optWait // a batch never waits
+	doOpts         = optLease | optHeartbeat | optRetention | optMaxResult | optOversized | optWait | optErrorCodec | optCodec | optScope | optInput
+	beginOpts      = doOpts &^ optCodec                // a Begin claim reaches no typed helper
+	batchOpts      = beginOpts &^ (optWait | optInput) // a batch never waits, and its requests share the options
 	issueTokenOpts = optTokenTTL
-	useTokenOpts   = (doOpts | optTokenTTL) &^ optScope
+	useTokenOpts   = (doOpts | optTokenTTL) &^ (optScope | optInput)
 	inspectOpts    = optScope // Inspect, StoredResult and Forget
 )
 

@@ -7,12 +7,14 @@
 // which was last and when), so that an operator or a job can reconcile it
 // with the systems it called.
 //
-// It only reads: it lists the engine's keys with a store.Scanner
+// Find only reads: it lists the engine's keys with a store.Scanner
 // (memstore, boltstore, redisstore including Cluster, sqlstore), so any
-// number of instances may run it at once. It does not resume operations:
-// that needs the operation's input stored with its claim, which idemkit
-// does not keep yet; an abandoned operation is resumed today by its own
-// client's retry, which takes the key over and skips the recorded steps.
+// number of instances may run it at once. Resume also finishes what it
+// finds: an operation claimed with idemkit.WithInput is taken over and
+// run by the function registered for its name (idemkit.Funcs), skipping
+// its recorded steps; one it cannot resume (no input, no function) is
+// reported in its Outcome and left as it is. Its client's retry resumes
+// an abandoned operation the same way.
 //
 // # Metrics and events
 //

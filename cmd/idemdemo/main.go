@@ -54,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "storm" {
 		return runStorm(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "provider" {
+		return runProvider(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -73,6 +76,10 @@ type config struct {
 	window   time.Duration
 	lease    time.Duration
 	logLevel slog.Level
+	// provider is the payment provider's base URL for POST /orders/paid
+	// ("": the route answers 503); crashHooks honours its pause hooks.
+	provider   string
+	crashHooks bool
 }
 
 // defaultConfig is the configuration without flags or environment.
@@ -114,6 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.window, "window", cfg.window, "dedup window of POST /orders/quick")
 	fs.DurationVar(&cfg.lease, "lease", cfg.lease, "how long an in-progress request keeps its key after a crash")
 	fs.TextVar(&cfg.logLevel, "log-level", cfg.logLevel, "log `level`: debug, info, warn or error")
+	fs.StringVar(&cfg.provider, "provider", cfg.provider, "payment provider `URL` for POST /orders/paid, such as http://127.0.0.1:8090 (run idemdemo provider; default none)")
+	fs.BoolVar(&cfg.crashHooks, "crash-hooks", cfg.crashHooks, "honour the "+pauseAfterHeader+" and "+pauseForHeader+" test headers of POST /orders/paid (crash tests only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -147,7 +156,7 @@ func checkConfig(cfg config, rest []string) error {
 // usage prints the synopsis and the flags.
 func usage(fs *flag.FlagSet) {
 	out := fs.Output()
-	fmt.Fprintln(out, "Usage:\n  idemdemo [flags]          run the order service\n  idemdemo storm [flags]    fire duplicate submissions at it (idemdemo storm -h)\n\nFlags:")
+	fmt.Fprintln(out, "Usage:\n  idemdemo [flags]          run the order service\n  idemdemo storm [flags]    fire duplicate submissions at it (idemdemo storm -h)\n  idemdemo provider [flags] run the payment provider of POST /orders/paid (idemdemo provider -h)\n\nFlags:")
 	fs.PrintDefaults()
 }
 
@@ -231,7 +240,15 @@ func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	app, err := newTxHandler(engine, be.orders, be.txOrders, cfg.window, log)
+	var repo payRepo = &kvPayments{st: be.store}
+	if be.txOrders != nil {
+		repo = &pgPayments{db: be.txOrders.db, st: be.txOrders.st}
+	}
+	pay, err := newPayments(repo, cfg.provider, cfg.crashHooks, log)
+	if err != nil {
+		return nil, err
+	}
+	app, err := newTxHandler(engine, be.orders, be.txOrders, pay, cfg.window, log)
 	if err != nil {
 		return nil, err
 	}

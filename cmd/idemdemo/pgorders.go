@@ -31,6 +31,7 @@ var ordersSchema = []string{
 		created_at TIMESTAMPTZ NOT NULL DEFAULT now()
 	)`,
 	`CREATE UNIQUE INDEX IF NOT EXISTS ` + ordersTable + `_user_key ON ` + ordersTable + ` (user_id, dedup_key)`,
+	paidSchema,
 }
 
 // pgOrders is an orderRepo in a PostgreSQL table, in the database of the

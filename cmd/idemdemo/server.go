@@ -78,13 +78,15 @@ type server struct {
 // middleware of its mode, plus the token issuer, the order list and the
 // health check. window is the dedup window of POST /orders/quick.
 func newHandler(e *idemkit.Engine, orders orderRepo, window time.Duration, log *slog.Logger) (http.Handler, error) {
-	return newTxHandler(e, orders, nil, window, log)
+	return newTxHandler(e, orders, nil, nil, window, log)
 }
 
 // newTxHandler is newHandler whose order routes create each order in the
 // transaction that completes its idempotency record, when txOrders is not
-// nil (it is then orders too).
-func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, window time.Duration, log *slog.Logger) (http.Handler, error) {
+// nil (it is then orders too). pay serves POST and GET /orders/paid; nil
+// keeps paid orders in the engine's store and answers POST with 503 (no
+// payment provider).
+func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, pay *payments, window time.Duration, log *slog.Logger) (http.Handler, error) {
 	s := &server{
 		engine:    e,
 		orders:    orders,
@@ -104,6 +106,13 @@ func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, windo
 	mux.Handle("POST /tokens", g.issuer)
 	mux.Handle("POST /orders/form", s.withHooks(g.token(s.createOrder(tokenOf))))
 	mux.HandleFunc("GET /orders", s.listOrders)
+	if pay == nil {
+		if pay, err = newPayments(&kvPayments{st: e.Store()}, "", false, log); err != nil {
+			return nil, err
+		}
+	}
+	mux.Handle("POST /orders/paid", pay.withPauseHooks(g.key(pay.placePaidOrder(s.principal))))
+	mux.HandleFunc("GET /orders/paid", pay.listPaidOrders(s.principal))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	newProblemPages().register(mux)
 	if err := registerUI(mux, s, window); err != nil {

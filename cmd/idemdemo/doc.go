@@ -26,6 +26,9 @@
 //	POST /orders/form   token mode: the token goes in Idempotency-Token; a reuse
 //	                    replays the first response, a forged token gets 400.
 //	GET  /orders        the caller's orders, as a JSON array, oldest first.
+//	POST /orders/paid   an order paid at the payment provider (-provider URL,
+//	                    see Paid orders below); Idempotency-Key mode.
+//	GET  /orders/paid   the caller's paid orders, with status and charge.
 //	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
 //	GET  /metrics       idemkit's OpenTelemetry metrics in Prometheus format
 //	                    (idemkit_outcomes_total by mode and outcome,
@@ -144,6 +147,39 @@
 // (IDEMKIT_BUDGET) bounds each store call (budget.Default, 1s, by default for Redis) and
 // -near-cache (IDEMKIT_NEAR_CACHE) keeps settled results in process. Flags
 // override the variables; package setup documents them.
+//
+// # Paid orders
+//
+//	idemdemo provider [-addr 127.0.0.1:8090] [-store mem://]
+//	idemdemo -provider http://127.0.0.1:8090
+//
+// The provider subcommand runs a payment provider on its own port: POST
+// /charges behind idemkit's Idempotency-Key middleware over a store of its
+// own, fenced (it keeps the highest Idempotency-Fence token per key in
+// memory and refuses a lower one with 409), and GET /charges, which counts
+// the calls, charges, keys charged twice and stale calls refused.
+//
+// POST /orders/paid runs, under the request's claim, three recovery points
+// (idemkit.Step): "reserve stock" stores the order as reserved; "charge"
+// calls the provider through idemhttp.Transport with the step's derived
+// key (idemkit.StepKey) as Idempotency-Key and the claim's fencing token;
+// "mark paid" stores the charge on the order. It answers 201 with
+// {"id","sku","qty","user","status":"paid","charge"}. A step that fails
+// answers 5xx, which is not recorded: the retry replays the finished steps
+// and resumes at the failed one, so the provider sees one key per order.
+// On PostgreSQL (without a fallback) the paid orders are rows of
+// idemdemo_paid_orders and each write commits with its step's record
+// (idemkit.RecordStepIn); on the other stores they are kept in the
+// store's keyspace (one value per user, under a digest of the user),
+// written idempotently, for 30 days.
+//
+// -crash-hooks enables the test headers X-Demo-Pause-After: reserve,
+// charge-call, charge or paid (pause at that step boundary, logging
+// "crash hook: paused") and X-Demo-Pause-For: <duration up to 5s> (without
+// it the pause lasts until the request ends). After a pause at
+// charge-call the call is sent even if the claim was lost meanwhile, as by
+// a caller that does not know: the provider's fence refuses it. Without
+// the flag these headers get 400.
 //
 // # Storm
 //

@@ -387,6 +387,7 @@ func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
   POST /orders/quick  create an order; the same body again within %[3]v gets 409
   POST /tokens        issue a one-time token for POST /orders/form (Idempotency-Token header)
   GET  /orders        your orders
+  POST /orders/paid   an order with a payment step (reserve, charge, mark paid); needs -provider
   GET  /healthz       200 when the store answers
   GET  /metrics       idemkit's metrics (Prometheus format)
   GET  /problems/...  a page per problem type: open the "type" URI's path of an error

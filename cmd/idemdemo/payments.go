@@ -57,7 +57,7 @@ const (
 	problemPaymentFailed  = demoProblemBase + "payment-failed"  // 502
 	problemCrashHooksOff  = demoProblemBase + "crash-hooks-off" // 400
 	problemStaleFence     = demoProblemBase + "stale-fence"     // 409, from the provider
-	problemPaidOrdersFull = problemOrdersFull
+	problemMalformedFence = demoProblemBase + "malformed-fence" // 400, from the provider
 )
 
 // maxPaidOrdersPerUser bounds a user's paid orders in the store's keyspace
@@ -256,7 +256,7 @@ func (p *payments) stepError(w http.ResponseWriter, r *http.Request, step string
 	case errors.Is(err, errKeyReused):
 		writeProblem(w, http.StatusUnprocessableEntity, problemKeyReused, err.Error())
 	case errors.Is(err, errOrdersFull):
-		writeProblem(w, http.StatusInsufficientStorage, problemPaidOrdersFull, err.Error())
+		writeProblem(w, http.StatusInsufficientStorage, problemOrdersFull, err.Error())
 	case errors.As(err, &pe):
 		p.log.WarnContext(r.Context(), "paid order: the payment provider refused the charge", "status", pe.status)
 		writeProblem(w, http.StatusBadGateway, problemPaymentFailed, pe.Error())

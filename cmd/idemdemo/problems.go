@@ -18,7 +18,7 @@ var demoProblemTypes = []idemhttp.ProblemType{
 	{Name: "key-reused", Status: http.StatusUnprocessableEntity, Title: "Order key reused for a different order",
 		Description: "The order store already holds a different order under this idempotency key. A retry must repeat the first order exactly; a new order needs a new key."},
 	{Name: "orders-full", Status: http.StatusInsufficientStorage, Title: "Order list full",
-		Description: "The demo keeps its orders in memory with this store, and the list is full. Restart the demo, or run it with a bolt:// store, which keeps the orders on disk."},
+		Description: "The demo keeps its orders in memory with this store, and the list is full. Restart the demo, or run it with a bolt:// store, which keeps the orders on disk. Paid orders (POST /orders/paid) are at most 200 per user on every store."},
 	{Name: "demo-failure", Status: http.StatusInternalServerError, Title: "Failure asked for",
 		Description: "The request carried X-Demo-Fail, so the order failed on purpose and none was created. The failure is not stored: a retry with the same idempotency key and without the header creates the order (a one-time token, though, is spent)."},
 	{Name: "internal", Status: http.StatusInternalServerError, Title: "Internal error",
@@ -31,6 +31,8 @@ var demoProblemTypes = []idemhttp.ProblemType{
 		Description: "X-Demo-Pause-After and X-Demo-Pause-For pause POST /orders/paid at a step boundary for crash tests, and only with the -crash-hooks flag. Drop the headers."},
 	{Name: "stale-fence", Status: http.StatusConflict, Title: "Stale fencing token",
 		Description: "The payment provider has seen a higher fencing token for this idempotency key: the caller's claim was taken over after its lease ended, and the new owner has been here. Do not retry this call; the new owner finishes the order."},
+	{Name: "malformed-fence", Status: http.StatusBadRequest, Title: "Malformed fencing token",
+		Description: "The payment provider's Idempotency-Fence header is not one decimal number of at most 64 bits, or is repeated. Send the token idemhttp.Transport forwards, once."},
 	{Name: "cancelled", Status: http.StatusServiceUnavailable, Title: "Request cancelled",
 		Description: "The request was cancelled (the client went away or the demo is shutting down) before the order was created. Retry with the same idempotency key."},
 }

@@ -38,7 +38,7 @@ func TestProblemTypePages(t *testing.T) {
 		assert.Contains(t, body, htmlText(pt.Description), pt.Name)
 	}
 	for _, uri := range []string{problemInvalidBody, problemInvalidHook, problemKeyReused, problemOrdersFull, problemDemoFailure, problemInternal, problemCancelled,
-		problemPaymentsOff, problemPaymentFailed, problemCrashHooksOff, problemStaleFence} {
+		problemPaymentsOff, problemPaymentFailed, problemCrashHooksOff, problemStaleFence, problemMalformedFence} {
 		code, body := page(strings.TrimPrefix(uri, "https://idemkit.dev"))
 		assert.Equal(t, http.StatusOK, code, uri)
 		assert.Contains(t, body, "What to do", uri)

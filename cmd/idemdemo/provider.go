@@ -132,7 +132,7 @@ func (p *provider) fence(next http.Handler) http.Handler {
 		token, present, err := idemhttp.FenceFromRequest(r, idemhttp.FenceHeader)
 		switch {
 		case err != nil:
-			writeProblem(w, http.StatusBadRequest, problemInvalidHook, err.Error())
+			writeProblem(w, http.StatusBadRequest, problemMalformedFence, err.Error())
 			return
 		case key == "" || !present:
 			next.ServeHTTP(w, r)

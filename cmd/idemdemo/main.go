@@ -121,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.window, "window", cfg.window, "dedup window of POST /orders/quick")
 	fs.DurationVar(&cfg.lease, "lease", cfg.lease, "how long an in-progress request keeps its key after a crash")
 	fs.TextVar(&cfg.logLevel, "log-level", cfg.logLevel, "log `level`: debug, info, warn or error")
-	fs.StringVar(&cfg.provider, "provider", cfg.provider, "payment provider `URL` for POST /orders/paid, such as http://127.0.0.1:8090 (run idemdemo provider; default none)")
+	fs.StringVar(&cfg.provider, "provider", cfg.provider, "payment provider `URL` for POST /orders/paid, such as http://127.0.0.1:8090 (run idemdemo provider), or auto to start one (default none)")
 	fs.BoolVar(&cfg.crashHooks, "crash-hooks", cfg.crashHooks, "honour the "+pauseAfterHeader+" and "+pauseForHeader+" test headers of POST /orders/paid (crash tests only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -180,6 +180,15 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 
 // serve runs the service until ctx is done, then shuts it down gracefully.
 func serve(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) error {
+	if cfg.provider == autoProvider {
+		url, stop, err := startProvider(ctx, os.Stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		log.Info("payment provider started", "url", url)
+		cfg.provider = url
+	}
 	svc, err := start(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -387,7 +396,7 @@ func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
   POST /orders/quick  create an order; the same body again within %[3]v gets 409
   POST /tokens        issue a one-time token for POST /orders/form (Idempotency-Token header)
   GET  /orders        your orders
-  POST /orders/paid   an order with a payment step (reserve, charge, mark paid); needs -provider
+  POST /orders/paid   an order with a payment step (reserve, charge, mark paid); needs -provider (a URL, or auto)
   GET  /healthz       200 when the store answers
   GET  /metrics       idemkit's metrics (Prometheus format)
   GET  /problems/...  a page per problem type: open the "type" URI's path of an error

@@ -286,3 +286,28 @@ func TestRecordStepIn(t *testing.T) {
 	})
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 }
+
+// The typed Do runs steps the same way: a retry skips the recorded ones.
+func TestStepsThroughTheTypedDo(t *testing.T) {
+	ctx := context.Background()
+	e := testkit.NewEngine(t)
+	type receipt struct{ Charge string }
+	var reserved atomic.Int32
+	fail := true
+	op := func(ctx context.Context) (receipt, error) {
+		if _, err := idemkit.Step(ctx, "reserve", func(context.Context) ([]byte, error) { reserved.Add(1); return nil, nil }); err != nil {
+			return receipt{}, err
+		}
+		if fail {
+			return receipt{}, errors.New("provider down")
+		}
+		return receipt{Charge: "ch_1"}, nil
+	}
+	_, _, err := idemkit.Do(ctx, e, "order-1", "fp", op)
+	require.EqualError(t, err, "provider down")
+	fail = false
+	r, _, err := idemkit.Do(ctx, e, "order-1", "fp", op)
+	require.NoError(t, err)
+	assert.Equal(t, "ch_1", r.Charge)
+	assert.EqualValues(t, 1, reserved.Load())
+}

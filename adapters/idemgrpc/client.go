@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -112,7 +111,7 @@ func (c *Client) withFence(ctx context.Context) context.Context {
 	if !ok || len(metadata.ValueFromOutgoingContext(ctx, c.cfg.fenceKey)) > 0 {
 		return ctx
 	}
-	return metadata.AppendToOutgoingContext(ctx, c.cfg.fenceKey, strconv.FormatUint(fence, 10))
+	return metadata.AppendToOutgoingContext(ctx, c.cfg.fenceKey, keying.FormatFence(fence))
 }
 
 // withKey adds the idempotency key to ctx's outgoing metadata: key when

@@ -226,7 +226,7 @@ func (t *Transport) withFence(req, sent *http.Request) *http.Request {
 			sent.Header = make(http.Header)
 		}
 	}
-	sent.Header.Set(t.FenceHeader, formatFence(fence))
+	sent.Header.Set(t.FenceHeader, keying.FormatFence(fence))
 	return sent
 }
 

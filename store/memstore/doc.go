@@ -38,8 +38,12 @@
 // which the engine answers as a store failure: under its default
 // fail-closed policy the work does not run, and idemhttp answers 503 with
 // Retry-After. The Store counts such refusals (Refusals) and reports each
-// one (WithOnFull). Claims leave when they complete, are released, or
-// expire with their lease.
+// one (WithOnFull). Claims leave when they complete, are released, are
+// taken over, or expire. The engine keeps a claim's record past its lease
+// (for the retention) to keep the key's fencing token, so a claim whose
+// caller gave up without ending it stays a claim until the next request
+// for its key takes it over, or until that expiry: size the store for
+// the abandoned claims a process can leave, or end every claim.
 //
 // # Eviction
 //

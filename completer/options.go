@@ -16,6 +16,7 @@ type config struct {
 	olderThan time.Duration
 	clock     func() time.Time
 	observer  func(Abandoned)
+	outcomes  func(Outcome)
 }
 
 func defaultConfig() config {
@@ -61,6 +62,21 @@ func WithObserver(fn func(Abandoned)) Option {
 			return errors.New("WithObserver(nil): the observer must not be nil")
 		}
 		c.observer = fn
+		return nil
+	}
+}
+
+// WithOutcomes sets a function Resume calls with the outcome of each
+// abandoned operation, as soon as it is known: resumed (Outcome.Resumed,
+// with Err nil when its result was recorded) or left as it is (Err says
+// why). Count them by kind to export metrics of resumed, failed and
+// reported operations. Find does not call it. It must not be nil.
+func WithOutcomes(fn func(Outcome)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("WithOutcomes(nil): the function must not be nil")
+		}
+		c.outcomes = fn
 		return nil
 	}
 }

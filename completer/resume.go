@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/internal/options"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -44,6 +45,8 @@ func Resume(ctx context.Context, e *idemkit.Engine, s store.Scanner, funcs idemk
 	if err != nil {
 		return Resumed{}, err
 	}
+	cfg := defaultConfig()
+	_ = options.Apply(&cfg, opts) // Find applied them without an error
 	out := Resumed{Report: rep, Outcomes: make([]Outcome, 0, len(rep.Abandoned))}
 	for _, a := range rep.Abandoned {
 		if ctx.Err() != nil {
@@ -59,6 +62,9 @@ func Resume(ctx context.Context, e *idemkit.Engine, s store.Scanner, funcs idemk
 		}
 		o.Result, o.Err = e.Resume(ctx, a.StoreKey, ran)
 		out.Outcomes = append(out.Outcomes, o)
+		if cfg.outcomes != nil {
+			cfg.outcomes(o)
+		}
 	}
 	return out, nil
 }

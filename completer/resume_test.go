@@ -47,9 +47,14 @@ func TestResumeFinishesWhatItCanAndReportsTheRest(t *testing.T) {
 				return append([]byte("charged for "), input...), nil
 			})
 		}}
-		res, err := completer.Resume(ctx, e, s, funcs, completer.WithOlderThan(30*time.Second))
+		var seen []completer.Outcome
+		res, err := completer.Resume(ctx, e, s, funcs, completer.WithOlderThan(30*time.Second),
+			completer.WithOutcomes(func(o completer.Outcome) { seen = append(seen, o) }))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(seen) != len(res.Outcomes) {
+			t.Fatalf("WithOutcomes saw %d outcomes, the pass had %d", len(seen), len(res.Outcomes))
 		}
 		if len(res.Outcomes) != 3 {
 			t.Fatalf("%d outcomes, want 3: %+v", len(res.Outcomes), res.Outcomes)

@@ -80,6 +80,7 @@ func (e *Engine) claimRecord(cfg *config, fingerprint string, tail time.Duration
 	now := cfg.clock().UnixMilli()
 	rec := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now, fingerprint: fingerprint,
 		fence: fenceAfter(now, 0), tail: tail.Milliseconds(), payload: inputPayload(cfg)}
+	rec.origin = rec.owner.lineage() // a new operation, unless a takeover carries one on
 	return rec, rec.encode()
 }
 
@@ -510,7 +511,7 @@ func (c *Claim) release(ctx context.Context, afterTx bool) (bool, error) {
 		ok, err = c.swapOwn(bg, e.store, spent.encode(), cfg.tokenTTL)
 	case c.rec.tail > 0:
 		// The key keeps the claim's fencing token for the next claim.
-		ok, err = c.swapOwn(bg, e.store, releasedRecord(c.rec.fence), time.Duration(c.rec.tail)*time.Millisecond)
+		ok, err = c.swapOwn(bg, e.store, releasedRecord(&c.rec), time.Duration(c.rec.tail)*time.Millisecond)
 	default:
 		ok, err = c.swapOwn(bg, e.store, nil, 0)
 	}

@@ -3,6 +3,7 @@ package idemkit
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -126,6 +127,9 @@ func (e *Engine) takeover(ctx context.Context, cfg *config, mode Mode, scope, ke
 		return nil, false, nil
 	}
 	rec.fence = max(rec.fence, prev.fence+1)
+	if prev.origin != 0 && string(prev.fp) == rec.fingerprint {
+		rec.origin = prev.origin // the same operation: its recorded steps stand
+	}
 	enc = rec.encode()
 	tail := time.Duration(rec.tail) * time.Millisecond
 	set, err := e.store.CompareAndSwap(ctx, sk, existing.Value, enc, e.claimTTL(cfg, tail))
@@ -133,7 +137,7 @@ func (e *Engine) takeover(ctx context.Context, cfg *config, mode Mode, scope, ke
 		// The swap may have landed: leave a released record with our
 		// token, so the key keeps its place in the token order.
 		if !errors.Is(err, store.ErrInvalid) {
-			undone, uerr := e.store.CompareAndSwap(detach(ctx), sk, enc, releasedRecord(rec.fence), max(tail, time.Millisecond))
+			undone, uerr := e.store.CompareAndSwap(detach(ctx), sk, enc, releasedRecord(rec), max(tail, time.Millisecond))
 			if uerr != nil || undone {
 				e.observe(ctx, cfg, Event{Kind: EventAmbiguous, Mode: mode, Key: key, scope: scope, Err: errors.Join(err, uerr)})
 			}
@@ -146,11 +150,21 @@ func (e *Engine) takeover(ctx context.Context, cfg *config, mode Mode, scope, ke
 	return enc, false, nil
 }
 
-// releasedRecord is what a released claim with token fence leaves.
-func releasedRecord(fence uint64) []byte {
-	r := record{state: stateReleased, fence: fence}
+// releasedRecord is what the claim that wrote rec leaves when released:
+// its fencing token, and its fingerprint and lineage, so that the next
+// claim of the same operation keeps the steps it recorded.
+func releasedRecord(rec *record) []byte {
+	r := record{state: stateReleased, fence: rec.fence, origin: rec.origin, fingerprint: rec.fingerprint}
 	return r.encode()
 }
+
+// lineage is the lineage of an operation begun by the claim with owner
+// n: 64 of its random bits.
+func (n nonce) lineage() uint64 { return binary.BigEndian.Uint64(n[8:16]) }
+
+// fresh reports whether c began its operation: it carries no earlier
+// claim's lineage, so no step of it can have been recorded before.
+func (c *Claim) fresh() bool { return c.rec.origin == c.rec.owner.lineage() }
 
 // swapOwn swaps this claim's record for next through s, with ttl (next nil:
 // deletes it). After a heartbeat whose outcome was unknown the record may

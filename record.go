@@ -20,7 +20,9 @@ import (
 //	[34:42]  fencing token of the claim that wrote it
 //	[42:50]  tail, milliseconds: of a claim's TTL, the part after its lease
 //	         (see takeable); 0 in other states
-//	[50:]    uvarint fingerprint length, fingerprint, payload
+//	[50:58]  lineage: the operation's, the same over its takeovers (it
+//	         names its steps' records, see step.go)
+//	[58:]    uvarint fingerprint length, fingerprint, payload
 //
 // A token that was issued but not used is the two bytes {2, stateIssued}.
 type record struct {
@@ -30,6 +32,7 @@ type record struct {
 	updated     int64
 	fence       uint64
 	tail        int64
+	origin      uint64 // the lineage
 	fingerprint string // set when building a record to encode
 	fp          []byte // set by decodeRecord; aliases the decoded bytes
 	payload     []byte // result (stateDone), encoded error (stateFailed) or uvarint size (stateTooLarge)
@@ -63,6 +66,7 @@ func (r *record) encode() []byte {
 	binary.BigEndian.PutUint64(b[26:34], uint64(r.updated))
 	binary.BigEndian.PutUint64(b[34:42], r.fence)
 	binary.BigEndian.PutUint64(b[42:50], uint64(r.tail))
+	binary.BigEndian.PutUint64(b[50:58], r.origin)
 	b = binary.AppendUvarint(b, uint64(len(r.fingerprint)))
 	b = append(b, r.fingerprint...)
 	return append(b, r.payload...)
@@ -110,6 +114,7 @@ func decodeRecord(b []byte) (record, error) {
 	r.updated = int64(binary.BigEndian.Uint64(b[26:34]))
 	r.fence = binary.BigEndian.Uint64(b[34:42])
 	r.tail = int64(binary.BigEndian.Uint64(b[42:50]))
+	r.origin = binary.BigEndian.Uint64(b[50:58])
 	if r.tail < 0 {
 		return r, fmt.Errorf("%w: negative lease tail in record", store.ErrCorrupt)
 	}

@@ -132,7 +132,7 @@ func (e *Engine) Resume(ctx context.Context, storeKey string, funcs Funcs) (Resu
 	}
 	now := cfg.clock().UnixMilli()
 	rec := record{state: stateInProgress, owner: e.newNonce(), created: now, updated: now,
-		fingerprint: string(prev.fp), fence: fenceAfter(now, prev.fence), tail: prev.tail, payload: prev.payload}
+		fingerprint: string(prev.fp), fence: fenceAfter(now, prev.fence), tail: prev.tail, payload: prev.payload, origin: prev.origin}
 	enc := rec.encode()
 	set, err := e.store.CompareAndSwap(ctx, storeKey, ent.Value, enc, e.claimTTL(cfg, time.Duration(rec.tail)*time.Millisecond))
 	switch {

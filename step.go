@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -60,6 +62,33 @@ type stepRun struct {
 type steps struct {
 	mu    sync.Mutex
 	sites map[string]uintptr // the return address of the call to Step
+	done  map[string]stepResult
+}
+
+// stepResult is what a step the run already ended gives every later call.
+type stepResult struct {
+	value []byte
+	err   error
+}
+
+// stepEnded returns the result of the step name when this run ended it.
+func (c *Claim) stepEnded(name string) (stepResult, bool) {
+	c.steps.mu.Lock()
+	defer c.steps.mu.Unlock()
+	r, ok := c.steps.done[name]
+	return r, ok
+}
+
+// stepEnd notes the result of the step name for the rest of the run, and
+// returns it.
+func (c *Claim) stepEnd(name string, value []byte, err error) ([]byte, error) {
+	c.steps.mu.Lock()
+	defer c.steps.mu.Unlock()
+	if c.steps.done == nil {
+		c.steps.done = map[string]stepResult{}
+	}
+	c.steps.done[name] = stepResult{value, err}
+	return value, err
 }
 
 // Context returns ctx carrying the claim, as Do gives fn: Step,
@@ -104,14 +133,22 @@ func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, er
 	if err := c.stepFunc(name, pc[0]); err != nil {
 		return nil, err
 	}
+	if r, ok := c.stepEnded(name); ok {
+		return r.value, r.err
+	}
 	sk := c.stepStoreKey(name)
 	s := c.e.store
-	ent, err := s.Get(ctx, sk)
-	switch {
-	case err == nil:
-		return stepRecorded(name, ent.Value)
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, fmt.Errorf("idemkit: read step: %w", err)
+	// A claim that began its operation finds no step recorded before it:
+	// only one that carries an earlier claim's lineage reads.
+	if !c.fresh() {
+		ent, err := s.Get(ctx, sk)
+		switch {
+		case err == nil:
+			v, err := stepRecorded(name, ent.Value)
+			return c.stepEnd(name, v, err)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("idemkit: read step: %w", err)
+		}
 	}
 	rec := record{state: stateDone, owner: c.rec.owner, fence: c.rec.fence}
 	now := c.cfg.clock().UnixMilli()
@@ -119,7 +156,11 @@ func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, er
 	run := &stepRun{c: c, sk: sk, rec: rec}
 	v, err := fn(context.WithValue(ctx, stepKeyCtx{}, run))
 	if run.recordedInTx() {
-		return run.afterTx(ctx, name, v, err)
+		v, err := run.afterTx(ctx, name, v, err)
+		if err != nil {
+			return v, err
+		}
+		return c.stepEnd(name, v, nil)
 	}
 	if err != nil {
 		return v, err
@@ -140,9 +181,20 @@ func Step(ctx context.Context, name string, fn func(context.Context) ([]byte, er
 	case !set:
 		// Another run of the operation recorded the step meanwhile (one
 		// that lost its lease to this one, say): its result stands.
-		return stepRecorded(name, existing.Value)
+		v, err := stepRecorded(name, existing.Value)
+		return c.stepEnd(name, v, err)
 	}
-	return v, tooLarge
+	if tooLarge != nil {
+		return v, c.endTooLarge(name, tooLarge)
+	}
+	return c.stepEnd(name, v, nil)
+}
+
+// endTooLarge notes that the step name's result was too large: later
+// calls in the run get the error, not the value.
+func (c *Claim) endTooLarge(name string, err error) error {
+	_, err = c.stepEnd(name, nil, err)
+	return err
 }
 
 // RecordStepIn records value as the result of the step whose function
@@ -257,11 +309,17 @@ func (c *Claim) stepFunc(name string, pc uintptr) error {
 }
 
 // stepStoreKey is the store key of the step name of c's operation:
-// <namespace>:s:<scope>:<the operation's key digest>.<name digest>.
+// <namespace>:s:<scope>:<the operation's key digest>.<lineage>.<name
+// digest>. The lineage (the operation's, carried over its takeovers)
+// keeps an operation forgotten and run again from finding the steps of
+// its earlier run.
 func (c *Claim) stepStoreKey(name string) string {
 	prefix := c.e.prefix[spaceDo]
 	sum := sha256.Sum256([]byte(name))
-	return c.cfg.namespace + ":s:" + c.sk[len(prefix):] + "." + base64.RawURLEncoding.EncodeToString(sum[:12])
+	var lineage [8]byte
+	binary.BigEndian.PutUint64(lineage[:], c.rec.origin)
+	return c.cfg.namespace + ":s:" + c.sk[len(prefix):] + "." + hex.EncodeToString(lineage[:]) + "." +
+		base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 // stepKey derives a step's key from its store key, itself derived from

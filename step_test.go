@@ -311,3 +311,63 @@ func TestStepsThroughTheTypedDo(t *testing.T) {
 	assert.Equal(t, "ch_1", r.Charge)
 	assert.EqualValues(t, 1, reserved.Load())
 }
+
+// countGets counts the Gets of its store.
+type countGets struct {
+	store.Store
+	gets atomic.Int32
+}
+
+func (c *countGets) Get(ctx context.Context, k string) (store.Entry, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, k)
+}
+
+// A run that began its operation reads no step record: none can exist. A
+// retry that takes the operation over reads each step once; a step it
+// already ended in the run is not read again. An operation forgotten (or
+// reused with another payload) and run again begins a new lineage, so the
+// steps of its earlier run are not replayed to it.
+func TestStepReadsOnlyWhatAnEarlierRunCanHaveRecorded(t *testing.T) {
+	ctx := context.Background()
+	s := &countGets{Store: testkit.NewMem(t)}
+	e := testkit.NewEngineOn(t, s)
+	var runs atomic.Int32
+	fail := true
+	op := func(ctx context.Context) ([]byte, error) {
+		for range 3 { // one step, called three times from one line
+			if _, err := idemkit.Step(ctx, "reserve", func(context.Context) ([]byte, error) { runs.Add(1); return []byte("r"), nil }); err != nil {
+				return nil, err
+			}
+		}
+		if fail {
+			return nil, errors.New("later work failed")
+		}
+		return []byte("done"), nil
+	}
+	_, err := e.Do(ctx, "k", "fp", op)
+	require.Error(t, err)
+	assert.Zero(t, s.gets.Load(), "a run that began its operation read a step record")
+	assert.EqualValues(t, 1, runs.Load())
+
+	fail = false
+	_, err = e.Do(ctx, "k", "fp", op)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, s.gets.Load(), "the retry reads its step once")
+	assert.EqualValues(t, 1, runs.Load(), "and does not run it")
+
+	forgotten, err := e.Forget(ctx, idemkit.ModeDo, "k")
+	require.NoError(t, err)
+	require.True(t, forgotten)
+	_, err = e.Do(ctx, "k", "fp", op)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, runs.Load(), "a forgotten operation runs its steps again")
+
+	fail = true
+	_, err = e.Do(ctx, "k2", "fp-1", op)
+	require.Error(t, err)
+	fail = false
+	_, err = e.Do(ctx, "k2", "fp-2", op)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, runs.Load(), "another payload under a released key is another operation")
+}

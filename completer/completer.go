@@ -157,8 +157,9 @@ func Find(ctx context.Context, e *idemkit.Engine, s store.Scanner, opts ...Optio
 		return Report{}, err
 	}
 	if len(rep.Abandoned) > 0 {
-		// Step records: <namespace>:s:<scope>:<key digest>.<name digest>,
-		// the operation's store key after its prefix, then the name's.
+		// Step records: <namespace>:s:<scope>:<key digest>.<lineage>.<name
+		// digest>: the operation's store key after its prefix, the
+		// operation's lineage, then the name's digest.
 		ops := make(map[string]*Abandoned, len(rep.Abandoned))
 		for i := range rep.Abandoned {
 			ops[rep.Abandoned[i].StoreKey[len(doPrefix):]] = &rep.Abandoned[i]
@@ -166,11 +167,15 @@ func Find(ctx context.Context, e *idemkit.Engine, s store.Scanner, opts ...Optio
 		err = scan(ctx, s, stepPrefix, func(key string, ent store.Entry) {
 			rest := key[len(stepPrefix):]
 			dot := strings.LastIndexByte(rest, '.')
-			if dot < 0 {
+			lin := -1
+			if dot > 0 {
+				lin = strings.LastIndexByte(rest[:dot], '.')
+			}
+			if lin < 0 {
 				rep.Unreadable++
 				return
 			}
-			a := ops[rest[:dot]]
+			a := ops[rest[:lin]]
 			if a == nil {
 				return
 			}

@@ -30,13 +30,13 @@ func ScopeOf(storeKey string) string {
 }
 
 // The record header the engine writes (record.go takes these values): a
-// version byte, a state byte, then 48 bytes of owner, times, fencing
-// token and lease tail; a claim holds at least one byte of fingerprint
-// length after it.
+// version byte, a state byte, then 56 bytes of owner, times, fencing
+// token, lease tail and lineage; a claim holds at least one byte of
+// fingerprint length after it.
 const (
 	RecordVersion   = 2
 	StateInProgress = 2
-	RecordHeaderLen = 50
+	RecordHeaderLen = 58
 	minClaimLen     = RecordHeaderLen + 1
 )
 

@@ -19,7 +19,13 @@ const CheckTimeout = 60 * time.Second
 // temporary directory (kept after the test, to be opened in a browser) and
 // returns its path.
 func Check(ops []porcupine.Operation, name string) (porcupine.CheckResult, string, error) {
-	res, info := porcupine.CheckOperationsVerbose(Model, ops, CheckTimeout)
+	return CheckModel(Model, ops, name)
+}
+
+// CheckModel checks a history against m (Model, EngineModel) as Check
+// does.
+func CheckModel(m porcupine.Model, ops []porcupine.Operation, name string) (porcupine.CheckResult, string, error) {
+	res, info := porcupine.CheckOperationsVerbose(m, ops, CheckTimeout)
 	if res != porcupine.Illegal {
 		return res, "", nil
 	}
@@ -28,14 +34,21 @@ func Check(ops []porcupine.Operation, name string) (porcupine.CheckResult, strin
 		return res, "", err
 	}
 	path := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".html")
-	return res, path, porcupine.VisualizePath(Model, info, path)
+	return res, path, porcupine.VisualizePath(m, info, path)
 }
 
 // CheckT checks a history like Check and fails tb, naming the
 // visualization, when it is not linearizable or the check did not finish.
 func CheckT(tb testing.TB, ops []porcupine.Operation, name string) porcupine.CheckResult {
 	tb.Helper()
-	res, path, err := Check(ops, name)
+	return CheckModelT(tb, Model, ops, name)
+}
+
+// CheckModelT checks a history against m like CheckModel and fails tb as
+// CheckT does.
+func CheckModelT(tb testing.TB, m porcupine.Model, ops []porcupine.Operation, name string) porcupine.CheckResult {
+	tb.Helper()
+	res, path, err := CheckModel(m, ops, name)
 	switch {
 	case err != nil:
 		tb.Errorf("%s: not linearizable; writing the visualization: %v", name, err)

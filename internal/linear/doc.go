@@ -18,6 +18,43 @@
 // (porcupine's Model.Partition): a history is linearizable if and only if
 // every key's history is.
 //
+// # The engine model
+//
+// EngineModel checks the engine's claim of a key (idemkit's Begin, then
+// Complete) as a model of "at most one owner at a time, with increasing
+// fencing tokens". RunEngine records, per key, these observations: a Begin
+// that admitted a claim with token t (Admit), one that replayed the recorded
+// result (Replay), one that returned ErrInProgress (Busy), one whose outcome
+// is unknown (BeginFailed: it may have claimed the key, with a token nobody
+// learnt), and a Complete of the claim with token t, which recorded its result,
+// returned ErrLeaseLost, or has an unknown outcome. The state of a key is the
+// highest token admitted (h), whether the claim with token h still holds the
+// key (held), and whether a result is recorded (done):
+//
+//   - Admit(t) is legal when !done and t > h, and leaves h = t, held;
+//   - Replay is legal when done, Busy when !done;
+//   - BeginFailed is always legal, and leaves held false;
+//   - Complete(t) ok is legal when held, h = t and !done, and leaves done;
+//   - Complete(t) lease lost is legal when not (held, h = t and !done);
+//   - Complete(t) unknown is always legal, and leaves done when the claim
+//     held the key (it may have landed).
+//
+// So a completion with token t must be refused when a claim with a larger token
+// was admitted before it began (a takeover happened before it), and accepted
+// when none was; tokens increase in the order claims are admitted; at most one
+// completion per key succeeds, and after it the key only replays. Leases are
+// not modelled (the model has no clock): a claim may be taken over at any
+// time, which the engine allows once its lease ends. Release is not
+// recorded: it returns nothing, and it only ends the claim that calls it,
+// which completes nothing afterwards. Clients stall past their lease (a third
+// of the claims without a heartbeat, a tenth of those with one, for longer
+// than the lease) and then complete, so that stale completions are exercised;
+// a slot's key is replaced by a fresh one once a result is recorded for it.
+// TestEngineCheckerFindsBlindSwap proves the checker can fail: over a store
+// whose CompareAndSwap ignores the compared value, a stalled owner's
+// completion overwrites the claim that took its key over, and the history
+// must be reported.
+//
 // # Expiry
 //
 // Time-based expiry is excluded, not modelled: every entry is written with

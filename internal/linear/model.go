@@ -139,19 +139,7 @@ var Model = porcupine.Model{
 
 // partition splits a history by key.
 func partition(history []porcupine.Operation) [][]porcupine.Operation {
-	index := map[string]int{}
-	var parts [][]porcupine.Operation
-	for _, op := range history {
-		k := op.Input.(Input).Key
-		i, ok := index[k]
-		if !ok {
-			i = len(parts)
-			index[k] = i
-			parts = append(parts, nil)
-		}
-		parts[i] = append(parts[i], op)
-	}
-	return parts
+	return partitionBy(history, func(in any) string { return in.(Input).Key })
 }
 
 func describeOperation(in, out any) string {

@@ -36,6 +36,8 @@ type EngineWorkload struct {
 	Backoff   time.Duration
 	Prefix    string
 	Seed      uint64
+	// Stop, when not nil, also ends the history when it closes.
+	Stop <-chan struct{}
 }
 
 // EngineStats counts what a history of the engine's claims holds.
@@ -146,7 +148,7 @@ func RunEngine(s store.Store, w EngineWorkload) ([]porcupine.Operation, EngineSt
 		cl := &claimer{r: r, e: engines[c%len(engines)], beat: c%2 == 1,
 			rng: rand.New(rand.NewPCG(w.Seed, uint64(c))), id: int(r.ids.Add(1) - 1)}
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
+			for time.Now().Before(deadline) && !closed(w.Stop) {
 				time.Sleep(cl.one())
 			}
 		})

@@ -38,6 +38,8 @@ type Workload struct {
 	Backoff   time.Duration
 	Prefix    string
 	Seed      uint64
+	// Stop, when not nil, also ends the history when it closes.
+	Stop <-chan struct{}
 }
 
 // Stats counts what a history holds.
@@ -154,7 +156,7 @@ func Run(s store.Store, w Workload) ([]porcupine.Operation, Stats, error) {
 		rng := rand.New(rand.NewPCG(w.Seed, uint64(c)))
 		wg.Go(func() {
 			cl := &client{r: r, s: s, b: batcher, w: w, rng: rng, id: int(r.ids.Add(1) - 1)}
-			for i := 0; i < w.MaxOps && time.Now().Before(deadline); i++ {
+			for i := 0; i < w.MaxOps && time.Now().Before(deadline) && !closed(w.Stop); i++ {
 				cl.failed = false
 				cl.one()
 				pause := time.Duration(0)
@@ -176,6 +178,16 @@ func Run(s store.Store, w Workload) ([]porcupine.Operation, Stats, error) {
 		}
 	}
 	return r.ops, r.stats, errors.Join(r.errs...)
+}
+
+// closed reports whether c is closed; a nil channel never is.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // client is one concurrent caller.

@@ -49,7 +49,8 @@
 // which completes nothing afterwards. Clients stall past their lease (a third
 // of the claims without a heartbeat, a tenth of those with one, for longer
 // than the lease) and then complete, so that stale completions are exercised;
-// a slot's key is replaced by a fresh one once a result is recorded for it.
+// a slot's key is replaced by a fresh one once a result is recorded for it,
+// and one claim in five goes to the slot's previous key, which must replay.
 // TestEngineCheckerFindsBlindSwap proves the checker can fail: over a store
 // whose CompareAndSwap ignores the compared value, a stalled owner's
 // completion overwrites the claim that took its key over, and the history
@@ -104,6 +105,17 @@
 // more tests must find the anomalies of real setups that the stores'
 // documentation warns of: a Redis without persistence that restarts, and
 // go-redis's default retries under lost replies.
+//
+// The engine model runs over memstore, and over redisstore and sqlstore on
+// PostgreSQL through Proxy without faults, with reset connections and with
+// lost replies (TestEngine*). TestRedisSentinelFailover kills the primary
+// of a Sentinel set-up (a primary, one replica, three sentinels) in the
+// middle of a history, with the replication link cut 100ms before the kill
+// or not, through a store with WAIT (wait_replicas=1) and one without: with
+// WAIT a history that is not linearizable fails the test; without it the
+// writes acknowledged while the link was cut are lost, and the case logs
+// their count and the verdict, and keeps the visualization. The long
+// version also runs the engine model through failovers.
 //
 // # Short and long runs
 //

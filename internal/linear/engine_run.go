@@ -24,8 +24,9 @@ import (
 // one and a half leases. A claim that stalled is completed; one that did
 // not is completed one time in four and released otherwise. A slot's key
 // is replaced by a fresh one once a result is recorded for it (a
-// completion, or a Begin that replays it), so that claims go on. Every
-// call has OpTimeout to answer.
+// completion, or a Begin that replays it), so that claims go on; one
+// claim in five goes to the slot's previous key instead, which must
+// replay its result. Every call has OpTimeout to answer.
 type EngineWorkload struct {
 	Clients   int
 	Engines   int
@@ -51,6 +52,7 @@ type EngineStats struct {
 	Replayed  int // Begin calls that replayed a result
 	Stalls    int // claims stalled past their lease
 	Keys      int // keys claimed (slots times the keys each went through)
+	NotSent   int // Begin calls left out: they never reached the store
 	// Errors holds up to 5 of the errors that made outcomes unknown.
 	Errors []string
 }
@@ -66,6 +68,7 @@ func (s *EngineStats) Add(o EngineStats) {
 	s.Replayed += o.Replayed
 	s.Stalls += o.Stalls
 	s.Keys += o.Keys
+	s.NotSent += o.NotSent
 	for _, e := range o.Errors {
 		if len(s.Errors) < 5 {
 			s.Errors = append(s.Errors, e)
@@ -184,6 +187,9 @@ func (c *claimer) one() time.Duration {
 	w := c.r.w
 	slot := c.rng.IntN(w.Keys)
 	gen := c.r.gens[slot].Load()
+	if gen > 0 && c.rng.IntN(5) == 0 {
+		gen-- // a repeat of a settled key: it must replay
+	}
 	key := fmt.Sprintf("%sk%d.%d", w.Prefix, slot, gen)
 	settled := func() { c.r.gens[slot].CompareAndSwap(gen, gen+1) }
 	poll := time.Duration(2+c.rng.IntN(8)) * time.Millisecond
@@ -216,6 +222,10 @@ func (c *claimer) one() time.Duration {
 		return poll
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt), errors.Is(err, idemkit.ErrMismatch):
 		c.r.fail(fmt.Errorf("Begin(%s): %w", key, err))
+		return w.Backoff
+	case notSent(err):
+		// The request never reached the store (see notSent).
+		c.r.count(func(s *EngineStats) { s.NotSent++ })
 		return w.Backoff
 	default: // a store failure, a deadline: it may have claimed the key
 		if err == nil {

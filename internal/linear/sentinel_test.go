@@ -87,7 +87,7 @@ func runEngineFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVaria
 	w.Duration, w.Clients, w.Keys = time.Minute, 8, 3 // failover stops it
 	start := time.Now()
 	var total linear.EngineStats
-	histories, illegal := 0, 0
+	histories, illegal, reclaimed := 0, 0, 0
 	for h := 0; time.Since(start) < p.budget; h++ {
 		w.Prefix = fmt.Sprintf("h%d:", h)
 		w.Seed = rand.Uint64()
@@ -100,7 +100,8 @@ func runEngineFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVaria
 			defer close(done)
 			ops, stats, rerr = linear.RunEngine(s, w)
 		}()
-		failover(t, st, v.cut, stop, done)
+		fo := failover(t, st, v.cut, stop, done)
+		t.Logf("history %d: %d observations, failover in %v", h, len(ops), fo.took.Round(time.Millisecond))
 		if rerr != nil {
 			t.Errorf("history %d: %v", h, rerr)
 		}
@@ -114,11 +115,14 @@ func runEngineFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVaria
 			illegal++
 			t.Logf("history %d: not linearizable; visualization: %s", h, path)
 		}
+		again := claimedAgain(ops)
+		reclaimed += again
+		t.Logf("history %d: %d keys claimed again after a result was acknowledged or replayed", h, again)
 		histories++
 		total.Add(stats)
 	}
-	t.Logf("RESULT engine store=redisstore-sentinel variant=%s histories=%d ops=%d admitted=%d completed=%d leaselost=%d replayed=%d unknown=%d illegal=%d time=%v",
-		v.name, histories, total.Ops, total.Admitted, total.Completed, total.Lost, total.Replayed, total.Unknown, illegal, time.Since(start).Round(time.Millisecond))
+	t.Logf("RESULT engine store=redisstore-sentinel variant=%s histories=%d ops=%d admitted=%d completed=%d leaselost=%d replayed=%d unknown=%d notsent=%d reclaimed=%d illegal=%d time=%v",
+		v.name, histories, total.Ops, total.Admitted, total.Completed, total.Lost, total.Replayed, total.Unknown, total.NotSent, reclaimed, illegal, time.Since(start).Round(time.Millisecond))
 }
 
 func runFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVariant, p plan) {
@@ -246,6 +250,29 @@ func failover(t *testing.T, st *redistest.Sentinel, cut bool, stop chan<- struct
 	<-done
 	redistest.WaitReplicaUp(t, replica, primary)
 	return fo
+}
+
+// claimedAgain counts the keys of an engine history admitted to a claim
+// that began after a Complete of the key had returned success or a Begin
+// had replayed its result: the result was lost.
+func claimedAgain(ops []porcupine.Operation) int {
+	settled := map[string]int64{} // the earliest return of a success or replay
+	for _, op := range ops {
+		in, out := op.Input.(linear.ClaimInput), op.Output.(linear.ClaimOutput)
+		if in.Kind == linear.Replay || (in.Kind == linear.Complete && out.OK) {
+			if r, ok := settled[in.Key]; !ok || op.Return < r {
+				settled[in.Key] = op.Return
+			}
+		}
+	}
+	again := map[string]bool{}
+	for _, op := range ops {
+		in := op.Input.(linear.ClaimInput)
+		if r, ok := settled[in.Key]; ok && in.Kind == linear.Admit && op.Call > r {
+			again[in.Key] = true
+		}
+	}
+	return len(again)
 }
 
 // agreedMaster waits until every sentinel of st reports the same

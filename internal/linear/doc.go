@@ -120,7 +120,9 @@
 // # Short and long runs
 //
 // By default each store and fault gets two histories of 1.5 seconds, four
-// clients and three keys (go test ./internal/linear, about 75 seconds). The
+// clients and three keys, each engine case one history of two seconds, and
+// each Sentinel variant with the link cut one failover (go test
+// ./internal/linear, about 110 seconds). The
 // long version records histories of five seconds, six clients and four
 // keys, for the time IDEMKIT_LINEAR_LONG names per store and fault:
 //

@@ -46,9 +46,10 @@ type failoverVariant struct {
 // the case fails when such a history is not linearizable. With cut set,
 // the replication link is cut 100ms before the kill (the primary requires
 // a password the replica lacks), so that the last writes certainly reach
-// only the primary. The short version runs one failover per variant with
-// the link cut, the long version each variant, cut or not, for the time
-// IDEMKIT_LINEAR_LONG names.
+// only the primary. The short version runs one failover per store with
+// the link cut; the long version runs each store, cut or not, for the
+// time IDEMKIT_LINEAR_LONG names, then the engine model through failovers
+// with the link cut (runEngineFailoverCase).
 func TestRedisSentinelFailover(t *testing.T) {
 	st := redistest.StartSentinel(t)
 	variants := []failoverVariant{{"plain-cut", false, true}, {"wait-cut", true, true}}

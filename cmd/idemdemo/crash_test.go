@@ -63,6 +63,7 @@ func TestPaidOrdersSurviveKillsAndPauses(t *testing.T) {
 	run("redis", "redis://"+srv.Addr(), true)
 	pgURL, _ := pgTestDatabase(t)
 	run("postgres", pgURL, true)
+	run("mariadb", mariaTestDatabase(t), true)
 
 	stats := providerStats(t, client, prov.url)
 	assert.Zero(t, stats.DoubleCharged, "no key was charged twice")

@@ -90,10 +90,12 @@ func checkPoolBound(t *testing.T, s *sqlstore.Store, count func() int, bound int
 		})
 	}
 	// The transaction holds one connection; bound-1 operations wait on the
-	// row, each on one; the others queue in database/sql.
-	// Once every operation has queued, the pool is full (database/sql
-	// queues only then), and the server is sampled a few more times: its
-	// count of a session that is still logging in may lag the pool's.
+	// row, each on one; the others queue in database/sql. Once every
+	// connection of the pool is in use and operations queue for more, the
+	// pool is full, and the server is sampled a few more times: its count
+	// of a session that is still logging in may lag the pool's. (Counting
+	// the waits to expect every operation queued made this loop wait for
+	// the row's lock timeout when a few operations were slow to start.)
 	peak, after := 0, 0
 	for {
 		n := count()
@@ -102,8 +104,8 @@ func checkPoolBound(t *testing.T, s *sqlstore.Store, count func() int, bound int
 			t.Errorf("the server counts %d sessions of the database, over the bound %d", n, bound)
 			break
 		}
-		if st := s.DB().Stats(); st.WaitCount >= int64(poolOps-(bound-1)) {
-			if after++; n == bound || after == 20 {
+		if st := s.DB().Stats(); st.InUse == bound && st.WaitCount > 0 {
+			if after++; after == 20 {
 				break
 			}
 		}

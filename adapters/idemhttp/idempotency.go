@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/idemkit/idemkit"
@@ -66,11 +67,26 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body.release()
 		return
 	}
+	var in idemkit.Option // WithResume's
+	if h.c.resumeName != "" {
+		var ok bool
+		if in, ok = h.c.resumeInput(r, body.b); !ok {
+			body.release()
+			h.p.write(w, r, answer{kind: httpcore.KindBodyTooLarge, detail: fmt.Sprintf("the request, with its stored headers, is over the %d bytes a resumable request may have", idemkit.MaxInputLen)})
+			return
+		}
+	}
 	var rec *recorder // set when the handler runs
-	res, err := h.e.Do(r.Context(), engineKey, fp, func(ctx context.Context) ([]byte, error) {
+	fn := func(ctx context.Context) ([]byte, error) {
 		rec = newRecorder(w, h.c)
 		return rec.serve(ctx, h.next, r, &body)
-	}, scope(principal))
+	}
+	var res idemkit.Result
+	if in == nil {
+		res, err = h.e.Do(r.Context(), engineKey, fp, fn, scope(principal))
+	} else {
+		res, err = h.e.Do(r.Context(), engineKey, fp, fn, scope(principal), in)
+	}
 	if rec == nil {
 		body.release()
 	}

@@ -76,6 +76,8 @@ type config struct {
 	problemBase   string
 	members       ProblemMembers
 	instance      func(*http.Request) string
+	resumeName    string   // WithResume
+	resumeHeaders []string // WithResume
 }
 
 func newConfig(m mode, opts []Option) (*config, error) {
@@ -104,6 +106,7 @@ func newConfig(m mode, opts []Option) (*config, error) {
 	if slices.Contains(c.replayHeaders, c.replayHeader) {
 		errs = append(errs, fmt.Errorf("WithReplayHeaders: header %s cannot be replayed: it marks replays (WithReplayHeader)", c.replayHeader))
 	}
+	errs = append(errs, c.checkResume()...)
 	if m == modeToken && c.maxBodySet && c.tokenField == "" {
 		errs = append(errs, errors.New("WithMaxBody: applies to Token only with WithTokenField, not Token without it: no body is read"))
 	}

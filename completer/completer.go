@@ -16,20 +16,28 @@
 // reported in its Outcome and left as it is. Its client's retry resumes
 // an abandoned operation the same way.
 //
+// # Running it
+//
+// Run runs a Resume pass every interval until its context ends; start
+// one per process of a fleet, or one per fleet.
+//
 // # Metrics and events
 //
 // Find returns a Report with the counts of one pass, and calls the
 // function given with WithObserver once for each abandoned operation it
-// reports. To export them, set a gauge from the Report after each pass
-// (abandoned operations are a level, not a rate), and log or count each
-// Abandoned in the observer:
+// reports. Resume calls the function given with WithOutcomes with each
+// operation's Outcome, whose Kind (resumed, failed, reported, taken,
+// error) is its metrics label, and Run calls the one given with
+// WithPasses after each pass. The otel module's idemotel.NewCompleter
+// records them as OpenTelemetry metrics; to log them too:
 //
-//	rep, err := completer.Find(ctx, e, sc, completer.WithObserver(func(a completer.Abandoned) {
-//		slog.Warn("abandoned operation", "store_key", a.StoreKey, "age", a.Age, "steps", a.Steps)
-//	}))
-//	if err == nil {
-//		abandonedGauge.Record(ctx, int64(len(rep.Abandoned)))
-//	}
+//	m, _ := idemotel.NewCompleter(idemotel.WithMeterProvider(mp))
+//	err := completer.Run(ctx, e, sc, funcs, time.Minute,
+//		completer.WithPasses(m.Pass),
+//		completer.WithOutcomes(func(o completer.Outcome) {
+//			m.Outcome(o)
+//			slog.Info("abandoned operation", "store_key_digest", digest(o.StoreKey), "outcome", o.Kind(), "error", o.Err)
+//		}))
 package completer
 
 import (

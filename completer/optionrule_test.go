@@ -34,6 +34,8 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 		{name: "nil observer", option: "WithObserver", opts: []completer.Option{completer.WithObserver(nil)}, errs: []string{"WithObserver(nil): "}},
 		{name: "outcomes", option: "WithOutcomes", opts: []completer.Option{completer.WithOutcomes(func(completer.Outcome) {})}},
 		{name: "nil outcomes", option: "WithOutcomes", opts: []completer.Option{completer.WithOutcomes(nil)}, errs: []string{"WithOutcomes(nil): "}},
+		{name: "passes", option: "WithPasses", opts: []completer.Option{completer.WithPasses(func(completer.Resumed, error) {})}},
+		{name: "nil passes", option: "WithPasses", opts: []completer.Option{completer.WithPasses(nil)}, errs: []string{"WithPasses(nil): "}},
 		{name: "nil", opts: []completer.Option{completer.WithOlderThan(0), nil}, errs: []string{"completer: store: invalid argument: option 2 is nil"}},
 		{name: "every error", opts: []completer.Option{nil, completer.WithClock(nil), completer.WithOlderThan(0), completer.WithOlderThan(-1), nil}, nilArgs: true,
 			errs: []string{"option 1 is nil", "WithClock(nil): ", "WithOlderThan(-1ns): ", "option 5 is nil", "nil engine", "nil scanner"}},

@@ -17,6 +17,7 @@ type config struct {
 	clock     func() time.Time
 	observer  func(Abandoned)
 	outcomes  func(Outcome)
+	passes    func(Resumed, error)
 }
 
 func defaultConfig() config {
@@ -77,6 +78,21 @@ func WithOutcomes(fn func(Outcome)) Option {
 			return errors.New("WithOutcomes(nil): the function must not be nil")
 		}
 		c.outcomes = fn
+		return nil
+	}
+}
+
+// WithPasses sets a function Run calls after each pass with what it did,
+// or the error that failed its listing: set a gauge of abandoned
+// operations from it (len(Resumed.Abandoned)), count failed passes.
+// Find and Resume do not call it (they return the same). It must not be
+// nil.
+func WithPasses(fn func(Resumed, error)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("WithPasses(nil): the function must not be nil")
+		}
+		c.passes = fn
 		return nil
 	}
 }

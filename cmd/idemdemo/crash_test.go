@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,6 +33,11 @@ import (
 // resumed demo send its call with its old fencing token (as a caller that
 // does not know it lost its lease): the provider refuses it.
 //
+// The completer's rows: the first run is SIGKILLed at each boundary and
+// the demo restarted with its completer on (-complete-every); no client
+// retries until the completer has finished the order, and the client's
+// retry then gets the completer's answer, replayed.
+//
 // bbolt is killed only: a second process cannot open the file while the
 // first (stopped, not dead) holds its lock.
 func TestPaidOrdersSurviveKillsAndPauses(t *testing.T) {
@@ -42,14 +49,20 @@ func TestPaidOrdersSurviveKillsAndPauses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cr := &crashRun{t: t, bin: bin, prov: prov.url, c: client, store: name,
 				args: []string{"-addr", "127.0.0.1:0", "-store", storeURL, "-lease", "1s", "-log-level", "warn",
-					"-provider", prov.url, "-crash-hooks"}}
+					"-provider", prov.url, "-crash-hooks", "-complete-every", "0"}}
 			if pauses {
 				for _, pt := range pausePoints {
 					cr.pause(pt)
 				}
+				for _, pt := range pausePoints {
+					cr.pauseComplete(pt)
+				}
 			}
 			for _, pt := range pausePoints {
 				cr.kill(pt)
+			}
+			for _, pt := range pausePoints {
+				cr.complete(pt)
 			}
 			cr.a.kill()
 			if cr.b != nil {
@@ -183,6 +196,78 @@ func (cr *crashRun) kill(point string) {
 	cr.check("SIGKILL", point, user, key, first, before)
 }
 
+// complete places an order whose first run is SIGKILLed at point, then
+// restarts the demo with its completer, waits for the completer to
+// finish the order, and only then retries it as its client.
+func (cr *crashRun) complete(point string) {
+	t := cr.t
+	cr.launchA()
+	before := providerStats(t, cr.c, cr.prov)
+	user, key := cr.order("completer", point)
+	answer := cr.startPaused(cr.a, user, key, point)
+	cr.a.kill()
+	cut := <-answer
+	require.Error(t, cut.err, "the paused request must be cut off by the kill (status %d)", cut.r.status)
+	completing := startDemo(t, cr.bin, cr.completerArgs()...)
+	cr.a = completing // check retries here; the next order's launchA starts a demo without a completer
+	defer completing.kill()
+	cr.waitResumed(completing, point)
+	retry := postPaid(cr.c, completing.url, user, key)
+	require.NoError(t, retry.err)
+	require.Equal(t, http.StatusCreated, retry.r.status, string(retry.r.body))
+	assert.Equal(t, "true", retry.r.header.Get(idemhttp.ReplayedHeader), "the client's retry replays the completer's answer")
+	cr.check("SIGKILL, completer", point, user, key, retry.r, before)
+}
+
+// completerArgs are the demo's arguments with its completer on.
+func (cr *crashRun) completerArgs() []string {
+	return append(slices.Clip(cr.args[:len(cr.args)-2]), "-complete-every", "100ms", "-complete-after", "1s")
+}
+
+// waitResumed waits until the completer of p counted one resumed order.
+func (cr *crashRun) waitResumed(p *demoProcess, point string) {
+	cr.t.Helper()
+	resumed := regexp.MustCompile(`idemkit_completer_operations_total\{[^}]*idemkit_completer_outcome="resumed"[^}]*\} 1`)
+	require.Eventually(cr.t, func() bool {
+		return resumed.Match(doHTTP(cr.t, cr.c, http.MethodGet, p.url+"/metrics", "", "").body)
+	}, 20*time.Second, 50*time.Millisecond, "the completer's metrics never counted the order stopped at %s as resumed", point)
+}
+
+// pauseComplete places an order whose first run, on demo a, is
+// SIGSTOPped at point past its lease; a second demo's completer finishes
+// it; then a is resumed, and the client retries.
+func (cr *crashRun) pauseComplete(point string) {
+	t := cr.t
+	cr.launchA()
+	before := providerStats(t, cr.c, cr.prov)
+	user, key := cr.order("pause-completer", point)
+	answer := cr.startPaused(cr.a, user, key, point, pauseForHeader, "5s")
+	pid := cr.a.cmd.Process.Pid
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	completing := startDemo(t, cr.bin, cr.completerArgs()...)
+	defer completing.kill()
+	cr.waitResumed(completing, point)
+	resume()
+	late := <-answer
+	t.Logf("pause at %s, completer: the resumed demo answered %d %v", point, late.r.status, late.err)
+	retry := postPaid(cr.c, completing.url, user, key)
+	require.NoError(t, retry.err)
+	require.Equal(t, http.StatusCreated, retry.r.status, string(retry.r.body))
+	assert.Equal(t, "true", retry.r.header.Get(idemhttp.ReplayedHeader), "the client's retry replays the completer's answer")
+	if late.err == nil && late.r.status == http.StatusCreated {
+		assert.JSONEq(t, string(retry.r.body), string(late.r.body), "the stopped demo's late 201 is the completer's result")
+	}
+	cr.check("SIGSTOP, completer", point, user, key, retry.r, before)
+}
+
 // pause places an order whose first run, on demo a, is SIGSTOPped at
 // point past its lease; demo b takes it over; then a is resumed.
 func (cr *crashRun) pause(point string) {
@@ -226,7 +311,9 @@ func (cr *crashRun) check(crash, point, user, key string, first httpResponse, be
 	var order PaidOrder
 	require.NoError(t, json.Unmarshal(first.body, &order))
 	assert.Equal(t, statusPaid, order.Status)
-	assert.Empty(t, first.header.Get(idemhttp.ReplayedHeader), "the first 201 comes from a run that took the order over")
+	if !strings.Contains(crash, "completer") {
+		assert.Empty(t, first.header.Get(idemhttp.ReplayedHeader), "the first 201 comes from a run that took the order over")
+	}
 	assert.NotEmpty(t, order.Charge)
 	replay := postPaid(cr.c, cr.a.url, user, key)
 	require.NoError(t, replay.err)
@@ -244,7 +331,7 @@ func (cr *crashRun) check(crash, point, user, key string, first httpResponse, be
 	assert.Equal(t, []string{order.Charge}, after.IDs[len(before.IDs):], "the order is paid with that charge")
 	assert.Zero(t, after.DoubleCharged)
 	stale := after.StaleFences - before.StaleFences
-	if crash == "SIGSTOP" && point == "charge-call" {
+	if strings.HasPrefix(crash, "SIGSTOP") && point == "charge-call" {
 		assert.Equal(t, 1, stale, "the provider refused the resumed demo's call with its old fencing token")
 	}
 	cr.rows = append(cr.rows, crashRow{store: cr.store, crash: crash, point: point,

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/cmd/internal/telemetry"
+	"github.com/idemkit/idemkit/completer"
 	"github.com/idemkit/idemkit/setup"
 )
 
@@ -80,6 +81,10 @@ type config struct {
 	// ("": the route answers 503); crashHooks honours its pause hooks.
 	provider   string
 	crashHooks bool
+	// completeEvery is the completer's interval (0: no completer), and
+	// completeAfter how long ago an abandoned paid order must have been
+	// placed for it to finish the order.
+	completeEvery, completeAfter time.Duration
 }
 
 // defaultConfig is the configuration without flags or environment.
@@ -90,6 +95,9 @@ func defaultConfig() config {
 		window:   3 * time.Second,
 		lease:    idemkit.DefaultLease,
 		logLevel: slog.LevelInfo,
+
+		completeEvery: 30 * time.Second,
+		completeAfter: completer.DefaultOlderThan,
 	}
 }
 
@@ -123,6 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.TextVar(&cfg.logLevel, "log-level", cfg.logLevel, "log `level`: debug, info, warn or error")
 	fs.StringVar(&cfg.provider, "provider", cfg.provider, "payment provider `URL` for POST /orders/paid, such as http://127.0.0.1:8090 (run idemdemo provider), or auto to start one (default none)")
 	fs.BoolVar(&cfg.crashHooks, "crash-hooks", cfg.crashHooks, "honour the "+pauseAfterHeader+" and "+pauseForHeader+" test headers of POST /orders/paid (crash tests only)")
+	fs.DurationVar(&cfg.completeEvery, "complete-every", cfg.completeEvery, "how often the completer finishes paid orders abandoned mid-way (0: never)")
+	fs.DurationVar(&cfg.completeAfter, "complete-after", cfg.completeAfter, "how long ago an abandoned paid order was placed before the completer finishes it")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -149,6 +159,10 @@ func checkConfig(cfg config, rest []string) error {
 		return fmt.Errorf("-window %v: must be positive", cfg.window)
 	case cfg.lease <= 0:
 		return fmt.Errorf("-lease %v: must be positive", cfg.lease)
+	case cfg.completeEvery < 0:
+		return fmt.Errorf("-complete-every %v: must not be negative", cfg.completeEvery)
+	case cfg.completeAfter < 0:
+		return fmt.Errorf("-complete-after %v: must not be negative", cfg.completeAfter)
 	}
 	return nil
 }
@@ -209,6 +223,9 @@ type service struct {
 	http    *http.Server
 	backend *backend
 	served  chan error // receives Serve's error once it returns
+	// stopCompleter stops the completer and waits for its pass to end
+	// (nil without one).
+	stopCompleter func()
 	// handlers counts the handlers running, so that the backend is closed
 	// only once they all returned.
 	handlers *handlerGate
@@ -230,11 +247,16 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*service, error) 
 
 // startOn builds the routes over be and serves them on cfg.addr.
 func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
-	handler, err := newApp(be, cfg, log)
+	handler, done, err := newAppCompleted(be, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	return listen(cfg.addr, handler, be, log)
+	svc, err := listen(cfg.addr, handler, be, log)
+	if err != nil {
+		return nil, err
+	}
+	svc.stopCompleter = startCompleter(done, be, cfg, log)
+	return svc, nil
 }
 
 // newApp builds the engine over the backend's store, observed by the
@@ -242,12 +264,19 @@ func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
 // engine call and per store operation, events logged to the backend's
 // logger), and the routes over the engine and the backend's orders.
 func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
+	h, _, err := newAppCompleted(be, cfg, log)
+	return h, err
+}
+
+// newAppCompleted is newApp, and the engine and functions the completer
+// finishes abandoned paid orders with.
+func newAppCompleted(be *backend, cfg config, log *slog.Logger) (http.Handler, completion, error) {
 	opts := append(append([]idemkit.Option(nil), be.engineOpts...),
 		idemkit.WithLease(cfg.lease),
 		idemkit.WithObserver(be.tel.Observer))
 	engine, err := idemkit.New(be.store, opts...)
 	if err != nil {
-		return nil, err
+		return nil, completion{}, err
 	}
 	var repo payRepo = &kvPayments{st: be.store}
 	if be.txOrders != nil {
@@ -255,13 +284,13 @@ func newApp(be *backend, cfg config, log *slog.Logger) (http.Handler, error) {
 	}
 	pay, err := newPayments(repo, cfg.provider, cfg.crashHooks, log)
 	if err != nil {
-		return nil, err
+		return nil, completion{}, err
 	}
 	app, err := newTxHandler(engine, be.orders, be.txOrders, pay, cfg.window, log)
 	if err != nil {
-		return nil, err
+		return nil, completion{}, err
 	}
-	return be.tel.WithMetrics(app), nil
+	return be.tel.WithMetrics(app), completion{engine: engine, funcs: idemkit.Funcs{paidOrderOp: pay.resume}}, nil
 }
 
 // listen starts serving handler on addr.
@@ -301,6 +330,9 @@ func (s *service) shutdown(timeout time.Duration) error {
 		err = fmt.Errorf("shutdown: %w", errors.Join(err, s.http.Close()))
 	}
 	<-s.served
+	if s.stopCompleter != nil {
+		s.stopCompleter()
+	}
 	s.handlers.closeAndWait()
 	return errors.Join(err, s.backend.Close())
 }
@@ -309,6 +341,9 @@ func (s *service) shutdown(timeout time.Duration) error {
 // handlers still running, and closes the store.
 func (s *service) stop() error {
 	err := s.http.Close()
+	if s.stopCompleter != nil {
+		s.stopCompleter()
+	}
 	s.handlers.closeAndWait()
 	return errors.Join(err, s.backend.Close())
 }

@@ -42,6 +42,7 @@ func TestParseFlags(t *testing.T) {
 		"-addr", "127.0.0.1:0", "-store", "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
 		"-on-store-error", "open", "-fallback", "mem://", "-budget", "250ms", "-near-cache", "100",
 		"-window", "500ms", "-lease", "2s", "-log-level", "debug",
+		"-complete-every", "5s", "-complete-after", "0s",
 	}, &syncBuffer{})
 	require.NoError(t, err)
 	assert.Equal(t, config{
@@ -49,6 +50,7 @@ func TestParseFlags(t *testing.T) {
 		stack: setup.Config{Store: "redis+cluster://127.0.0.1:7000,127.0.0.1:7001", Fallback: "mem://",
 			OnStoreError: idemkit.FailOpen, Budget: 250 * time.Millisecond, NearCache: 100},
 		window: 500 * time.Millisecond, lease: 2 * time.Second, logLevel: slog.LevelDebug,
+		completeEvery: 5 * time.Second, completeAfter: 0,
 	}, cfg)
 }
 
@@ -62,6 +64,8 @@ func TestBadFlags(t *testing.T) {
 		{"-window", "0"},
 		{"-window", "soon"},
 		{"-lease", "-1s"},
+		{"-complete-every", "-1s"},
+		{"-complete-after", "-1s"},
 		{"-log-level", "loud"},
 		{"-fallback"},
 		{"-nope"},

@@ -106,6 +106,9 @@ type payments struct {
 	client     *http.Client // through idemhttp.Transport, forwarding the fencing token
 	crashHooks bool
 	log        *slog.Logger
+	// resume serves a stored POST /orders/paid again, for the completer
+	// (set by newTxHandler).
+	resume idemkit.ResumeFunc
 }
 
 // newPayments returns the paid-order route's state over repo, calling the
@@ -194,7 +197,15 @@ func (p *payments) placePaidOrder(principal func(*http.Request) (string, error))
 			return
 		}
 		ctx := r.Context()
-		user, _ := principal(r)
+		user, err := principal(r)
+		if err != nil {
+			// A request the completer resumes carries the stored
+			// X-User-Id, not a browser's cookie: 503 releases the
+			// order for its client's retry.
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, http.StatusServiceUnavailable, problemCancelled, "the order cannot go on without its user; retry with the same key to resume it")
+			return
+		}
 		dedupKey := "paid:" + headerKey(r.Header.Get(idemhttp.DefaultKeyHeader))
 		reserved, err := idemkit.Step(ctx, "reserve stock", func(ctx context.Context) ([]byte, error) {
 			o, err := p.repo.Reserve(ctx, PaidOrder{SKU: req.SKU, Qty: req.Qty, User: user, Status: statusReserved}, dedupKey)

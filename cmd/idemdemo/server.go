@@ -111,7 +111,16 @@ func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, pay *
 			return nil, err
 		}
 	}
-	mux.Handle("POST /orders/paid", pay.withPauseHooks(g.key(pay.placePaidOrder(s.principal))))
+	paidOpts := append(slices.Clip(g.keyOpts), idemhttp.WithResume(paidOrderOp, "Content-Type", userHeader))
+	paid, err := idemhttp.Idempotency(e, paidOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency middleware: %w", err)
+	}
+	place := pay.placePaidOrder(s.principal)
+	if pay.resume, err = idemhttp.Resumer(place, paidOpts...); err != nil {
+		return nil, fmt.Errorf("idempotency middleware: %w", err)
+	}
+	mux.Handle("POST /orders/paid", pay.withPauseHooks(paid(place)))
 	mux.HandleFunc("GET /orders/paid", pay.listPaidOrders(s.principal))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	newProblemPages().register(mux)
@@ -125,6 +134,7 @@ func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, pay *
 type guards struct {
 	key, window, token func(http.Handler) http.Handler
 	issuer             http.Handler
+	keyOpts            []idemhttp.Option // key's
 }
 
 // newGuards builds the middleware of every mode. All of them identify the
@@ -138,7 +148,7 @@ func newGuards(e *idemkit.Engine, principal func(*http.Request) (string, error),
 	bounded := append(slices.Clip(common), idemhttp.WithMaxBody(maxOrderBody)) // the routes that read the body
 	windowOpts := slices.Concat(bounded, []idemhttp.Option{idemhttp.WithEngineOptions(
 		idemkit.WithWindow(window), idemkit.WithRelease(idemkit.ReleaseOnError))})
-	var g guards
+	g := guards{keyOpts: bounded}
 	var errs [4]error
 	g.key, errs[0] = idemhttp.Idempotency(e, bounded...)
 	g.window, errs[1] = idemhttp.Window(e, windowOpts...)

@@ -34,6 +34,9 @@ const meterName = "github.com/idemkit/idemkit/cmd/internal/telemetry"
 type Telemetry struct {
 	// Observer is the engine's observer (idemkit.WithObserver).
 	Observer *idemotel.Observer
+	// Completer records the completer's metrics (completer.WithOutcomes
+	// and completer.WithPasses).
+	Completer *idemotel.Completer
 	// Metrics serves the metrics in Prometheus format.
 	Metrics http.Handler
 	meters  *sdkmetric.MeterProvider
@@ -68,6 +71,9 @@ func New(next idemkit.Observer) (*Telemetry, error) {
 	t.Observer, err = idemotel.NewObserver(idemotel.WithMeterProvider(t.meters),
 		idemotel.WithTracerProvider(t.tracers), idemotel.WithNext(next))
 	if err != nil {
+		return nil, err
+	}
+	if t.Completer, err = idemotel.NewCompleter(idemotel.WithMeterProvider(t.meters)); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -233,6 +234,17 @@ func (cr *crashRun) waitResumed(p *demoProcess, point string) {
 	}, 20*time.Second, 50*time.Millisecond, "the completer's metrics never counted the order stopped at %s as resumed", point)
 }
 
+// stopA SIGSTOPs demo a and returns the function that SIGCONTs it (once;
+// the test's cleanup calls it too).
+func (cr *crashRun) stopA() (resume func()) {
+	pid := cr.a.cmd.Process.Pid
+	require.NoError(cr.t, syscall.Kill(pid, syscall.SIGSTOP))
+	var once sync.Once
+	resume = func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
+	cr.t.Cleanup(resume)
+	return resume
+}
+
 // pauseComplete places an order whose first run, on demo a, is
 // SIGSTOPped at point past its lease; a second demo's completer finishes
 // it; then a is resumed, and the client retries.
@@ -242,16 +254,7 @@ func (cr *crashRun) pauseComplete(point string) {
 	before := providerStats(t, cr.c, cr.prov)
 	user, key := cr.order("pause-completer", point)
 	answer := cr.startPaused(cr.a, user, key, point, pauseForHeader, "5s")
-	pid := cr.a.cmd.Process.Pid
-	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := cr.stopA()
 	completing := startDemo(t, cr.bin, cr.completerArgs()...)
 	defer completing.kill()
 	cr.waitResumed(completing, point)
@@ -279,16 +282,7 @@ func (cr *crashRun) pause(point string) {
 	before := providerStats(t, cr.c, cr.prov)
 	user, key := cr.order("pause", point)
 	answer := cr.startPaused(cr.a, user, key, point, pauseForHeader, "5s")
-	pid := cr.a.cmd.Process.Pid
-	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := cr.stopA()
 	first := cr.retryUntilCreated(cr.b.url, user, key)
 	resume()
 	late := <-answer

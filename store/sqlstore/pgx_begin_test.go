@@ -27,6 +27,24 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// tracedConn returns a pgx connection to the test database whose round
+// trips rt counts; the test closes it.
+func tracedConn(t *testing.T) (*pgx.Conn, *roundTrips) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(pg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.Tracer = rt
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn, rt
+}
+
 // TestPgxBeginSendsBEGINWithTheClaim: a transaction begun with
 // pgxstore.Begin sends BEGIN with its first statement, a claim, in one
 // round trip: a claim and its commit take 2 round trips, against 3 with
@@ -35,17 +53,7 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 func TestPgxBeginSendsBEGINWithTheClaim(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t, pg)
-	cfg, err := pgx.ParseConfig(pg.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &roundTrips{}
-	cfg.Tracer = rt
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn, rt := tracedConn(t)
 
 	claim := func(q pgxstore.Querier, key string) {
 		t.Helper()

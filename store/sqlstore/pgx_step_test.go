@@ -26,17 +26,7 @@ func TestPgxStepAddsNoRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgx.ParseConfig(pg.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &roundTrips{}
-	cfg.Tracer = rt
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn, rt := tracedConn(t)
 	insert := "INSERT INTO " + orders + " (id) VALUES ($1)"
 
 	// The transaction without idemkit.

@@ -1,0 +1,3 @@
+package dynamostore_test
+
+func runChild(string) int { return 2 }

@@ -102,7 +102,7 @@ func deflate(value []byte) []byte {
 	var buf bytes.Buffer
 	buf.WriteByte(formatDeflate)
 	w, _ := flate.NewWriter(&buf, flate.BestSpeed) // the level is valid
-	_, _ = w.Write(value)                           // a bytes.Buffer does not fail
+	_, _ = w.Write(value)                          // a bytes.Buffer does not fail
 	_ = w.Close()
 	return buf.Bytes()
 }

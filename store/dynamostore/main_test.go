@@ -65,14 +65,15 @@ func needDynalite(tb testing.TB) {
 }
 
 // newClient returns a client of the test server at ep with static
-// credentials, and the counter of the requests it sends.
-func newClient(ep string) (*dynamodb.Client, *counter) {
+// credentials, and the counter of the requests it sends; extra
+// middleware goes on its stack after the counter.
+func newClient(ep string, extra ...func(*middleware.Stack) error) (*dynamodb.Client, *counter) {
 	c := &counter{}
 	client := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(ep),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		APIOptions:   []func(*middleware.Stack) error{c.add},
+		APIOptions:   append([]func(*middleware.Stack) error{c.add}, extra...),
 	})
 	return client, c
 }
@@ -83,7 +84,7 @@ var tableSeq atomic.Int64
 // name.
 func newTable(tb testing.TB, client *dynamodb.Client) string {
 	tb.Helper()
-	name := "idemkit-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(tableSeq.Add(1), 10)
+	name := uniqueName("idemkit")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(tb, dynamostore.CreateTable(ctx, client, name))
@@ -91,6 +92,11 @@ func newTable(tb testing.TB, client *dynamodb.Client) string {
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
 	return name
+}
+
+// uniqueName returns prefix followed by a suffix unique to this run.
+func uniqueName(prefix string) string {
+	return prefix + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(tableSeq.Add(1), 10)
 }
 
 // newStore returns a store over a fresh table, and the counter of the

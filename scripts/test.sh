@@ -101,6 +101,13 @@ if [ -z "${IDEMKIT_TEST_MYSQL_DSN:-}" ] && ! maria_answers >/dev/null 2>&1; then
   wait_for MariaDB maria_answers
 fi
 
+# --- dynalite (npm), a DynamoDB-compatible server: store/dynamostore ------
+# Installed once per machine under ~/.cache/idemkit; the tests start it on
+# a free loopback port and stop it. Its path goes to those tests only (see
+# below): the programs refuse an IDEMKIT_* variable they do not know.
+command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
+dynalite_cli="$(./store/dynamostore/install-dynalite.sh)"
+
 # --- python3: the order backend of idemproxy's integration tests -----------
 command -v python3 >/dev/null || apt_install python3
 
@@ -129,7 +136,7 @@ fi
 # large dependency trees (otel, the queue adapters and their broker clients,
 # the Fiber adapter) are nested modules tied together by go.work, so the
 # library's users never get their dependencies.
-packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/... ./bench/...)
+packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/... ./store/dynamostore/... ./bench/...)
 
 echo "== go vet"
 go vet "${packages[@]}"
@@ -150,8 +157,11 @@ done
 
 echo "== go test -race"
 library=()
-for p in "${packages[@]}"; do [ "$p" = ./bench/... ] || library+=("$p"); done
+for p in "${packages[@]}"; do
+  case "$p" in ./bench/... | ./store/dynamostore/...) ;; *) library+=("$p") ;; esac
+done
 go test -race -count=1 -timeout 20m "$@" "${library[@]}"
+IDEMKIT_DYNALITE="$dynalite_cli" go test -race -count=1 -timeout 10m "$@" ./store/dynamostore/...
 
 # The bench module's tests check the middlewares the benchmarks measure and
 # need a Redis: bench/redis.sh starts one on a free loopback port, exports

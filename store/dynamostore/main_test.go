@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
@@ -74,6 +76,11 @@ func newClient(ep string, extra ...func(*middleware.Stack) error) (*dynamodb.Cli
 		BaseEndpoint: aws.String(ep),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 		APIOptions:   append([]func(*middleware.Stack) error{c.add}, extra...),
+		// Keep a connection per racing goroutine: the SDK's default of 10
+		// idle connections per host would redial most of them each round.
+		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConnsPerHost = 128
+		}),
 	})
 	return client, c
 }

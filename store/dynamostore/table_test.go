@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -84,7 +85,8 @@ func TestPingMissingTable(t *testing.T) {
 	client, _ := newClient(endpoint)
 	_, err := client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(s.Table())})
 	require.NoError(t, err)
-	err = s.Ping(context.Background())
+	// The table is deleting for a moment, then gone.
+	require.Eventually(t, func() bool { err = s.Ping(context.Background()); return err != nil }, 10*time.Second, 5*time.Millisecond)
 	require.True(t, errors.Is(err, store.ErrUnavailable), "%v", err)
 	require.True(t, errors.Is(err, dynamostore.ErrTable), "%v", err)
 }

@@ -83,6 +83,13 @@
 // write retried after its answer was lost would report the write its
 // first attempt made as someone else's.
 //
+// # Permissions
+//
+// The store needs dynamodb:PutItem, dynamodb:GetItem, dynamodb:DeleteItem
+// and dynamodb:DescribeTable on the table, and dynamodb:Scan for Scan
+// only; CreateTable and EnableTTL need dynamodb:CreateTable,
+// dynamodb:DescribeTable and dynamodb:UpdateTimeToLive.
+//
 // # URL
 //
 //	dynamodb://TABLE[?region=REGION][&endpoint=URL]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/dynamostore"
 )
@@ -133,4 +134,33 @@ func TestUnreachable(t *testing.T) {
 	_, _, err = s.SetNX(ctx, "k", []byte("v"), time.Minute)
 	require.True(t, errors.Is(err, store.ErrUnavailable), "%v", err)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+}
+
+// TestThrottledEngine: through the engine, a throttled DynamoDB gets the
+// failure policy: FailClosed refuses the work with ErrUnavailable,
+// FailOpen runs it unprotected.
+func TestThrottledEngine(t *testing.T) {
+	needDynalite(t)
+	proxy, proxyURL := startFaultProxy(t)
+	client, _ := newClient(proxyURL)
+	table := newTable(t, client)
+	ctx := context.Background()
+	s, err := dynamostore.New(ctx, client, table)
+	require.NoError(t, err)
+	proxy.set(400, `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow down"}`)
+
+	runs := 0
+	work := func(context.Context) ([]byte, error) { runs++; return []byte("ok"), nil }
+	closed, err := idemkit.New(s)
+	require.NoError(t, err)
+	_, err = closed.Do(ctx, "order-42", "fp", work)
+	require.True(t, errors.Is(err, idemkit.ErrUnavailable), "%v", err)
+	require.Equal(t, 0, runs, "FailClosed must not run the work")
+
+	open, err := idemkit.New(s, idemkit.WithFailureMode(idemkit.FailOpen))
+	require.NoError(t, err)
+	res, err := open.Do(ctx, "order-42", "fp", work)
+	require.NoError(t, err)
+	require.Equal(t, "ok", string(res.Value))
+	require.Equal(t, 1, runs, "FailOpen runs the work unprotected")
 }

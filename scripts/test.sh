@@ -15,6 +15,9 @@
 #   - nats-server with JetStream on 127.0.0.1:4222 and RabbitMQ on
 #     127.0.0.1:5672 (guest/guest) for the queue adapters, whose tests
 #     create and delete their own streams and queues;
+#   - Node.js and npm (Debian's) and dynalite (npm, a DynamoDB-compatible
+#     server, installed once under ~/.cache/idemkit) for store/dynamostore,
+#     whose tests start it on free loopback ports;
 #   - Debian's chromium for the browser tests of cmd/idemdemo (TestBrowser),
 #     which then require it; they skip only when it cannot be installed.
 #
@@ -103,10 +106,10 @@ fi
 
 # --- dynalite (npm), a DynamoDB-compatible server: store/dynamostore ------
 # Installed once per machine under ~/.cache/idemkit; the tests start it on
-# a free loopback port and stop it. Its path goes to those tests only (see
-# below): the programs refuse an IDEMKIT_* variable they do not know.
+# a free loopback port and stop it. DYNALITE_CLI names its cli.js.
 command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
-dynalite_cli="$(./store/dynamostore/install-dynalite.sh)"
+DYNALITE_CLI="$(./store/dynamostore/install-dynalite.sh)"
+export DYNALITE_CLI
 
 # --- python3: the order backend of idemproxy's integration tests -----------
 command -v python3 >/dev/null || apt_install python3
@@ -157,11 +160,8 @@ done
 
 echo "== go test -race"
 library=()
-for p in "${packages[@]}"; do
-  case "$p" in ./bench/... | ./store/dynamostore/...) ;; *) library+=("$p") ;; esac
-done
+for p in "${packages[@]}"; do [ "$p" = ./bench/... ] || library+=("$p"); done
 go test -race -count=1 -timeout 20m "$@" "${library[@]}"
-IDEMKIT_DYNALITE="$dynalite_cli" go test -race -count=1 -timeout 10m "$@" ./store/dynamostore/...
 
 # The bench module's tests check the middlewares the benchmarks measure and
 # need a Redis: bench/redis.sh starts one on a free loopback port, exports

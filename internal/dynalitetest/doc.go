@@ -4,7 +4,7 @@
 // standard library only.
 //
 // The server is the one scripts/test.sh installs (see
-// store/dynamostore/install-dynalite.sh) and names in IDEMKIT_DYNALITE,
+// store/dynamostore/install-dynalite.sh) and names in DYNALITE_CLI,
 // the path of dynalite's cli.js. When the variable is unset the tests
 // skip, saying why, except under CI=true, where Lookup reports an error
 // so that a CI run never passes by skipping.

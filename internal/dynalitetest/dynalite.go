@@ -15,12 +15,12 @@ import (
 
 // Env names the environment variable holding the path of dynalite's
 // cli.js.
-const Env = "IDEMKIT_DYNALITE"
+const Env = "DYNALITE_CLI"
 
 // readyTimeout bounds the wait for a started server to answer.
 const readyTimeout = 20 * time.Second
 
-// Lookup returns the path of dynalite's cli.js from IDEMKIT_DYNALITE.
+// Lookup returns the path of dynalite's cli.js from DYNALITE_CLI.
 // When the variable is unset it returns an empty path and the reason the
 // tests skip, or, under CI=true, an error: CI must run these tests.
 func Lookup() (path, skip string, err error) {

@@ -104,5 +104,5 @@
 // The tests run against dynalite (npm), a DynamoDB-compatible server
 // that ./install-dynalite.sh installs, patched to answer
 // ReturnValuesOnConditionCheckFailure as DynamoDB does;
-// scripts/test.sh runs it and sets IDEMKIT_DYNALITE.
+// scripts/test.sh runs it and sets DYNALITE_CLI.
 package dynamostore

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs dynalite (npm), a DynamoDB-compatible server the tests of this
 # package run against, once per machine, and prints the path of its
-# cli.js (scripts/test.sh exports it as IDEMKIT_DYNALITE). Needs node and
+# cli.js (scripts/test.sh exports it as DYNALITE_CLI). Needs node and
 # npm. The install lives in ${XDG_CACHE_HOME:-$HOME/.cache}/idemkit.
 #
 # dynalite 4.0.0 predates ReturnValuesOnConditionCheckFailure (DynamoDB,

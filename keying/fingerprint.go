@@ -23,6 +23,9 @@ const fingerprintDomain = "F\x03"
 const (
 	bodyJSON byte = 'J'
 	bodyRaw  byte = 'R'
+	// bodySelected is a JSON body of which only WithInclude's paths
+	// are hashed.
+	bodySelected byte = 'S'
 )
 
 // flatSumBuffer is the size of the buffer on the stack that AppendSum
@@ -50,8 +53,9 @@ const sumBytes = 16
 // and safe for concurrent use. The zero value drops nothing, like
 // NewFingerprinter().
 type Fingerprinter struct {
-	root  *canonjson.Paths
-	paths []string // sorted, without duplicates
+	root    *canonjson.Paths
+	paths   []string         // sorted, without duplicates
+	include []canonjson.Path // WithInclude's paths, sorted, without duplicates; nil for the whole body
 }
 
 // NewFingerprinter returns a Fingerprinter that hashes whole payloads,
@@ -71,7 +75,27 @@ func NewFingerprinter(opts ...Option) (*Fingerprinter, error) {
 	}
 	paths := slices.Clone(c.volatile)
 	slices.Sort(paths)
-	return &Fingerprinter{root: root, paths: slices.Compact(paths)}, nil
+	f := &Fingerprinter{root: root, paths: slices.Compact(paths)}
+	include := slices.Clone(c.include)
+	slices.Sort(include)
+	for _, path := range slices.Compact(include) {
+		p, err := canonjson.ParsePath(path)
+		if err != nil { // the options checked every path
+			return nil, fmt.Errorf("keying: %w: %w", store.ErrInvalid, err)
+		}
+		f.include = append(f.include, p)
+	}
+	return f, nil
+}
+
+// Include returns a new slice holding the paths f hashes (WithInclude),
+// sorted, or nil when f hashes whole bodies.
+func (f *Fingerprinter) Include() []string {
+	var out []string
+	for _, p := range f.include {
+		out = append(out, p.String())
+	}
+	return out
 }
 
 // Volatile returns a new slice holding the paths f drops, sorted.
@@ -98,6 +122,9 @@ func (f *Fingerprinter) Sum(principal, operation string, params url.Values, body
 // reference to its arguments after it returns, so they may be views of
 // memory the caller reuses.
 func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, params url.Values, body []byte) []byte {
+	if f.include != nil {
+		return f.appendIncludedSum(dst, principal, operation, params, body)
+	}
 	// A small flat object, the usual body, is hashed from a buffer on the
 	// stack without the pooled parser. The hash input, head and canonical
 	// body, is at most as long as the fields and body plus the framing
@@ -116,6 +143,25 @@ func (f *Fingerprinter) AppendSum(dst []byte, principal, operation string, param
 	if in, err := p.Append(append(head, bodyJSON), body, f.root); err != nil {
 		sum = sumRaw(p, head, body)
 	} else {
+		p.Buf = in
+		sum = sha256.Sum256(in)
+	}
+	canonjson.PutParser(p)
+	return appendSumText(dst, sum)
+}
+
+// appendIncludedSum is AppendSum for a fingerprinter with WithInclude
+// paths: a JSON body is hashed as the selection of those paths from its
+// canonical form, in a domain of its own; any other body raw.
+func (f *Fingerprinter) appendIncludedSum(dst []byte, principal, operation string, params url.Values, body []byte) []byte {
+	p := canonjson.GetParser()
+	canon, err := p.Append(nil, body, f.root)
+	head := appendHead(p.Buf[:0], principal, operation, params)
+	var sum [sha256.Size]byte
+	if err != nil {
+		sum = sumRaw(p, head, body)
+	} else {
+		in := canonjson.AppendSelection(append(head, bodySelected), canon, f.include)
 		p.Buf = in
 		sum = sha256.Sum256(in)
 	}

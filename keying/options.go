@@ -12,6 +12,7 @@ import (
 // config holds the settings Options change.
 type config struct {
 	volatile []string
+	include  []string
 }
 
 // Option configures a Fingerprinter. An option that cannot apply returns
@@ -44,6 +45,34 @@ func WithVolatile(paths ...string) Option {
 			return fmt.Errorf("WithVolatile: %w", err)
 		}
 		c.volatile = append(slices.Clip(c.volatile), paths...)
+		return nil
+	}
+}
+
+// WithInclude makes a Fingerprinter hash only the named members of a JSON
+// body instead of all of it: the members that must match for a retry to
+// be the same request, when the rest (a delivery attempt number, a send
+// time) may change. Paths are written as for WithVolatile; a path through
+// arrays ("items[].sku") selects that member of every element. A member
+// that is absent, or a document of another shape where a path leads, is
+// hashed as such, so it still differs from one that holds a value.
+// Volatile paths are dropped first. A body that is not JSON is hashed
+// whole, raw. NewFingerprinter fails with an error wrapping
+// ErrInvalidPath for a malformed path.
+func WithInclude(paths ...string) Option {
+	paths = slices.Clone(paths)
+	return func(c *config) error {
+		if len(paths) == 0 {
+			return errors.New("WithInclude: no paths")
+		}
+		var errs []error
+		for _, path := range paths {
+			errs = append(errs, canonjson.CheckPath(path))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("WithInclude: %w", err)
+		}
+		c.include = append(slices.Clip(c.include), paths...)
 		return nil
 	}
 }

@@ -86,14 +86,22 @@ func (k *KeyPath) scalar(canon []byte) (string, error) {
 	default:
 		return "", ErrKeyNotScalar
 	}
-	switch {
-	case key == "":
-		return "", fmt.Errorf("%w: empty", ErrMalformedKey)
-	case len(key) > MaxKeyLen:
-		return "", fmt.Errorf("%w: %d characters, at most %d", ErrMalformedKey, len(key), MaxKeyLen)
-	}
-	if err := checkPrintable(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return "", err
 	}
 	return key, nil
+}
+
+// CheckKey returns nil when key obeys the rules every idempotency key
+// obeys, wherever it was read from (a header, a query parameter, a body,
+// a function): 1 to MaxKeyLen bytes of printable ASCII. Otherwise it
+// returns an error wrapping ErrMalformedKey that does not hold the key.
+func CheckKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrMalformedKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d characters, at most %d", ErrMalformedKey, len(key), MaxKeyLen)
+	}
+	return checkPrintable(key)
 }

@@ -38,21 +38,35 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	key, present, err := httpcore.HeaderKey(r.Header[h.c.keyHeader])
+	var body reqBody
+	if h.c.keyFrom != nil && h.c.keyFrom.fromBody() {
+		if body, ok = h.body(w, r); !ok {
+			return
+		}
+	}
+	key, present, err := h.key(r, body.b)
 	switch {
 	case err != nil:
-		h.p.write(w, r, answer{kind: httpcore.KindKeyInvalid, detail: h.c.keyHeader + ": " + err.Error()})
+		body.release()
+		h.p.write(w, r, answer{kind: httpcore.KindKeyInvalid, detail: h.keyWhere(false) + ": " + err.Error()})
 		return
 	case !present && h.c.optionalKey:
+		body.restore(r, &bodyReader{})
 		h.next.ServeHTTP(w, r)
 		return
 	case !present:
-		h.p.write(w, r, answer{kind: httpcore.KindKeyMissing, detail: "this request requires an " + h.c.keyHeader + " header"})
+		body.release()
+		h.p.write(w, r, answer{kind: httpcore.KindKeyMissing, detail: "this request requires an " + h.keyWhere(true)})
 		return
 	}
-	body, ok := h.body(w, r)
-	if !ok {
-		return
+	if h.c.keyFrom == nil || !h.c.keyFrom.fromBody() {
+		if body, ok = h.body(w, r); !ok {
+			return
+		}
+	}
+	fpBody := body.b
+	if h.c.callback && h.fpDefault {
+		fpBody = nil // a callback is the same event whatever else its retry says
 	}
 	// The fingerprint and the engine key share one string. The principal
 	// scopes the key (and the payload check), so a record is only ever
@@ -60,7 +74,7 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it out, which keeps a small request's hash input within one block.
 	var text [128]byte
 	var op [128]byte
-	b := h.fp.AppendSum(text[:0], "", httpcore.Transient(appendOperation(op[:0], r)), h.params(r, true), body.b)
+	b := h.fp.AppendSum(text[:0], "", httpcore.Transient(appendOperation(op[:0], r)), h.params(r, true), fpBody)
 	both := string(keying.AppendKey(b, transport, key))
 	fp, engineKey := both[:len(b)], both[len(b):]
 	if h.payload != nil && !h.firstKeyFor(w, r, principal, key, fp) {
@@ -91,6 +105,29 @@ func (h *keyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body.release()
 	}
 	h.finish(w, r, rec, res, err, key, keyProblem)
+}
+
+// key reads the request's idempotency key from the key header, or from
+// WithKeyFrom's source.
+func (h *keyHandler) key(r *http.Request, body []byte) (string, bool, error) {
+	if h.c.keyFrom == nil {
+		return httpcore.HeaderKey(r.Header[h.c.keyHeader])
+	}
+	return h.c.keyFrom.read(r, body)
+}
+
+// keyWhere names where the key is read from, for problem details: the
+// header's name, or the source; with missing, as what a request lacks.
+func (h *keyHandler) keyWhere(missing bool) string {
+	switch {
+	case h.c.keyFrom == nil && missing:
+		return h.c.keyHeader + " header"
+	case h.c.keyFrom == nil:
+		return h.c.keyHeader
+	case missing:
+		return "idempotency key in its " + h.c.keyFrom.what
+	}
+	return h.c.keyFrom.what
 }
 
 func keyProblem(err error) (answer, bool) {

@@ -65,6 +65,11 @@ type config struct {
 	query         []string
 	querySet      bool
 	volatile      []string
+	include       []string
+	keyFrom       *KeySource            // WithKeyFrom's source, or nil for the key header
+	keyHeaderSet  bool                  // WithKeyHeader was given
+	storeSet      bool                  // WithStorePolicy was given
+	callback      bool                  // Callback was given
 	fp            *keying.Fingerprinter // set by WithFingerprinter
 	maxBodySet    bool                  // WithMaxBody was given
 	engineOpts    []idemkit.Option
@@ -99,6 +104,13 @@ func newConfig(m mode, opts []Option) (*config, error) {
 	if c.principal == nil {
 		errs = append(errs, errors.New("WithPrincipal is required: keys and tokens are scoped by principal"))
 	}
+	if c.fp != nil && len(c.include) > 0 {
+		errs = append(errs, errors.New("WithInclude and WithFingerprinter cannot be combined: give the paths to keying.NewFingerprinter with keying.WithInclude instead"))
+	}
+	if c.keyFrom != nil && c.keyHeaderSet {
+		errs = append(errs, errors.New("WithKeyFrom and WithKeyHeader cannot be combined: use KeyFromHeader"))
+	}
+	errs = append(errs, c.checkCallback()...)
 	if c.fp != nil && len(c.volatile) > 0 {
 		errs = append(errs, errors.New("WithVolatile and WithFingerprinter cannot be combined: the fingerprinter would ignore the volatile paths; "+
 			"give them to keying.NewFingerprinter with keying.WithVolatile instead"))
@@ -188,7 +200,7 @@ func WithKeyHeader(name string) Option {
 		if !httpcore.ValidToken(name) {
 			return fmt.Errorf("WithKeyHeader: invalid header name %q", name)
 		}
-		c.keyHeader = http.CanonicalHeaderKey(name)
+		c.keyHeader, c.keyHeaderSet = http.CanonicalHeaderKey(name), true
 		return nil
 	}
 }
@@ -263,7 +275,7 @@ func WithStorePolicy(store func(status int) bool) Option {
 		if store == nil {
 			return errors.New("WithStorePolicy: nil store policy")
 		}
-		c.store = store
+		c.store, c.storeSet = store, true
 		return nil
 	}
 }
@@ -390,6 +402,27 @@ func WithVolatile(paths ...string) Option {
 			return err
 		}
 		c.volatile = append(c.volatile, paths...)
+		return nil
+	}
+}
+
+// WithInclude makes the request fingerprint cover only the named members
+// of a JSON body, written as for keying.WithInclude, instead of the whole
+// body: a retry whose other members changed (a send time, an attempt
+// count) is still the same request, one whose named members changed gets
+// 422 ProblemKeyMismatch. Volatile paths (WithVolatile) are dropped first.
+// A malformed path makes the constructor fail, and so does
+// WithFingerprinter. Idempotency and Window.
+func WithInclude(paths ...string) Option {
+	paths = slices.Clone(paths)
+	return func(c *config) error {
+		if err := c.only("WithInclude", modeKey, modeWindow); err != nil {
+			return err
+		}
+		if len(paths) == 0 {
+			return errors.New("WithInclude: no paths")
+		}
+		c.include = append(c.include, paths...)
 		return nil
 	}
 }

@@ -45,6 +45,9 @@ type route struct {
 	c       *config
 	fp      *keying.Fingerprinter
 	p       problems
+	// fpDefault is set when the body's fingerprint is the mode's
+	// default: no WithFingerprinter, WithVolatile or WithInclude.
+	fpDefault bool
 }
 
 func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
@@ -66,8 +69,9 @@ func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
 		}
 	}
 	if rt.fp == nil {
-		if rt.fp, err = defaultFingerprinter(m, c.volatile); err != nil {
-			return nil, fmt.Errorf("idemhttp: %w: WithVolatile: %w", idemkit.ErrInvalid, err)
+		rt.fpDefault = len(c.volatile) == 0 && len(c.include) == 0
+		if rt.fp, err = defaultFingerprinter(m, c.volatile, c.include); err != nil {
+			return nil, fmt.Errorf("idemhttp: %w: WithVolatile or WithInclude: %w", idemkit.ErrInvalid, err)
 		}
 	}
 	return rt, nil
@@ -76,8 +80,11 @@ func newRoute(e *idemkit.Engine, opts []Option, m mode) (*route, error) {
 // defaultFingerprinter is the mode's fingerprinter: Idempotency and Token
 // modes compare whole payloads but the paths named; Window mode drops
 // keying.WindowVolatile as well.
-func defaultFingerprinter(m mode, volatile []string) (*keying.Fingerprinter, error) {
+func defaultFingerprinter(m mode, volatile, include []string) (*keying.Fingerprinter, error) {
 	opts := []keying.Option{keying.WithVolatile(volatile...)}
+	if len(include) > 0 {
+		opts = append(opts, keying.WithInclude(include...))
+	}
 	if m == modeWindow {
 		opts = append(opts, keying.WithVolatile(keying.WindowVolatile()...))
 	}

@@ -52,6 +52,16 @@
 // 8941 sf-string or a bare token of 1 to MaxKeyLen printable ASCII
 // characters.
 //
+// # Callbacks
+//
+// A webhook sender names its event itself, in the body, a header or the
+// query: WithKeyFrom reads the key from there (KeyFromJSON, KeyFromHeader,
+// KeyFromQuery, KeyFromFunc), and Callback makes the route answer every
+// duplicate with the first 2xx response. A key read from the body is the
+// sender's word, so scope it with a principal that authenticates the
+// sender: SignedPrincipal checks an HMAC-SHA256 signature header. See
+// docs/callbacks.md.
+//
 // # ServeMux and r.Pattern
 //
 // The route pattern (r.Pattern) is part of every fingerprint. ServeMux

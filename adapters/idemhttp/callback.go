@@ -137,58 +137,34 @@ type Signature struct {
 // short secret, a bad header name, or a tolerance without a timestamp
 // header or the other way round.
 func SignedPrincipal(s Signature) (func(*http.Request) (string, error), error) {
-	if s.Header == "" {
-		s.Header = "X-Signature"
-	}
-	switch s.Prefix {
-	case "":
-		s.Prefix = "sha256="
-	case "-":
-		s.Prefix = ""
-	}
 	if s.MaxBody == 0 {
 		s.MaxBody = DefaultMaxBody
 	}
 	if s.Now == nil {
 		s.Now = time.Now
 	}
-	var errs []error
-	if s.Sender == "" {
-		errs = append(errs, errors.New("empty Sender"))
-	}
-	if !httpcore.ValidToken(s.Header) {
-		errs = append(errs, fmt.Errorf("invalid Header %q", s.Header))
-	}
-	if s.TimestampHeader != "" && !httpcore.ValidToken(s.TimestampHeader) {
-		errs = append(errs, fmt.Errorf("invalid TimestampHeader %q", s.TimestampHeader))
-	}
-	if (s.TimestampHeader == "") != (s.Tolerance == 0) {
-		errs = append(errs, errors.New("TimestampHeader and Tolerance go together"))
-	}
+	v, err := httpcore.SignatureScheme{Sender: s.Sender, Secret: s.Secret, Header: s.Header, Prefix: s.Prefix,
+		TimestampHeader: s.TimestampHeader, Tolerance: s.Tolerance}.Compile()
 	if s.MaxBody < 0 {
-		errs = append(errs, fmt.Errorf("negative MaxBody %d", s.MaxBody))
+		err = errors.Join(err, fmt.Errorf("negative MaxBody %d", s.MaxBody))
 	}
-	core := httpcore.Signature{Secret: bytes.Clone(s.Secret), Prefix: s.Prefix, Tolerance: s.Tolerance}
-	if err := core.Check(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("idemhttp: SignedPrincipal: %w: %w", idemkit.ErrInvalid, err)
 	}
-	sigHeader, tsHeader := http.CanonicalHeaderKey(s.Header), http.CanonicalHeaderKey(s.TimestampHeader)
 	return func(r *http.Request) (string, error) {
 		body, err := readSigned(r, s.MaxBody)
 		if err != nil {
 			return "", fmt.Errorf("%w: %w: %w", ErrNoPrincipal, ErrBadSignature, err)
 		}
 		var ts []string
-		if tsHeader != "" {
-			ts = r.Header[tsHeader]
+		if v.TimestampHeader != "" {
+			ts = r.Header[v.TimestampHeader]
 		}
-		if err := core.Verify(r.Header[sigHeader], ts, body, s.Now()); err != nil {
+		p, err := v.Verify(r.Header[v.Header], ts, body, s.Now())
+		if err != nil {
 			return "", fmt.Errorf("%w: %w", ErrNoPrincipal, err)
 		}
-		return s.Sender, nil
+		return p, nil
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -119,6 +120,30 @@ type routeCfg struct {
 	PayloadWindow duration `toml:"payload_window"`
 	MaxStored     int      `toml:"max_stored_response"`
 	Unstored      string   `toml:"unstored"`
+	// Callbacks in (docs/callbacks.md): where the key is read from
+	// ("json:PATH", "header:NAME" or "query:NAME"; the Idempotency-Key
+	// header when empty), the body members that must match (include) or
+	// are ignored (volatile), the callback profile, and a signature
+	// check that replaces the principal source for the route.
+	KeyFrom   string        `toml:"key_from"`
+	Include   []string      `toml:"include"`
+	Volatile  []string      `toml:"volatile"`
+	Callback  bool          `toml:"callback"`
+	Signature *signatureCfg `toml:"signature"`
+}
+
+// signatureCfg is a route's webhook signature check
+// (idemhttp.SignedPrincipal); the secret is read from secret_file at
+// startup and never printed.
+type signatureCfg struct {
+	Sender          string   `toml:"sender"`
+	SecretFile      string   `toml:"secret_file"`
+	Header          string   `toml:"header"`
+	Prefix          string   `toml:"prefix"`
+	TimestampHeader string   `toml:"timestamp_header"`
+	Tolerance       duration `toml:"tolerance"`
+
+	secret []byte // loaded by check
 }
 
 // duration is a time.Duration written as a string ("5s", "24h").
@@ -274,10 +299,11 @@ func (c *config) checkPrincipal() []error {
 	return errs
 }
 
-// guarded reports whether any route needs a principal.
+// guarded reports whether any route needs the principal source: a
+// guarded route without a signature check of its own.
 func (c *config) guarded() bool {
 	for _, r := range c.Routes {
-		if r.Mode != modePass {
+		if r.Mode != modePass && r.Signature == nil {
 			return true
 		}
 	}
@@ -362,6 +388,7 @@ func (r *routeCfg) check(c *config) []error {
 	if r.MaxStored < 0 {
 		bad("max_stored_response must be positive, got %d", r.MaxStored)
 	}
+	errs = append(errs, r.checkCallback()...)
 	switch r.Unstored {
 	case "":
 		r.Unstored = unstoredTerminal
@@ -432,4 +459,48 @@ func readSecretFile(what, path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s: %v", errConfig, what, err)
 	}
 	return b, nil
+}
+
+// checkCallback checks the route's callback settings and loads its
+// signature secret.
+func (r *routeCfg) checkCallback() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if r.KeyFrom != "" {
+		kind, name, _ := strings.Cut(r.KeyFrom, ":")
+		switch {
+		case r.Mode != modeKey:
+			bad("key_from applies to mode key only")
+		case kind != "json" && kind != "header" && kind != "query" || name == "":
+			bad("key_from %q is not json:PATH, header:NAME or query:NAME", r.KeyFrom)
+		}
+	}
+	if len(r.Include) > 0 && r.Mode != modeKey && r.Mode != modeWindow {
+		bad("include applies to modes key and window only")
+	}
+	if len(r.Volatile) > 0 && r.Mode != modeKey && r.Mode != modeWindow {
+		bad("volatile applies to modes key and window only")
+	}
+	if r.Callback && r.Mode != modeKey {
+		bad("callback applies to mode key only")
+	}
+	if r.Callback && r.OptionalKey {
+		bad("callback and optional_key cannot be combined: a callback without its key is refused")
+	}
+	if s := r.Signature; s != nil {
+		if r.Mode == modePass {
+			bad("signature applies to guarded routes only")
+		}
+		if s.Sender == "" {
+			bad("signature.sender is required: the principal of a signed request")
+		}
+		if s.SecretFile == "" {
+			bad("signature.secret_file is required")
+		} else if b, err := readSecretFile("signature.secret_file", s.SecretFile); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.secret = bytes.TrimRight(b, "\r\n")
+		}
+	}
+	return errs
 }

@@ -33,6 +33,20 @@
 //
 // Requests no route matches are forwarded as they are.
 //
+// # Callbacks
+//
+// A key route can serve a webhook sender's callbacks (docs/callbacks.md):
+// key_from reads the key from a body member ("json:out_trade_no"), a
+// header ("header:X-GitHub-Delivery") or a query parameter
+// ("query:event") instead of Idempotency-Key; include and volatile name
+// the body members that must match or are ignored; callback = true
+// answers every duplicate with the first 2xx response (retention, if set,
+// keeps records that long; a week by default). A [route.signature] table
+// (sender, secret_file, and optionally header, prefix, timestamp_header,
+// tolerance) makes the route's principal the sender whose HMAC-SHA256
+// signature of the body matches, instead of the principal source: a
+// forged callback gets 401 and never reaches the store or the upstream.
+//
 // # Paths
 //
 // Routes match a normalised request path, so that every spelling the

@@ -178,6 +178,14 @@ func (p *proxy) route(rc routeCfg, engines routeEngines, principal principalFunc
 		e = engines.fallback
 	}
 	method, _, _ := strings.Cut(rc.Match, " ")
+	if s := rc.Signature; s != nil {
+		signed, err := idemhttp.SignedPrincipal(idemhttp.Signature{Sender: s.Sender, Secret: s.secret, Header: s.Header,
+			Prefix: s.Prefix, TimestampHeader: s.TimestampHeader, Tolerance: s.Tolerance.Duration, MaxBody: rc.MaxBody})
+		if err != nil {
+			return nil, fmt.Errorf("signature: %w", err)
+		}
+		principal = signed
+	}
 	opts := p.routeOptions(rc, method, principal)
 	var guard func(http.Handler) http.Handler
 	var err error
@@ -213,7 +221,7 @@ func (p *proxy) routeOptions(rc routeCfg, method string, principal principalFunc
 	if rc.Lease.Duration > 0 {
 		eopts = append(eopts, idemkit.WithLease(rc.Lease.Duration))
 	}
-	if rc.Retention.Duration > 0 {
+	if rc.Retention.Duration > 0 && !rc.Callback { // a callback route's retention goes to idemhttp.Callback
 		eopts = append(eopts, idemkit.WithRetention(rc.Retention.Duration))
 	}
 	if rc.TokenTTL.Duration > 0 {
@@ -261,6 +269,32 @@ func (p *proxy) routeOptions(rc routeCfg, method string, principal principalFunc
 	}
 	if rc.Unstored == unstoredRelease && (rc.Mode == modeKey || rc.Mode == modeToken) {
 		opts = append(opts, idemhttp.WithUnstored(idemhttp.ReleaseKey, idemhttp.ReleaseKey))
+	}
+	return append(opts, callbackOptions(rc)...)
+}
+
+// callbackOptions translates a route's callback settings (key_from,
+// include, volatile, callback) into middleware options.
+func callbackOptions(rc routeCfg) []idemhttp.Option {
+	var opts []idemhttp.Option
+	if rc.Callback {
+		opts = append(opts, idemhttp.Callback(rc.Retention.Duration))
+	}
+	if kind, name, ok := strings.Cut(rc.KeyFrom, ":"); ok {
+		switch kind {
+		case "json":
+			opts = append(opts, idemhttp.WithKeyFrom(idemhttp.KeyFromJSON(name)))
+		case "header":
+			opts = append(opts, idemhttp.WithKeyFrom(idemhttp.KeyFromHeader(name)))
+		case "query":
+			opts = append(opts, idemhttp.WithKeyFrom(idemhttp.KeyFromQuery(name)))
+		}
+	}
+	if len(rc.Include) > 0 {
+		opts = append(opts, idemhttp.WithInclude(rc.Include...))
+	}
+	if len(rc.Volatile) > 0 {
+		opts = append(opts, idemhttp.WithVolatile(rc.Volatile...))
 	}
 	return opts
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -90,4 +91,71 @@ func (s Signature) Sign(ts string, body []byte) string {
 	}
 	mac.Write(body)
 	return s.Prefix + hex.EncodeToString(mac.Sum(nil))
+}
+
+// SignatureScheme is the settings of a signature check, as every adapter
+// takes them; Compile applies the defaults and checks them.
+type SignatureScheme struct {
+	Sender          string // the principal of a request whose signature matches
+	Secret          []byte
+	Header          string // "" means "X-Signature"
+	Prefix          string // "" means "sha256="; "-" means none
+	TimestampHeader string // "" for none
+	Tolerance       time.Duration
+}
+
+// Verifier checks requests' signatures as a SignatureScheme says.
+type Verifier struct {
+	Sender          string
+	Header          string // canonical
+	TimestampHeader string // canonical, or ""
+	sig             Signature
+}
+
+// Compile returns the Verifier of s, or an error naming every problem,
+// without the secret.
+func (s SignatureScheme) Compile() (*Verifier, error) {
+	if s.Header == "" {
+		s.Header = "X-Signature"
+	}
+	switch s.Prefix {
+	case "":
+		s.Prefix = "sha256="
+	case "-":
+		s.Prefix = ""
+	}
+	var errs []error
+	if s.Sender == "" {
+		errs = append(errs, errors.New("empty Sender"))
+	}
+	if !ValidToken(s.Header) {
+		errs = append(errs, fmt.Errorf("invalid Header %q", s.Header))
+	}
+	if s.TimestampHeader != "" && !ValidToken(s.TimestampHeader) {
+		errs = append(errs, fmt.Errorf("invalid TimestampHeader %q", s.TimestampHeader))
+	}
+	if (s.TimestampHeader == "") != (s.Tolerance == 0) {
+		errs = append(errs, errors.New("TimestampHeader and Tolerance go together"))
+	}
+	sig := Signature{Secret: append([]byte(nil), s.Secret...), Prefix: s.Prefix, Tolerance: s.Tolerance}
+	if err := sig.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	v := &Verifier{Sender: s.Sender, Header: http.CanonicalHeaderKey(s.Header), sig: sig}
+	if s.TimestampHeader != "" {
+		v.TimestampHeader = http.CanonicalHeaderKey(s.TimestampHeader)
+	}
+	return v, nil
+}
+
+// Verify returns the sender when sig (the signature header's values) and
+// ts (the timestamp header's, if any) sign body; see Signature.Verify.
+func (v *Verifier) Verify(sig, ts []string, body []byte, now time.Time) (string, error) {
+	if err := v.sig.Verify(sig, ts, body, now); err != nil {
+		return "", err
+	}
+	return v.Sender, nil
 }

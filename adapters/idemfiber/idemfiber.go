@@ -39,6 +39,10 @@ func New(e *idemkit.Engine, opts ...Option) (fiber.Handler, error) {
 	if c.principal == nil {
 		errs = append(errs, errors.New("WithPrincipal is required"))
 	}
+	if c.keyFrom != nil && c.keyHeaderSet {
+		errs = append(errs, errors.New("WithKeyFrom and WithKeyHeader cannot be combined: use KeyFromHeader"))
+	}
+	errs = append(errs, c.checkCallback()...)
 	if len(c.replayHeaders) > maxReplayHeaders {
 		errs = append(errs, fmt.Errorf("WithReplayHeaders: more than %d replay headers", maxReplayHeaders))
 	}
@@ -49,14 +53,18 @@ func New(e *idemkit.Engine, opts ...Option) (fiber.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idemfiber: WithEngineOptions: %w", err)
 	}
-	fp, err := keying.NewFingerprinter(keying.WithVolatile(c.volatile...))
+	fpOpts := []keying.Option{keying.WithVolatile(c.volatile...)}
+	if len(c.include) > 0 {
+		fpOpts = append(fpOpts, keying.WithInclude(c.include...))
+	}
+	fp, err := keying.NewFingerprinter(fpOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("idemfiber: %w: %w", idemkit.ErrInvalid, err)
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
-	m := &middleware{e: view, c: c, fp: fp}
+	m := &middleware{e: view, c: c, fp: fp, bodyless: c.callback && len(c.volatile) == 0 && len(c.include) == 0}
 	return m.handle, nil
 }
 
@@ -64,6 +72,9 @@ type middleware struct {
 	e  *idemkit.Engine
 	c  *config
 	fp *keying.Fingerprinter
+	// bodyless leaves the body and query out of the fingerprint: a
+	// callback route that names no members.
+	bodyless bool
 }
 
 func (m *middleware) guarded(method string) bool {
@@ -79,12 +90,14 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	if err != nil || principal == "" {
 		return writeProblem(c, httpcore.KindUnauthenticated, httpcore.DetailUnauthenticated, 0)
 	}
-	key, present, err := httpcore.HeaderKey(c.Request().Header.PeekAll(m.c.keyHeader))
+	key, present, err := m.key(c)
 	switch {
 	case err != nil:
-		return writeProblem(c, httpcore.KindKeyInvalid, m.c.keyHeader+": "+err.Error(), 0)
+		return writeProblem(c, httpcore.KindKeyInvalid, m.keyWhere()+": "+err.Error(), 0)
 	case !present && m.c.optionalKey:
 		return c.Next()
+	case !present && m.c.keyFrom != nil:
+		return writeProblem(c, httpcore.KindKeyMissing, "this request requires an idempotency key in its "+m.keyWhere(), 0)
 	case !present:
 		return writeProblem(c, httpcore.KindKeyMissing, httpcore.DetailKeyMissing(m.c.keyHeader), 0)
 	}
@@ -100,7 +113,11 @@ func (m *middleware) handle(c fiber.Ctx) error {
 	var text [128]byte
 	var opText [96]byte
 	op := appendOperation(opText[:0], method, c)
-	b := m.fp.AppendSum(text[:0], "", httpcore.Transient(op), query(c), c.BodyRaw())
+	params, body := query(c), c.BodyRaw()
+	if m.bodyless {
+		params, body = nil, nil
+	}
+	b := m.fp.AppendSum(text[:0], "", httpcore.Transient(op), params, body)
 	k := keying.AppendKey(b, "fiber", httpcore.Transient(key))
 	all := string(append(k, principal...))
 	fp, engineKey, scope := all[:len(b)], all[len(b):len(k)], all[len(k):]
@@ -121,6 +138,24 @@ func (m *middleware) handle(c fiber.Ctx) error {
 		return writeProblem(c, httpcore.KindInternal, "the stored response cannot be read", 0)
 	}
 	return nil
+}
+
+// key reads the request's key from the key header or WithKeyFrom's
+// source. A key from the header is a view of the request's memory.
+func (m *middleware) key(c fiber.Ctx) ([]byte, bool, error) {
+	if m.c.keyFrom == nil {
+		return httpcore.HeaderKey(c.Request().Header.PeekAll(m.c.keyHeader))
+	}
+	k, present, err := m.c.keyFrom.read(c)
+	return []byte(k), present, err
+}
+
+// keyWhere names where the key is read from, for problem details.
+func (m *middleware) keyWhere() string {
+	if m.c.keyFrom == nil {
+		return m.c.keyHeader
+	}
+	return m.c.keyFrom.what
 }
 
 // run runs the rest of the chain under claim and records its response

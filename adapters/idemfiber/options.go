@@ -34,6 +34,11 @@ type config struct {
 	storePolicy   func(status int) bool
 	maxStored     int
 	volatile      []string
+	include       []string
+	keyFrom       *KeySource // WithKeyFrom's source, or nil for the key header
+	keyHeaderSet  bool
+	storeSet      bool
+	callback      bool
 	engineOpts    []idemkit.Option
 	logger        *slog.Logger
 }
@@ -79,7 +84,7 @@ func WithKeyHeader(name string) Option {
 		if !httpcore.ValidToken(name) {
 			return fmt.Errorf("WithKeyHeader: %q is not a header name", name)
 		}
-		c.keyHeader = http.CanonicalHeaderKey(name)
+		c.keyHeader, c.keyHeaderSet = http.CanonicalHeaderKey(name), true
 		return nil
 	}
 }
@@ -139,7 +144,7 @@ func WithStorePolicy(store func(status int) bool) Option {
 		if store == nil {
 			return errors.New("WithStorePolicy: nil store policy")
 		}
-		c.storePolicy = store
+		c.storePolicy, c.storeSet = store, true
 		return nil
 	}
 }

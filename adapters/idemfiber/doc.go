@@ -55,6 +55,15 @@
 // the other with 422. Instances of idemfiber sharing a store interoperate;
 // a fleet mixing net/http and Fiber services keeps its keys apart.
 //
+// # Callbacks
+//
+// A webhook sender names its event itself: WithKeyFrom reads the key from
+// a body member (KeyFromJSON), a header, a query parameter or a function,
+// and Callback answers every duplicate with the first 2xx response, as in
+// idemhttp. Scope a key from the body with SignedPrincipal, which checks
+// an HMAC-SHA256 signature of the body: a forged callback gets 401 before
+// the engine is called. See docs/callbacks.md.
+//
 // # Routes
 //
 // The route path (c.Route().Path) is part of the fingerprint. Register the

@@ -43,6 +43,9 @@ func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handl
 		errs = append(errs, errors.New("nil handler function"))
 	}
 	errs = append(errs, options.Collect(&cfg, opts)...)
+	if err := cfg.payloadFingerprint(); err != nil {
+		errs = append(errs, err)
+	}
 	if cfg.retryConn != nil {
 		if n := RetryQueueName(cfg.retryQueue, steps(cfg.backoff)[len(steps(cfg.backoff))-1]); len(n) > maxQueueName {
 			errs = append(errs, fmt.Errorf("WithRetryQueue(conn, %q): queue name too long for its delay queues (%s is over %d bytes)", cfg.retryQueue, n, maxQueueName))

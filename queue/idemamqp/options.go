@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/idemkit/idemkit"
@@ -55,6 +56,7 @@ type Option func(*config) error
 
 type config struct {
 	key         KeyFunc
+	payload     delivery.Payload // WithInclude and WithVolatile
 	fingerprint func(*amqp.Delivery) (string, error)
 	codec       idemkit.ErrorCodec
 	final       func(error) bool
@@ -250,4 +252,76 @@ func WithEngineOptions(opts ...idemkit.Option) Option {
 		c.engineOpts = append(c.engineOpts, opts...)
 		return nil
 	}
+}
+
+// WithBodyKey sets the key to the member of a JSON message body that
+// path names, written as for keying.NewKeyPath ("order_id",
+// "data.object.id"): a string or a number, of 1 to keying.MaxKeyLen
+// printable ASCII bytes. A message whose body has no such member, holds
+// another kind of value there or is not one valid JSON value has no key
+// (see WithKey). A malformed path, or one through arrays, is refused.
+func WithBodyKey(path string) Option {
+	return func(c *config) error {
+		read, err := delivery.BodyKey(path)
+		if err != nil {
+			return fmt.Errorf("WithBodyKey: %w", err)
+		}
+		c.key = func(d *amqp.Delivery) (string, error) { return read(d.Body) }
+		return nil
+	}
+}
+
+// WithInclude makes the payload fingerprint cover only the named members
+// of a JSON body (keying.WithInclude), and a delivery whose key was first
+// seen with other values there is refused as with WithFingerprint
+// (idemkit.ErrMismatch, Outcome.Mismatch): the application says what must
+// match. A malformed path is refused; so is WithFingerprint as well.
+func WithInclude(paths ...string) Option {
+	paths = slices.Clone(paths)
+	return func(c *config) error {
+		if len(paths) == 0 {
+			return errors.New("WithInclude: no paths")
+		}
+		if err := (delivery.Payload{Include: paths}).CheckPaths(); err != nil {
+			return fmt.Errorf("WithInclude: %w", err)
+		}
+		c.payload.Include = append(c.payload.Include, paths...)
+		return nil
+	}
+}
+
+// WithVolatile leaves the named members of a JSON body out of the payload
+// fingerprint (keying.WithVolatile), such as a send time that changes
+// when a publisher resends; a delivery whose key was first seen with
+// another fingerprint is then refused as with WithFingerprint. A
+// malformed path is refused; so is WithFingerprint as well.
+func WithVolatile(paths ...string) Option {
+	paths = slices.Clone(paths)
+	return func(c *config) error {
+		if len(paths) == 0 {
+			return errors.New("WithVolatile: no paths")
+		}
+		if err := (delivery.Payload{Volatile: paths}).CheckPaths(); err != nil {
+			return fmt.Errorf("WithVolatile: %w", err)
+		}
+		c.payload.Volatile = append(c.payload.Volatile, paths...)
+		return nil
+	}
+}
+
+// payloadFingerprint installs the fingerprint of WithInclude and
+// WithVolatile's paths, and refuses them beside WithFingerprint.
+func (c *config) payloadFingerprint() error {
+	if !c.payload.Set() {
+		return nil
+	}
+	if c.fingerprint != nil {
+		return delivery.ErrPayloadAndFingerprint
+	}
+	fp, err := c.payload.Fingerprint()
+	if err != nil {
+		return err
+	}
+	c.fingerprint = func(d *amqp.Delivery) (string, error) { return fp(d.Body), nil }
+	return nil
 }

@@ -42,6 +42,9 @@ func NewHandler(e *idemkit.Engine, name string, fn Func, opts ...Option) (*Handl
 		errs = append(errs, errors.New("nil handler function"))
 	}
 	errs = append(errs, options.Collect(&cfg, opts)...)
+	if err := cfg.payloadFingerprint(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := options.Invalid(errs...); err != nil {
 		return nil, fmt.Errorf("idemnats: %w", err)
 	}

@@ -13,6 +13,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/keying"
+
 	"github.com/idemkit/idemkit/setup"
 )
 
@@ -473,6 +476,21 @@ func (r *routeCfg) checkCallback() []error {
 			bad("key_from applies to mode key only")
 		case kind != "json" && kind != "header" && kind != "query" || name == "":
 			bad("key_from %q is not json:PATH, header:NAME or query:NAME", r.KeyFrom)
+		case kind == "json":
+			if _, err := keying.NewKeyPath(name); err != nil {
+				bad("key_from: %v", err)
+			}
+		case kind == "header" && !validToken(name):
+			bad("key_from: %q is not a header name", name)
+		}
+	}
+	if len(r.Include) > 0 || len(r.Volatile) > 0 {
+		opts := []keying.Option{keying.WithVolatile(r.Volatile...)}
+		if len(r.Include) > 0 {
+			opts = append(opts, keying.WithInclude(r.Include...))
+		}
+		if _, err := keying.NewFingerprinter(opts...); err != nil {
+			bad("include or volatile: %v", err)
 		}
 	}
 	if len(r.Include) > 0 && r.Mode != modeKey && r.Mode != modeWindow {
@@ -500,6 +518,9 @@ func (r *routeCfg) checkCallback() []error {
 			errs = append(errs, err)
 		} else {
 			s.secret = bytes.TrimRight(b, "\r\n")
+			if len(s.secret) < idemhttp.MinSecretLen {
+				bad("signature.secret_file holds %d bytes, at least %d required", len(s.secret), idemhttp.MinSecretLen)
+			}
 		}
 	}
 	return errs

@@ -15,10 +15,12 @@
 // # Keys
 //
 // A delivery's key is its MessageId property by default, or a business key
-// (WithKey, HeaderKey). The Handler's name is its own key space: two
+// (WithKey, HeaderKey; WithBodyKey for a member of a JSON body). The Handler's name is its own key space: two
 // consumers of one message with different names each process it once. A
 // message without a key is rejected without requeue, as is one whose key
-// was first seen with another payload fingerprint (WithFingerprint).
+// was first seen with another payload fingerprint (WithFingerprint, or
+// WithInclude and WithVolatile, which name the body members that must
+// match or do not count).
 //
 // # Acknowledgements
 //

@@ -15,12 +15,15 @@
 // # Keys
 //
 // A delivery's key is its Nats-Msg-Id header by default, or a business key
-// (WithKey): use a business key when one logical message can be published
+// (WithKey with HeaderKey or a function, or WithBodyKey for a member of a
+// JSON body, such as an event id): use a business key when one logical message can be published
 // twice with different message IDs, or outside the stream's duplicate
 // window. The Handler's name is its own key space: two consumers of one
 // stream with different names each process every message once. A message
 // without a key is terminated, as is one whose key was first seen with
-// another payload fingerprint (WithFingerprint).
+// another payload fingerprint (WithFingerprint, or WithInclude and
+// WithVolatile, which name the body members that must match or do not
+// count).
 //
 // # Acknowledgements
 //

@@ -129,3 +129,20 @@ func TestWindowConcurrentSubmissionsAdmitOne(t *testing.T) {
 	assert.Equal(t, 1, admitted)
 	assert.EqualValues(t, 1, a.runs.Load())
 }
+
+// WithInclude in Window mode: a repeat that differs only outside the
+// named members is the same submission.
+func TestWindowWithInclude(t *testing.T) {
+	n := 0
+	mux := windowMux(t, testkit.NewEngine(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		w.WriteHeader(http.StatusCreated)
+	}), idemhttp.WithInclude("sku", "qty"))
+	first := serve(mux, req{user: "alice", body: `{"sku":"x","qty":1,"note":"a"}`})
+	same := serve(mux, req{user: "alice", body: `{"qty":1,"sku":"x","note":"b"}`})
+	other := serve(mux, req{user: "alice", body: `{"sku":"x","qty":2,"note":"a"}`})
+	assert.Equal(t, http.StatusCreated, first.Code)
+	requireProblem(t, same, http.StatusConflict, idemhttp.ProblemDuplicate)
+	assert.Equal(t, http.StatusCreated, other.Code)
+	assert.Equal(t, 2, n)
+}

@@ -22,6 +22,9 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
+	if runtimeChild() { // a child of a Runtime API test: lambda.Start ran
+		return
+	}
 	s, stop, err := redistest.StartMain()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

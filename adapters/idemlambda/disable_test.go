@@ -2,8 +2,10 @@ package idemlambda_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit"
@@ -65,4 +67,24 @@ func TestDisableEnvRefusedInLambda(t *testing.T) {
 		idemlambda.WithDisableEnv(idemlambda.DefaultDisableEnv), idemlambda.WithDisableInLambda())
 	require.ErrorIs(t, err, idemkit.ErrInvalid)
 	require.ErrorContains(t, err, `IDEMKIT_DISABLED="yes"`)
+}
+
+// The switch turns the SQS wrapper off too: every delivery runs, and
+// failures are still reported.
+func TestDisableEnvSQS(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
+	t.Setenv(idemlambda.DefaultDisableEnv, "1")
+	e := engineOn(t, openers[0].open(t))
+	f := newEffects()
+	f.fail["o-3"] = true
+	h, err := idemlambda.SQS(e, "ledger", f.handle, idemlambda.WithDisableEnv(idemlambda.DefaultDisableEnv),
+		idemlambda.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	ev := load[events.SQSEvent](t, "sqs.json")
+	for range 2 {
+		resp, err := h(context.Background(), ev)
+		require.NoError(t, err)
+		require.Equal(t, []string{ev.Records[2].MessageId}, failedIDs(resp))
+	}
+	require.Equal(t, map[string]int{"o-1": 2, "o-2": 2, "o-3": 2}, f.runs)
 }

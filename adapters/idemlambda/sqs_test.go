@@ -217,3 +217,24 @@ func TestSQSRecordWithoutKey(t *testing.T) {
 	require.Contains(t, logs.String(), `key path \"body.customerId\"`)
 	require.Contains(t, logs.String(), ev.Records[0].MessageId)
 }
+
+// A message ID that comes back with another body is reported failed and
+// logged as a mismatch, not acknowledged: the handler does not run.
+func TestSQSMismatchIsReportedFailed(t *testing.T) {
+	e := engineOn(t, openers[0].open(t))
+	f := newEffects()
+	var logs bytes.Buffer
+	h, err := idemlambda.SQS(e, "ledger", f.handle, idemlambda.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	ev := load[events.SQSEvent](t, "sqs.json")
+	ev.Records = ev.Records[:1]
+	resp, err := h(context.Background(), ev)
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	ev.Records[0].Body = `{"orderId":"o-1","amount":11}`
+	resp, err = h(context.Background(), ev)
+	require.NoError(t, err)
+	require.Equal(t, []string{ev.Records[0].MessageId}, failedIDs(resp))
+	require.Contains(t, logs.String(), `payload paths [\"body\"] differ`)
+	require.Equal(t, 1, f.count("o-1"))
+}

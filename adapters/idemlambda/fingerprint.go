@@ -14,7 +14,7 @@ import (
 // of the value it names, or a mark that it names none. Two events whose
 // selected values are equal as JSON (whatever their member order or
 // spacing) have one fingerprint; any other difference in them changes it.
-func fingerprint(doc []byte, paths []path) (string, error) {
+func fingerprint(doc *document, paths []path) (string, error) {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	field := func(b []byte) {

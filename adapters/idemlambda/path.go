@@ -88,11 +88,50 @@ func closingQuote(s string) int {
 // errAbsent reports a path that does not reach a value.
 var errAbsent = errors.New("absent")
 
-// lookup returns the raw JSON the path names in doc, or an error wrapping
+// document is an event's JSON, with its top-level members decoded once
+// for every path that reads it.
+type document struct {
+	raw    []byte
+	top    map[string]json.RawMessage // nil until read, or when raw is no object
+	topErr error
+	read   bool
+}
+
+// member returns the top-level member name, and whether the document is
+// an object at all.
+func (d *document) member(name string) (v json.RawMessage, found, object bool, err error) {
+	if !d.read {
+		d.read = true
+		if t := bytes.TrimSpace(d.raw); len(t) > 0 && t[0] == '{' {
+			d.topErr = json.Unmarshal(t, &d.top)
+		}
+	}
+	if d.topErr != nil || d.top == nil {
+		return nil, false, false, d.topErr
+	}
+	v, found = d.top[name]
+	return v, found, true, nil
+}
+
+// lookup returns the raw JSON the path names in d, or an error wrapping
 // errAbsent that names the first segment it could not follow.
-func (p path) lookup(doc []byte) (json.RawMessage, error) {
-	cur := json.RawMessage(doc)
-	for i, seg := range p.segments {
+func (p path) lookup(d *document) (json.RawMessage, error) {
+	v, found, object, err := d.member(p.segments[0])
+	switch {
+	case err != nil:
+		return nil, err
+	case !object:
+		return p.walk(d.raw, 0)
+	case !found:
+		return nil, fmt.Errorf("%w: %s has no member %q", errAbsent, p.prefix(0), p.segments[0])
+	}
+	return p.walk(v, 1)
+}
+
+// walk follows the path's segments from the one numbered from, in cur.
+func (p path) walk(cur json.RawMessage, from int) (json.RawMessage, error) {
+	for i := from; i < len(p.segments); i++ {
+		seg := p.segments[i]
 		cur = bytes.TrimSpace(cur)
 		if len(cur) > 0 && cur[0] == '"' { // a string holding JSON, such as a body
 			var s string
@@ -144,7 +183,7 @@ func (p path) prefix(i int) string {
 // keyAt returns the key the path names in doc: a string's text, or a
 // number's JSON text. Any other value, or none, is an error wrapping
 // ErrNoKey that names the path.
-func (p path) keyAt(doc []byte) (string, error) {
+func (p path) keyAt(doc *document) (string, error) {
 	raw, err := p.lookup(doc)
 	if err != nil {
 		return "", fmt.Errorf("%w: key path %q: %w", ErrNoKey, p.text, err)

@@ -83,18 +83,18 @@ func checkName(call, name string) error {
 // event is one invocation's event, encoded once when a path needs it.
 type event[In any] struct {
 	in  In
-	doc []byte
+	doc *document
 }
 
 // json returns the event's JSON encoding, as the handler received it
 // (encoding/json of In).
-func (ev *event[In]) json() ([]byte, error) {
+func (ev *event[In]) json() (*document, error) {
 	if ev.doc == nil {
-		doc, err := json.Marshal(ev.in)
+		raw, err := json.Marshal(ev.in)
 		if err != nil {
 			return nil, fmt.Errorf("idemlambda: encode the event: %w", err)
 		}
-		ev.doc = doc
+		ev.doc = &document{raw: raw}
 	}
 	return ev.doc, nil
 }

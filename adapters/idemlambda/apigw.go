@@ -164,7 +164,8 @@ func wrapHTTP[Req, Resp any](e *idemkit.Engine, name string, fn Handler[Req, Res
 		} else {
 			key, err := g.rawKey(ev)
 			if err != nil {
-				return s.problemFor(httpcore.KindKeyMissing, "this request has no usable idempotency key: "+err.Error(), "", 0), nil
+				detail := strings.TrimPrefix(err.Error(), ErrNoKey.Error()+": ")
+				return s.problemFor(httpcore.KindKeyMissing, "this request has no usable idempotency key: "+detail, "", 0), nil
 			}
 			k = key
 		}

@@ -180,7 +180,7 @@ func TestAPIGatewayBadKeys(t *testing.T) {
 	require.NoError(t, err)
 	p = decodeProblem(t, http.StatusBadRequest, resp.Headers, resp.Body)
 	require.Equal(t, "https://idemkit.dev/problems/key-missing", p.Type)
-	require.Contains(t, p.Detail, `key path "body.customerRef"`)
+	require.Equal(t, `this request has no usable idempotency key: key path "body.customerRef": absent: "body" has no member "customerRef"`, p.Detail)
 	require.NotContains(t, p.Detail, "o-1001")
 	require.Zero(t, o.runs.Load())
 }

@@ -46,7 +46,10 @@ func (notStored[Resp]) Error() string { return "idemlambda: response not stored"
 // Idempotency-Key header (WithKeyHeader names another; WithKeyPath or
 // WithKeyFunc read it elsewhere in the event, a body field, say); the
 // payload check covers the method, the path and the body
-// (WithPayloadPaths sets others).
+// (WithPayloadPaths sets others). Keys are scoped by the caller's
+// identity, which WithPrincipalPath or WithPrincipalFunc (one of them
+// required) reads from what API Gateway's authorizer wrote: a response is
+// replayed only to the caller whose request stored it.
 //
 // fn's 2xx and 4xx responses (but 408, 409, 425 and 429) are stored and
 // replayed byte for byte (status, headers, multi-value headers, body,
@@ -56,7 +59,7 @@ func (notStored[Resp]) Error() string { return "idemlambda: response not stored"
 // returned again on every retry). The adapter answers itself, with an RFC
 // 9457 problem (application/problem+json, the types idemhttp uses): 400
 // when the key is missing (the detail names the header or path) or
-// malformed, 409 with Retry-After while the first request runs, 422 when
+// malformed, 401 when the request has no principal, 409 with Retry-After while the first request runs, 422 when
 // the key is reused with another payload, 503 with Retry-After when the
 // store fails under idemkit.FailClosed, 500 for the replay of a response
 // too large to keep. It returns an error wrapping idemkit.ErrInvalid for
@@ -169,6 +172,10 @@ func wrapHTTP[Req, Resp any](e *idemkit.Engine, name string, fn Handler[Req, Res
 			}
 			k = key
 		}
+		principal, err := g.principal(ev)
+		if err != nil {
+			return s.problemFor(httpcore.KindUnauthenticated, httpcore.DetailUnauthenticated, "", 0), nil
+		}
 		fp, err := g.fingerprint(ev)
 		if err != nil {
 			return s.problemFor(httpcore.KindInternal, httpcore.DetailInternal, k, 0), nil
@@ -178,6 +185,7 @@ func wrapHTTP[Req, Resp any](e *idemkit.Engine, name string, fn Handler[Req, Res
 			var zero Resp
 			return zero, err
 		}
+		callOpts = append(callOpts, idemkit.WithScope(principal))
 		run := func(ctx context.Context) (Resp, error) {
 			resp, err := fn(ctx, req)
 			if err == nil && !httpcore.DefaultStorePolicy(s.status(&resp)) {
@@ -239,4 +247,23 @@ func (s *shape[Req, Resp]) problemFor(k httpcore.Kind, detail, key string, retry
 		headers["Retry-After"] = httpcore.RetrySeconds(retry)
 	}
 	return s.problem(t.Status, headers, string(p.JSON()))
+}
+
+// principal returns the caller's identity by WithPrincipalPath or
+// WithPrincipalFunc; an error or "" means none.
+func (g *guard[In]) principal(ev *event[In]) (string, error) {
+	var p string
+	var err error
+	if f, ok := g.cfg.principalF.(func(In) (string, error)); ok {
+		p, err = f(ev.in)
+	} else {
+		var doc *document
+		if doc, err = ev.json(); err == nil {
+			p, err = g.cfg.principal.keyAt(doc)
+		}
+	}
+	if err == nil && p == "" {
+		err = errors.New("empty principal")
+	}
+	return p, err
 }

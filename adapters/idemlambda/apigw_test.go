@@ -65,7 +65,7 @@ func (o *restOrders) handle(_ context.Context, req events.APIGatewayProxyRequest
 func TestAPIGatewayReplaysTheResponse(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *idemkit.Engine) {
 		o := &restOrders{}
-		h, err := idemlambda.APIGateway(e, "orders", o.handle)
+		h, err := idemlambda.APIGateway(e, "orders", o.handle, restPrincipal)
 		require.NoError(t, err)
 		req := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
 		first, err := h(context.Background(), req)
@@ -95,7 +95,7 @@ func TestHTTPAPIReplaysTheResponse(t *testing.T) {
 				IsBase64Encoded: true,
 				Cookies:         []string{"session=abc; Secure; HttpOnly"},
 			}, nil
-		})
+		}, httpPrincipal)
 		require.NoError(t, err)
 		req := load[events.APIGatewayV2HTTPRequest](t, "apigw-http.json")
 		first, err := h(context.Background(), req)
@@ -115,7 +115,7 @@ func TestAPIGatewayConcurrentDuplicates(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *idemkit.Engine) {
 		const n = 32
 		o := &restOrders{gate: make(chan struct{})}
-		h, err := idemlambda.APIGateway(e, "orders", o.handle)
+		h, err := idemlambda.APIGateway(e, "orders", o.handle, restPrincipal)
 		require.NoError(t, err)
 		req := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
 		resps := make([]events.APIGatewayProxyResponse, n)
@@ -154,7 +154,7 @@ func TestAPIGatewayConcurrentDuplicates(t *testing.T) {
 func TestAPIGatewayBadKeys(t *testing.T) {
 	e := engineOn(t, openers[0].open(t))
 	o := &restOrders{}
-	h, err := idemlambda.APIGateway(e, "orders", o.handle)
+	h, err := idemlambda.APIGateway(e, "orders", o.handle, restPrincipal)
 	require.NoError(t, err)
 	base := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
 	without := base
@@ -174,7 +174,7 @@ func TestAPIGatewayBadKeys(t *testing.T) {
 	p = decodeProblem(t, http.StatusBadRequest, resp.Headers, resp.Body)
 	require.Equal(t, "https://idemkit.dev/problems/key-invalid", p.Type)
 
-	byBody, err := idemlambda.APIGateway(e, "orders-by-body", o.handle, idemlambda.WithKeyPath("body.customerRef"))
+	byBody, err := idemlambda.APIGateway(e, "orders-by-body", o.handle, restPrincipal, idemlambda.WithKeyPath("body.customerRef"))
 	require.NoError(t, err)
 	resp, err = byBody(context.Background(), base)
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestAPIGatewayBadKeys(t *testing.T) {
 func TestAPIGatewayMismatch(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *idemkit.Engine) {
 		o := &restOrders{}
-		h, err := idemlambda.APIGateway(e, "orders", o.handle, idemlambda.WithKeyPath("body.orderId"))
+		h, err := idemlambda.APIGateway(e, "orders", o.handle, restPrincipal, idemlambda.WithKeyPath("body.orderId"))
 		require.NoError(t, err)
 		req := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
 		_, err = h(context.Background(), req)
@@ -210,7 +210,7 @@ func TestAPIGatewayDoesNotStoreServerErrors(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *idemkit.Engine) {
 		for _, status := range []int{http.StatusBadGateway, http.StatusTooManyRequests} {
 			o := &restOrders{status: status}
-			h, err := idemlambda.APIGateway(e, "orders-"+strconv.Itoa(status), o.handle)
+			h, err := idemlambda.APIGateway(e, "orders-"+strconv.Itoa(status), o.handle, restPrincipal)
 			require.NoError(t, err)
 			req := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
 			for range 2 {
@@ -221,5 +221,32 @@ func TestAPIGatewayDoesNotStoreServerErrors(t *testing.T) {
 			}
 			require.EqualValues(t, 2, o.runs.Load(), "status %d", status)
 		}
+	})
+}
+
+// Keys are scoped by principal: another caller's request with the same
+// key runs for that caller, never replays the first caller's response;
+// a request without a principal gets a 401 and does not run.
+func TestAPIGatewayScopesKeysByPrincipal(t *testing.T) {
+	eachStore(t, func(t *testing.T, e *idemkit.Engine) {
+		o := &restOrders{}
+		h, err := idemlambda.APIGateway(e, "orders", o.handle, restPrincipal)
+		require.NoError(t, err)
+		alice := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
+		bob := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
+		bob.RequestContext.Authorizer = map[string]any{"claims": map[string]any{"sub": "d9e8-user-bob"}}
+		for _, req := range []events.APIGatewayProxyRequest{alice, bob, alice, bob} {
+			_, err := h(context.Background(), req)
+			require.NoError(t, err)
+		}
+		require.EqualValues(t, 2, o.runs.Load())
+
+		anonymous := alice
+		anonymous.RequestContext.Authorizer = nil
+		resp, err := h(context.Background(), anonymous)
+		require.NoError(t, err)
+		p := decodeProblem(t, http.StatusUnauthorized, resp.Headers, resp.Body)
+		require.Equal(t, "https://idemkit.dev/problems/unauthenticated", p.Type)
+		require.EqualValues(t, 2, o.runs.Load())
 	})
 }

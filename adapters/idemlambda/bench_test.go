@@ -52,7 +52,7 @@ func BenchmarkReplay(b *testing.B) {
 		})
 	}
 	b.Run("APIGateway", func(b *testing.B) {
-		h, err := idemlambda.APIGateway(testkit.NewEngine(b), "orders", (&restOrders{}).handle)
+		h, err := idemlambda.APIGateway(testkit.NewEngine(b), "orders", (&restOrders{}).handle, restPrincipal)
 		if err != nil {
 			b.Fatal(err)
 		}

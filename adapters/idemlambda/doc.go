@@ -21,7 +21,9 @@
 // "headers.Idempotency-Key", "detail.id"), or each constructor's default
 // (the Idempotency-Key header, the SQS message ID, the EventBridge id).
 // An event without it fails with an error wrapping ErrNoKey that names the
-// path. WithPayloadPaths selects the parts of the event a repeat must
+// path. API Gateway keys come from clients, so APIGateway and HTTPAPI
+// scope them by the caller (WithPrincipalPath, WithPrincipalFunc): one
+// caller's key never replays another caller's response. WithPayloadPaths selects the parts of the event a repeat must
 // repeat: a repeat whose values there differ fails with
 // idemkit.ErrMismatch.
 //

@@ -21,13 +21,14 @@ func ExampleAPIGateway() {
 	h, err := idemlambda.APIGateway(engine, "create-order", func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		orders++
 		return events.APIGatewayProxyResponse{StatusCode: 201, Body: fmt.Sprintf(`{"order":%d}`, orders)}, nil
-	})
+	}, idemlambda.WithPrincipalPath("requestContext.authorizer.claims.sub")) // a Cognito user pool's subject
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	req := events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/orders",
-		Headers: map[string]string{"Idempotency-Key": "7f3a"}, Body: `{"sku":"tea"}`}
+		Headers: map[string]string{"Idempotency-Key": "7f3a"}, Body: `{"sku":"tea"}`,
+		RequestContext: events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"claims": map[string]any{"sub": "alice"}}}}
 	for range 2 {
 		resp, _ := h(context.Background(), req)
 		fmt.Println(resp.StatusCode, resp.Body, "replayed:", resp.Headers[idemlambda.ReplayedHeader] == "true")

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemlambda"
 	"github.com/idemkit/idemkit/internal/redistest"
 	"github.com/idemkit/idemkit/internal/testkit"
 	"github.com/idemkit/idemkit/store"
@@ -100,3 +101,10 @@ func testkitWait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	testkit.WaitFor(t, what, cond)
 }
+
+// The principals of the API Gateway test events: claims API Gateway's
+// authorizers write.
+var (
+	restPrincipal = idemlambda.WithPrincipalPath("requestContext.authorizer.claims.sub")
+	httpPrincipal = idemlambda.WithPrincipalPath("requestContext.authorizer.jwt.claims.sub")
+)

@@ -55,13 +55,13 @@ func TestOptionRule(t *testing.T) {
 		{"logger to APIGateway", func() error {
 			_, err := idemlambda.APIGateway(e, "x", func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 				return events.APIGatewayProxyResponse{}, nil
-			}, idemlambda.WithLogger(nil))
+			}, restPrincipal, idemlambda.WithLogger(nil))
 			return err
 		}, []string{"WithLogger(nil)", "WithLogger does not apply to APIGateway"}},
 		{"bad header name", func() error {
 			_, err := idemlambda.HTTPAPI(e, "x", func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 				return events.APIGatewayV2HTTPResponse{}, nil
-			}, idemlambda.WithKeyHeader("Idempotency Key"))
+			}, httpPrincipal, idemlambda.WithKeyHeader("Idempotency Key"))
 			return err
 		}, []string{`WithKeyHeader("Idempotency Key")`}},
 		{"allow without switch", func() error {
@@ -76,6 +76,22 @@ func TestOptionRule(t *testing.T) {
 			_, err := idemlambda.EventBridge[string](nil, "a b", nil)
 			return err
 		}, []string{"nil engine", `name "a b"`}},
+		{"no principal", func() error {
+			_, err := idemlambda.APIGateway(e, "x", func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+				return events.APIGatewayProxyResponse{}, nil
+			})
+			return err
+		}, []string{"WithPrincipalPath or WithPrincipalFunc is required"}},
+		{"principal to SQS", func() error {
+			_, err := idemlambda.SQS(e, "x", noop, restPrincipal)
+			return err
+		}, []string{"WithPrincipalPath and WithPrincipalFunc do not apply to SQS"}},
+		{"principal function of another request", func() error {
+			_, err := idemlambda.HTTPAPI(e, "x", func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				return events.APIGatewayV2HTTPResponse{}, nil
+			}, idemlambda.WithPrincipalFunc(func(events.APIGatewayProxyRequest) (string, error) { return "", nil }))
+			return err
+		}, []string{"WithPrincipalFunc: the function's type is", "events.APIGatewayV2HTTPRequest"}},
 		{"nil handler", func() error {
 			_, err := idemlambda.SQS(e, "x", nil)
 			return err

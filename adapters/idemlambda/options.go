@@ -37,6 +37,7 @@ const (
 	optAllowInLambda
 	optLogger
 	optEngine
+	optPrincipal
 )
 
 type config struct {
@@ -44,6 +45,8 @@ type config struct {
 	keyPath    *path
 	keyFunc    any    // func(In) (string, error), checked against In
 	keyHeader  string // API Gateway only
+	principal  *path  // WithPrincipalPath
+	principalF any    // WithPrincipalFunc: func(In) (string, error)
 	payload    []path
 	disableEnv string
 	allowLive  bool
@@ -114,6 +117,48 @@ func WithKeyHeader(name string) Option {
 			return fmt.Errorf("WithKeyHeader(%q): not a valid header name", name)
 		}
 		c.keyHeader = name
+		return nil
+	}
+}
+
+// WithPrincipalPath sets where APIGateway and HTTPAPI read the caller's
+// identity in the event (the syntax of WithKeyPath): a member API Gateway
+// itself writes, such as "requestContext.authorizer.claims.sub" (REST API,
+// Cognito), "requestContext.authorizer.jwt.claims.sub" (HTTP API, JWT) or
+// "requestContext.identity.userArn" (IAM), never a header the client
+// sends. The principal is the engine scope (idemkit.WithScope) of every
+// key, so a response is only replayed to the caller whose request stored
+// it: without one, a client that guesses another's key would read that
+// client's response. A request without it gets a 401 problem and the
+// handler does not run. APIGateway and HTTPAPI require WithPrincipalPath
+// or WithPrincipalFunc; other constructors refuse both.
+func WithPrincipalPath(p string) Option {
+	return func(c *config) error {
+		if err := c.once(optPrincipal, "WithPrincipalPath"); err != nil {
+			return err
+		}
+		parsed, err := parsePath(p)
+		if err != nil {
+			return fmt.Errorf("WithPrincipalPath: %w", err)
+		}
+		c.principal = &parsed
+		return nil
+	}
+}
+
+// WithPrincipalFunc is WithPrincipalPath with a function of the typed
+// request (In is the request type of the handler it is given to). An API
+// that serves anonymous callers returns one fixed principal: every caller
+// then shares the key space, and its keys must be unguessable.
+func WithPrincipalFunc[In any](f func(In) (string, error)) Option {
+	return func(c *config) error {
+		if err := c.once(optPrincipal, "WithPrincipalFunc"); err != nil {
+			return err
+		}
+		if f == nil {
+			return errors.New("WithPrincipalFunc(nil): nil principal function")
+		}
+		c.principalF = f
 		return nil
 	}
 }
@@ -234,6 +279,18 @@ func build[In any](k kind, opts []Option) (*config, error) {
 			var in In
 			errs = append(errs, fmt.Errorf("WithKeyFunc: the function's type is %T, %s needs func(%T) (string, error)", cfg.keyFunc, k.call, in))
 		}
+	}
+	if cfg.principalF != nil {
+		if _, ok := cfg.principalF.(func(In) (string, error)); !ok {
+			var in In
+			errs = append(errs, fmt.Errorf("WithPrincipalFunc: the function's type is %T, %s needs func(%T) (string, error)", cfg.principalF, k.call, in))
+		}
+	}
+	switch {
+	case cfg.set&optPrincipal != 0 && !k.header:
+		errs = append(errs, fmt.Errorf("WithPrincipalPath and WithPrincipalFunc do not apply to %s", k.call))
+	case cfg.set&optPrincipal == 0 && k.header:
+		errs = append(errs, errors.New("WithPrincipalPath or WithPrincipalFunc is required: API Gateway keys come from clients, and a response is replayed only to the caller who stored it"))
 	}
 	if cfg.keyHeader != "" && !k.header {
 		errs = append(errs, fmt.Errorf("WithKeyHeader does not apply to %s", k.call))

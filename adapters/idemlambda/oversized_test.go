@@ -17,7 +17,7 @@ import (
 func TestAPIGatewayOversizedResponse(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *idemkit.Engine) {
 		o := &restOrders{}
-		h, err := idemlambda.APIGateway(e, "orders", o.handle, idemlambda.WithEngineOptions(idemkit.WithMaxResultSize(64)))
+		h, err := idemlambda.APIGateway(e, "orders", o.handle, restPrincipal, idemlambda.WithEngineOptions(idemkit.WithMaxResultSize(64)))
 		require.NoError(t, err)
 		req := load[events.APIGatewayProxyRequest](t, "apigw-rest.json")
 		first, err := h(context.Background(), req)

@@ -61,7 +61,7 @@ func runtimeChild() bool {
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated,
 			Headers: map[string]string{"Content-Type": "application/json"},
 			Body:    fmt.Sprintf(`{"order":%d,"pid":%d}`, n, os.Getpid())}, nil
-	})
+	}, httpPrincipal)
 	if err != nil {
 		panic(err)
 	}

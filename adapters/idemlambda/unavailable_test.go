@@ -29,7 +29,7 @@ func (down) SetNX(context.Context, string, []byte, time.Duration) (bool, store.E
 func TestStoreFailure(t *testing.T) {
 	e := engineOn(t, down{openers[0].open(t)})
 	o := &restOrders{}
-	h, err := idemlambda.APIGateway(e, "orders", o.handle)
+	h, err := idemlambda.APIGateway(e, "orders", o.handle, restPrincipal)
 	require.NoError(t, err)
 	resp, err := h(context.Background(), load[events.APIGatewayProxyRequest](t, "apigw-rest.json"))
 	require.NoError(t, err)

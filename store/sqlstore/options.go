@@ -19,6 +19,7 @@ const (
 // config holds the settings Options adjust.
 type config struct {
 	table         string
+	outboxTable   string
 	sweepInterval time.Duration
 	sweepBatch    int
 	sweep         bool
@@ -43,13 +44,16 @@ type Option func(*config) error
 // newConfig applies opts over the defaults through options.Collect, and
 // refuses the options that could not take effect together.
 func newConfig(opts []Option, postgresDialect bool) (config, error) {
-	cfg := config{table: DefaultTable, sweepInterval: DefaultSweepInterval, sweepBatch: DefaultSweepBatch, sweep: true}
+	cfg := config{table: DefaultTable, outboxTable: DefaultOutboxTable, sweepInterval: DefaultSweepInterval, sweepBatch: DefaultSweepBatch, sweep: true}
 	errs := options.Collect(&cfg, opts)
 	if cfg.sweeperOff && cfg.intervalSet {
 		errs = append(errs, fmt.Errorf("WithoutSweeper: contradicts WithSweepInterval(%v): give one of them", cfg.sweepInterval))
 	}
 	if cfg.sweeperOff && cfg.onSweep != nil {
 		errs = append(errs, fmt.Errorf("WithoutSweeper: WithOnSweep's hook would never be called: the hook reports the sweeper's passes"))
+	}
+	if cfg.outboxTable == cfg.table {
+		errs = append(errs, fmt.Errorf("WithOutboxTable(%q): the outbox table is the records' table (WithTable): give them different names", cfg.outboxTable))
 	}
 	if cfg.asyncClaims && !postgresDialect {
 		errs = append(errs, fmt.Errorf("WithAsyncClaims: needs PostgreSQL; MySQL's durability is server-wide (innodb_flush_log_at_trx_commit)"))
@@ -66,6 +70,18 @@ func WithTable(name string) Option {
 			return fmt.Errorf("WithTable(%q): %w", name, err)
 		}
 		c.table = name
+		return nil
+	}
+}
+
+// WithOutboxTable sets the outbox table's name (default
+// DefaultOutboxTable), under the rules of WithTable; see View.Enqueue.
+func WithOutboxTable(name string) Option {
+	return func(c *config) error {
+		if err := tableError(name); err != nil {
+			return fmt.Errorf("WithOutboxTable(%q): %w", name, err)
+		}
+		c.outboxTable = name
 		return nil
 	}
 }

@@ -27,6 +27,7 @@ var (
 type Store struct {
 	db   *sql.DB
 	q    *queries
+	ob   *outboxQueries
 	cfg  config
 	own  *stmtConn
 	view *View
@@ -57,7 +58,7 @@ func New(db *sql.DB, d Dialect, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore.New: %w", err)
 	}
-	s := &Store{db: db, q: newQueries(d.d, cfg.table), cfg: cfg, own: newStmtConn(db)}
+	s := &Store{db: db, q: newQueries(d.d, cfg.table), ob: newOutboxQueries(d.d, cfg.outboxTable), cfg: cfg, own: newStmtConn(db)}
 	s.returning.Store(int32(cfg.returning))
 	s.view = &View{s: s, c: s.own, own: true, async: cfg.asyncClaims}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,8 +13,9 @@
 #     IDEMKIT_TEST_MYSQL_DSN point them elsewhere (the local servers are
 #     then left alone);
 #   - nats-server with JetStream on 127.0.0.1:4222 and RabbitMQ on
-#     127.0.0.1:5672 (guest/guest) for the queue adapters, whose tests
-#     create and delete their own streams and queues;
+#     127.0.0.1:5672 (guest/guest) for the queue adapters and the outbox
+#     relay (queue/idemrelay, which also needs both SQL servers), whose
+#     tests create and delete their own streams, queues and databases;
 #   - Node.js and npm (Debian's) and dynalite (npm, a DynamoDB-compatible
 #     server, installed once under ~/.cache/idemkit) for store/dynamostore,
 #     whose tests start it on free loopback ports;
@@ -139,7 +140,7 @@ fi
 # large dependency trees (otel, the queue adapters and their broker clients,
 # the Fiber adapter) are nested modules tied together by go.work, so the
 # library's users never get their dependencies.
-packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/... ./adapters/idemlambda/... ./store/dynamostore/... ./bench/...)
+packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/... ./adapters/idemlambda/... ./store/dynamostore/... ./queue/idemrelay/... ./bench/...)
 
 echo "== go vet"
 go vet "${packages[@]}"

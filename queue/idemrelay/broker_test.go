@@ -129,4 +129,3 @@ func newQueue(t testing.TB, conn *amqp.Connection) string {
 
 // envChild marks the child process of the crash test.
 const envChild = "IDEMRELAY_TEST_CHILD"
-

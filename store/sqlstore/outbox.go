@@ -255,7 +255,8 @@ type outboxQueries struct {
 	enqueue  string
 	claim    string // with SKIP LOCKED
 	claimOld string // MySQL without SKIP LOCKED: plain FOR UPDATE
-	del      string // a prefix: ... IN (
+	del      string // PostgreSQL: a prefix, ... IN (
+	delOne   string // MySQL: one row
 	retry    string
 	lag      string
 }
@@ -283,7 +284,7 @@ WHERE available_at <= UTC_TIMESTAMP(6) ORDER BY seq LIMIT ? FOR UPDATE`
 VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 		claim:    claim + " SKIP LOCKED",
 		claimOld: claim,
-		del:      `DELETE FROM ` + t + ` WHERE seq IN (`,
+		delOne:   `DELETE FROM ` + t + ` WHERE seq = ?`,
 		retry:    `UPDATE ` + t + ` SET attempts = attempts + 1, available_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE seq = ?`,
 		lag: `SELECT (SELECT COUNT(*) FROM ` + t + `),
 	COALESCE((SELECT TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6)) FROM ` + t + ` ORDER BY seq LIMIT 1), 0)`,
@@ -430,22 +431,34 @@ func (b *OutboxBatch) Finish(ctx context.Context, published []int64, retry []Ret
 	tx := b.tx
 	b.tx = nil
 	defer tx.Rollback()
-	// On MySQL one row at a time: a DELETE of an IN list may be planned
-	// as a scan, which waits on rows other relays hold (and deadlocked
-	// with them in tests).
-	size := 1000
-	if !b.s.ob.postgres {
-		size = 1
-	}
-	for len(published) > 0 {
-		chunk := published[:min(len(published), size)]
-		published = published[len(chunk):]
-		args := make([]any, len(chunk))
-		for i, seq := range chunk {
-			args[i] = seq
+	if b.s.ob.postgres {
+		for len(published) > 0 {
+			chunk := published[:min(len(published), 1000)]
+			published = published[len(chunk):]
+			args := make([]any, len(chunk))
+			for i, seq := range chunk {
+				args[i] = seq
+			}
+			if _, err := tx.ExecContext(ctx, b.s.ob.del+b.s.ob.placeholders(1, len(chunk))+")", args...); err != nil {
+				return wrap(ctx, "finish outbox batch", "", err)
+			}
 		}
-		if _, err := tx.ExecContext(ctx, b.s.ob.del+b.s.ob.placeholders(1, len(chunk))+")", args...); err != nil {
-			return wrap(ctx, "finish outbox batch", "", err)
+	} else {
+		// On MySQL one row at a time, by primary key: a DELETE of an IN
+		// list may be planned as a scan, which waits on rows other relays
+		// hold (and deadlocked with them in tests). Prepared once a batch,
+		// each is one round trip.
+		if len(published) > 0 {
+			st, err := tx.PrepareContext(ctx, b.s.ob.delOne)
+			if err != nil {
+				return wrap(ctx, "finish outbox batch", "", err)
+			}
+			defer st.Close()
+			for _, seq := range published {
+				if _, err := st.ExecContext(ctx, seq); err != nil {
+					return wrap(ctx, "finish outbox batch", "", err)
+				}
+			}
 		}
 	}
 	for _, r := range retry {

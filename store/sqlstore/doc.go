@@ -172,6 +172,19 @@
 // 10.6, a READ COMMITTED DELETE ... LIMIT). Run one sweeper per table, or
 // none (WithoutSweeper) and call Sweep from a job. Close stops it.
 //
+// # Outbox
+//
+// A second table (DefaultOutboxTable unless WithOutboxTable; created by
+// CreateOutbox or the statements of OutboxSchema) holds events to publish
+// after the transaction that writes them commits. View.Enqueue adds one
+// through the View's connection, so a rolled-back transaction leaves no
+// row; its id, MessageID, is a digest of the operation's scope, key and
+// event name, never the key itself. A relay (package queue/idemrelay, a
+// module of its own) claims due rows in batches with ClaimOutbox (FOR
+// UPDATE SKIP LOCKED where the server has it), publishes them, and
+// removes the confirmed ones with OutboxBatch.Finish in the same
+// transaction. See docs/outbox.md.
+//
 // # Transactions
 //
 // Store.Tx returns a View whose operations run on a caller's *sql.Tx

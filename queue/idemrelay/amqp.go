@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store/sqlstore"
 )
 
@@ -35,7 +36,7 @@ type AMQP struct {
 // broker closed it.
 func NewAMQP(conn *amqp.Connection, exchange string) (*AMQP, error) {
 	if conn == nil {
-		return nil, fmt.Errorf("idemrelay.NewAMQP: nil *amqp.Connection")
+		return nil, fmt.Errorf("idemrelay.NewAMQP: %w: nil *amqp.Connection", idemkit.ErrInvalid)
 	}
 	return &AMQP{conn: conn, exchange: exchange}, nil
 }

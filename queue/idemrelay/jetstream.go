@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/store/sqlstore"
 )
 
@@ -28,7 +29,7 @@ type JetStream struct{ js jetstream.JetStream }
 // and its row stays.
 func NewJetStream(js jetstream.JetStream) (*JetStream, error) {
 	if js == nil {
-		return nil, fmt.Errorf("idemrelay.NewJetStream: nil jetstream.JetStream")
+		return nil, fmt.Errorf("idemrelay.NewJetStream: %w: nil jetstream.JetStream", idemkit.ErrInvalid)
 	}
 	return &JetStream{js: js}, nil
 }

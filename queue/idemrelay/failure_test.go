@@ -194,3 +194,43 @@ func TestRelayOnAMissingOutbox(t *testing.T) {
 		t.Fatalf("report %+v; want an error naming the table and a 1s back-off", rep)
 	}
 }
+
+// cancellingPublisher confirms every message, then cancels the relay's context
+// before returning: a shutdown that arrives while a batch's confirms are
+// in.
+type cancellingPublisher struct {
+	idemrelay.Publisher
+	cancel context.CancelFunc
+}
+
+func (p cancellingPublisher) Publish(ctx context.Context, msgs []sqlstore.OutboxMessage) []idemrelay.Confirm {
+	out := p.Publisher.Publish(ctx, msgs)
+	p.cancel()
+	return out
+}
+
+// TestRelayShutdownStillRemovesConfirmedRows: when the relay's context
+// ends after the broker confirmed a batch, the batch's rows are removed
+// all the same, so the next relay does not publish them again.
+func TestRelayShutdownStillRemovesConfirmedRows(t *testing.T) {
+	s := newOutbox(t, my)
+	js := connect(t)
+	stream, subject := newStream(t, js)
+	enqueue(t, my, s, subject, 0, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pub, _ := idemrelay.NewJetStream(js)
+	r, err := idemrelay.New(s, cancellingPublisher{pub, cancel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := r.Once(ctx); rep.Published != 10 || ctx.Err() == nil {
+		t.Fatalf("report %+v, context %v; want 10 published after the cancellation", rep, ctx.Err())
+	}
+	if n := pending(t, s); n != 0 {
+		t.Fatalf("%d rows left, want 0", n)
+	}
+	if _, stored := streamCounts(t, stream); stored != 10 {
+		t.Fatalf("stream holds %d, want 10", stored)
+	}
+}

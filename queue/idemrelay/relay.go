@@ -193,7 +193,16 @@ func (r *Relay) batch(ctx context.Context) Report {
 		}
 		r.cfg.afterPublish(ids)
 	}
-	if err := b.Finish(ctx, done, retry); err != nil {
+	if ctx.Err() != nil {
+		// Shutting down: the failures are the cancellation's, not the
+		// messages'. Leave their rows as they were.
+		retry = nil
+	}
+	// Remove what the broker confirmed even when ctx has just ended
+	// (Run's shutdown): otherwise the next relay publishes it again.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer fcancel()
+	if err := b.Finish(fctx, done, retry); err != nil {
 		// Nothing was removed: a later batch publishes the rows again,
 		// and the broker's deduplication drops the copies.
 		rep.Duplicates = 0
@@ -201,12 +210,15 @@ func (r *Relay) batch(ctx context.Context) Report {
 		rep.Err = errors.Join(append(errs, fmt.Errorf("idemrelay: remove the published rows: %w", err))...)
 		return rep
 	}
-	rep.Published, rep.Failed = len(done), len(retry)
+	rep.Published, rep.Failed = len(done), len(errs)
 	if len(errs) > 0 {
 		rep.Err = fmt.Errorf("idemrelay: %d of %d messages failed: %w", len(errs), len(msgs), errors.Join(errs...))
 	}
 	return rep
 }
+
+// finishTimeout bounds the commit that removes a batch's published rows.
+const finishTimeout = 30 * time.Second
 
 // Stats returns the Relay's counters.
 func (r *Relay) Stats() Stats {

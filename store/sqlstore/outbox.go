@@ -341,7 +341,9 @@ type OutboxBatch struct {
 // n (1 to MaxOutboxBatch) of the oldest outbox rows that are due and that
 // no other transaction holds (FOR UPDATE SKIP LOCKED; on MySQL before
 // 8.0.1 and MariaDB before 10.6, FOR UPDATE, so that relays take turns).
-// The batch holds a connection until Finish or Release; it may be empty.
+// The batch holds a connection until Finish or Release, whatever becomes
+// of ctx (which bounds the claim's statement): always call one of them.
+// It may be empty.
 // Errors wrap store.ErrInvalid (n out of range) or the database's error
 // (store.ErrUnavailable when it did not answer).
 func (s *Store) ClaimOutbox(ctx context.Context, n int) (*OutboxBatch, error) {
@@ -364,7 +366,10 @@ func (s *Store) ClaimOutbox(ctx context.Context, n int) (*OutboxBatch, error) {
 		// No gap locks: a relay's locking read must not block enqueues.
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	tx, err := s.db.BeginTx(ctx, opts)
+	// The transaction outlives ctx (database/sql would roll it back when
+	// ctx ends): a relay shutting down must still be able to remove what
+	// the broker confirmed. Finish or Release ends it.
+	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), opts)
 	if err != nil {
 		return nil, wrap(ctx, "claim outbox", "", err)
 	}

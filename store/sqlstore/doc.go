@@ -23,7 +23,8 @@
 // driver, in its DSN form, to judge:
 //
 //	table=NAME           WithTable(NAME)
-//	create_table=true    CreateTable on open
+//	outbox_table=NAME    WithOutboxTable(NAME)
+//	create_table=true    CreateTable on open (and CreateOutbox with outbox_table)
 //	max_open=N           at most N connections, N >= 1 (default DefaultURLMaxOpen, 16)
 //	max_idle=N           at most N idle connections, 0 to max_open (default max_open)
 //	max_lifetime=D       close a connection D after it opened; 0s: never (default 30m)

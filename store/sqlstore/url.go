@@ -82,7 +82,7 @@ const (
 
 // ownParams are the URL parameters sqlstore reads; the driver gets the
 // others.
-var ownParams = []string{"table", "create_table", "max_open", "max_idle", "max_lifetime", "max_idle_time"}
+var ownParams = []string{"table", "outbox_table", "create_table", "max_open", "max_idle", "max_lifetime", "max_idle_time"}
 
 // urlOptions takes sqlstore's own parameters out of u, returning the URL
 // the driver gets and the options they select.
@@ -112,6 +112,14 @@ func readParams(p *store.Params) (urlOpts, error) {
 	}
 	if ok {
 		o.opts = append(o.opts, WithTable(table))
+	}
+	outbox, ok, err := p.String("outbox_table")
+	if err != nil {
+		return o, err
+	}
+	if ok {
+		o.opts = append(o.opts, WithOutboxTable(outbox))
+		o.outbox = true
 	}
 	if create, ok, err := p.String("create_table"); err != nil {
 		return o, err
@@ -150,6 +158,7 @@ func readParams(p *store.Params) (urlOpts, error) {
 type urlOpts struct {
 	opts   []Option
 	create bool
+	outbox bool // outbox_table given: create_table creates the outbox too
 	// the pool's bounds: max_open, max_idle, max_lifetime, max_idle_time
 	maxOpen, maxIdle         int
 	maxLifetime, maxIdleTime time.Duration
@@ -193,7 +202,11 @@ func openURL(ctx context.Context, u *url.URL, d Dialect, driver, importLine, dsn
 		return nil, fmt.Errorf("%s: sqlstore: ping: %w: %w", where, store.ErrUnavailable, err)
 	}
 	if o.create {
-		if err := s.CreateTable(ctx); err != nil {
+		err := s.CreateTable(ctx)
+		if err == nil && o.outbox {
+			err = s.CreateOutbox(ctx)
+		}
+		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("%s: %w", where, scrub(err, secrets(u)))
 		}

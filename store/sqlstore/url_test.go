@@ -10,6 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/sqlstore"
 )
 
 // mysqlURL returns the mysql:// URL of the test database.
@@ -39,6 +40,7 @@ func TestOpenURL(t *testing.T) {
 		t.Run(u.Scheme, func(t *testing.T) {
 			q := u.Query()
 			q.Set("table", "opened_"+u.Scheme)
+			q.Set("outbox_table", "opened_outbox_"+u.Scheme)
 			q.Set("create_table", "true")
 			u := *u
 			u.RawQuery = q.Encode()
@@ -52,6 +54,13 @@ func TestOpenURL(t *testing.T) {
 				t.Fatalf("SetNX = %v, %v", set, err)
 			}
 			mustHold(t, s, "k", []byte("v"))
+			st := s.(*sqlstore.Store)
+			if st.OutboxTable() != "opened_outbox_"+u.Scheme {
+				t.Fatalf("outbox table %q", st.OutboxTable())
+			}
+			if _, err := st.Tx(st.DB()).Enqueue(t.Context(), placed("o-"+u.Scheme)); err != nil {
+				t.Fatalf("Enqueue on the outbox create_table made: %v", err)
+			}
 		})
 	}
 }
@@ -75,6 +84,7 @@ func TestOpenURLErrors(t *testing.T) {
 		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=bad-name", store.ErrInvalid},
 		{"postgres://postgres:" + secret + "@127.0.0.1:1/db?table=a&table=b", store.ErrInvalid},
 		{"mysql://root:" + secret + "@127.0.0.1:1/db?create_table=maybe", store.ErrInvalid},
+		{"mysql://root:" + secret + "@127.0.0.1:1/db?outbox_table=bad-name", store.ErrInvalid},
 		// libpq's sslpassword (the client key's passphrase) is a secret too.
 		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret, store.ErrUnavailable},
 		{"postgres://postgres@127.0.0.1:1/db?sslmode=disable&sslpassword=" + secret + "&table=bad-name", store.ErrInvalid},

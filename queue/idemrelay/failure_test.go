@@ -112,6 +112,12 @@ func TestRelayBacksOffWhileTheBrokerIsUnreachable(t *testing.T) {
 			if len(reports) != 4 {
 				t.Fatalf("observer saw %d reports, want 4", len(reports))
 			}
+			if st := r.Stats(); st.Batches != 4 || st.Failed != 20 || st.Errors != 4 || st.Published != 0 || st.Lag <= 0 {
+				t.Fatalf("stats %+v; want 4 batches, 20 failed, 4 errors, a positive lag", st)
+			}
+			if p, err := r.Pending(t.Context()); err != nil || p.Pending != 5 || p.Lag <= 0 {
+				t.Fatalf("Pending = %+v, %v; want 5 rows and a positive lag", p, err)
+			}
 			for id, n := range attempts(t, b, s) {
 				if !ids[id] || n != 4 {
 					t.Fatalf("row %s: %d attempts, want 4", id, n)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -58,7 +59,8 @@ type Message struct {
 	// on. At most MaxSubjectLen bytes.
 	Subject string
 	// Headers are published with the message (NATS headers, AMQP
-	// headers table). Names must not be empty.
+	// headers table). Names are printable ASCII without spaces or ':';
+	// values are UTF-8 text without line breaks.
 	Headers map[string]string
 	// Payload is the message body, at most MaxPayloadLen bytes.
 	Payload []byte
@@ -103,8 +105,10 @@ func checkMessage(m Message) (string, error) {
 	if len(m.Payload) > MaxPayloadLen {
 		errs = append(errs, fmt.Errorf("payload of %d bytes is over %d", len(m.Payload), MaxPayloadLen))
 	}
-	if _, ok := m.Headers[""]; ok {
-		errs = append(errs, errors.New("a header with an empty name"))
+	for name, value := range m.Headers {
+		if err := checkHeader(name, value); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return "", fmt.Errorf("%w: outbox message: %w", store.ErrInvalid, err)
@@ -118,6 +122,25 @@ func checkMessage(m Message) (string, error) {
 		return "", fmt.Errorf("%w: outbox message headers: %w", store.ErrInvalid, err)
 	}
 	return string(b), nil
+}
+
+// checkHeader refuses a header that a broker could not carry as it is: a
+// name that is empty or not printable ASCII without ':' (NATS writes
+// headers as text lines), a value that is not UTF-8 or holds a line
+// break.
+func checkHeader(name, value string) error {
+	if name == "" {
+		return errors.New("a header with an empty name")
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == ':' {
+			return fmt.Errorf("header name %q: want printable ASCII without spaces or ':'", name)
+		}
+	}
+	if !utf8.ValidString(value) || strings.ContainsAny(value, "\r\n") {
+		return fmt.Errorf("header %s: the value is not UTF-8 text on one line", name)
+	}
+	return nil
 }
 
 // Enqueue adds m to the Store's outbox table (WithOutboxTable) through the

@@ -173,6 +173,10 @@ func TestOutboxRefusesBadMessages(t *testing.T) {
 		{"empty subject", "empty subject", func(m *sqlstore.Message) { m.Subject = "" }},
 		{"long subject", "subject of 256 bytes", func(m *sqlstore.Message) { m.Subject = long }},
 		{"empty header name", "empty name", func(m *sqlstore.Message) { m.Headers = map[string]string{"": "v"} }},
+		{"header name with a colon", "header name \"a:b\"", func(m *sqlstore.Message) { m.Headers = map[string]string{"a:b": "v"} }},
+		{"header name with a space", "header name \"a b\"", func(m *sqlstore.Message) { m.Headers = map[string]string{"a b": "v"} }},
+		{"header value with a line break", "header X: the value", func(m *sqlstore.Message) { m.Headers = map[string]string{"X": "a\r\nInjected: 1"} }},
+		{"header value not UTF-8", "header X: the value", func(m *sqlstore.Message) { m.Headers = map[string]string{"X": "\xff"} }},
 		{"oversized payload", "payload of", func(m *sqlstore.Message) { m.Payload = make([]byte, sqlstore.MaxPayloadLen+1) }},
 	}
 	for _, c := range cases {

@@ -35,10 +35,10 @@ func testScanPrefix(c *checker, s scanStore) {
 	for i := range n {
 		k, v := fmt.Sprintf("scan:a:%04d", i), fmt.Sprintf("v%d", i)
 		want[k] = v
-		c.set(s, k, []byte(v), 10*time.Second)
+		c.set(s, k, []byte(v), longTTL)
 	}
 	for i := range 5 {
-		c.set(s, fmt.Sprintf("scan:b:%d", i), []byte("other"), 10*time.Second)
+		c.set(s, fmt.Sprintf("scan:b:%d", i), []byte("other"), longTTL)
 	}
 	c.set(s, "scan:a:expiring", []byte("gone"), time.Millisecond)
 	c.sleep(20 * time.Millisecond)
@@ -72,7 +72,7 @@ func testScanPrefix(c *checker, s scanStore) {
 // testScanStop expects Scan to stop as soon as fn returns false.
 func testScanStop(c *checker, s scanStore) {
 	for i := range 10 {
-		c.set(s, fmt.Sprintf("stop:%d", i), []byte("v"), 10*time.Second)
+		c.set(s, fmt.Sprintf("stop:%d", i), []byte("v"), longTTL)
 	}
 	calls := 0
 	err := s.Scan(c.ctx, "stop:", func(string, store.Entry) bool { calls++; return calls < 3 })
@@ -83,7 +83,7 @@ func testScanStop(c *checker, s scanStore) {
 
 // testScanIsolation expects Scan's values to be copies.
 func testScanIsolation(c *checker, s scanStore) {
-	c.set(s, "iso:k", []byte("value"), 10*time.Second)
+	c.set(s, "iso:k", []byte("value"), longTTL)
 	err := s.Scan(c.ctx, "iso:", func(_ string, ent store.Entry) bool {
 		for i := range ent.Value {
 			ent.Value[i] = 'X'

@@ -85,6 +85,8 @@ type config struct {
 	// completeAfter how long ago an abandoned paid order must have been
 	// placed for it to finish the order.
 	completeEvery, completeAfter time.Duration
+	// events is -events: where new orders are announced ("": nowhere).
+	events string
 }
 
 // defaultConfig is the configuration without flags or environment.
@@ -133,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.crashHooks, "crash-hooks", cfg.crashHooks, "honour the "+pauseAfterHeader+" and "+pauseForHeader+" test headers of POST /orders/paid (crash tests only)")
 	fs.DurationVar(&cfg.completeEvery, "complete-every", cfg.completeEvery, "how often the completer finishes paid orders abandoned mid-way (0: never)")
 	fs.DurationVar(&cfg.completeAfter, "complete-after", cfg.completeAfter, "how long ago an abandoned paid order was placed before the completer finishes it")
+	fs.StringVar(&cfg.events, "events", cfg.events, "announce each new order (order.placed) through the outbox to NATS JetStream at `URL` nats://host:port/subject (PostgreSQL stores only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -163,6 +166,10 @@ func checkConfig(cfg config, rest []string) error {
 		return fmt.Errorf("-complete-every %v: must not be negative", cfg.completeEvery)
 	case cfg.completeAfter < 0:
 		return fmt.Errorf("-complete-after %v: must not be negative", cfg.completeAfter)
+	case cfg.events != "":
+		if _, err := parseEventsURL(cfg.events); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -224,8 +231,8 @@ type service struct {
 	backend *backend
 	served  chan error // receives Serve's error once it returns
 	// stopCompleter stops the completer and waits for its pass to end
-	// (nil without one).
-	stopCompleter func()
+	// (nil without one); stopRelay stops the outbox relay (-events).
+	stopCompleter, stopRelay func()
 	// handlers counts the handlers running, so that the backend is closed
 	// only once they all returned.
 	handlers *handlerGate
@@ -247,16 +254,31 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*service, error) 
 
 // startOn builds the routes over be and serves them on cfg.addr.
 func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
+	var stopRelay func()
+	if cfg.events != "" {
+		if be.txOrders == nil {
+			return nil, errors.New("-events: orders are announced through the outbox of a PostgreSQL store, without -fallback")
+		}
+		ev, _ := parseEventsURL(cfg.events) // checked with the flags
+		var err error
+		if stopRelay, err = startRelay(context.Background(), ev, be.pg, log); err != nil {
+			return nil, err
+		}
+		be.txOrders.events = ev.subject
+	}
 	handler, done, err := newAppCompleted(be, cfg, log)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var svc *service
+		if svc, err = listen(cfg.addr, handler, be, log); err == nil {
+			svc.stopRelay = stopRelay
+			svc.stopCompleter = startCompleter(done, be, cfg, log)
+			return svc, nil
+		}
 	}
-	svc, err := listen(cfg.addr, handler, be, log)
-	if err != nil {
-		return nil, err
+	if stopRelay != nil {
+		stopRelay()
 	}
-	svc.stopCompleter = startCompleter(done, be, cfg, log)
-	return svc, nil
+	return nil, err
 }
 
 // newApp builds the engine over the backend's store, observed by the
@@ -330,20 +352,25 @@ func (s *service) shutdown(timeout time.Duration) error {
 		err = fmt.Errorf("shutdown: %w", errors.Join(err, s.http.Close()))
 	}
 	<-s.served
-	if s.stopCompleter != nil {
-		s.stopCompleter()
-	}
+	s.stopBackground()
 	s.handlers.closeAndWait()
 	return errors.Join(err, s.backend.Close())
+}
+
+// stopBackground stops the completer and the relay, if they run.
+func (s *service) stopBackground() {
+	for _, stop := range []func(){s.stopCompleter, s.stopRelay} {
+		if stop != nil {
+			stop()
+		}
+	}
 }
 
 // stop closes the server at once (after Serve failed), waits for the
 // handlers still running, and closes the store.
 func (s *service) stop() error {
 	err := s.http.Close()
-	if s.stopCompleter != nil {
-		s.stopCompleter()
-	}
+	s.stopBackground()
 	s.handlers.closeAndWait()
 	return errors.Join(err, s.backend.Close())
 }

@@ -50,6 +50,9 @@ type pgOrders struct {
 	// completes records in an order's transaction; nil when the records
 	// are not completed there (a -fallback is set).
 	st *sqlstore.Store
+	// events is the subject new orders are announced on through st's
+	// outbox, in their transaction ("": none; -events).
+	events string
 }
 
 // openPgOrders creates the orders table in the database of sq, the

@@ -267,7 +267,7 @@ func (s *server) placeOrder(w http.ResponseWriter, r *http.Request, o Order, ded
 	var answer bufferedResponse
 	recorded := false
 	err := s.txOrders.inTx(ctx, func(tx *sql.Tx) (bool, error) {
-		order, _, err := s.txOrders.createIn(ctx, tx, o, dedupKey)
+		order, created, err := s.txOrders.createIn(ctx, tx, o, dedupKey)
 		if err != nil && !errors.Is(err, errKeyReused) {
 			err = fmt.Errorf("orders: %w", err)
 		}
@@ -277,6 +277,11 @@ func (s *server) placeOrder(w http.ResponseWriter, r *http.Request, o Order, ded
 		}
 		if err := idemhttp.CompleteIn(r, s.txOrders.st.Tx(tx), answer.status(), answer.header, answer.body.Bytes()); err != nil {
 			return false, fmt.Errorf("record the answer in the order's transaction: %w", err)
+		}
+		if created && s.txOrders.events != "" {
+			if err := enqueuePlaced(ctx, s.txOrders.st.Tx(tx), s.txOrders.events, order, dedupKey); err != nil {
+				return false, fmt.Errorf("announce the order in its transaction: %w", err)
+			}
 		}
 		recorded = true
 		return true, nil

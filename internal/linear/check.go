@@ -1,8 +1,10 @@
 package linear
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -58,4 +60,51 @@ func CheckModelT(tb testing.TB, m porcupine.Model, ops []porcupine.Operation, na
 		tb.Errorf("%s: the checker did not finish within %v (%d operations)", name, CheckTimeout, len(ops))
 	}
 	return res
+}
+
+// IllegalKeys checks each key's history of ops (Input or ClaimInput
+// operations) on its own against m and returns, in the order the keys
+// first appear, those whose history is not linearizable: where an
+// anomaly of a history that m rejects lies. A key whose check does not
+// finish within CheckTimeout is not returned.
+func IllegalKeys(m porcupine.Model, ops []porcupine.Operation) []string {
+	var keys []string
+	for _, part := range partitionBy(ops, opKey) {
+		if res, _ := porcupine.CheckOperationsVerbose(m, part, CheckTimeout); res == porcupine.Illegal {
+			keys = append(keys, opKey(part[0].Input))
+		}
+	}
+	return keys
+}
+
+// opKey is the key an operation of Model or EngineModel touches.
+func opKey(in any) string {
+	switch in := in.(type) {
+	case Input:
+		return in.Key
+	case ClaimInput:
+		return in.Key
+	}
+	panic(fmt.Sprintf("linear: an operation of neither model: %T", in))
+}
+
+// Describe returns the operations of ops on key, by call time, one a
+// line: the call and return times relative to origin (an offset from the
+// history's start, such as the moment a fault began), the client, and
+// the operation with its outcome as m describes it.
+func Describe(m porcupine.Model, ops []porcupine.Operation, key string, origin time.Duration) string {
+	var sel []porcupine.Operation
+	for _, op := range ops {
+		if opKey(op.Input) == key {
+			sel = append(sel, op)
+		}
+	}
+	sort.SliceStable(sel, func(i, j int) bool { return sel[i].Call < sel[j].Call })
+	var b strings.Builder
+	for _, op := range sel {
+		fmt.Fprintf(&b, "  [%+8.1fms, %+8.1fms] client %3d: %s\n",
+			float64(time.Duration(op.Call)-origin)/1e6, float64(time.Duration(op.Return)-origin)/1e6,
+			op.ClientId, m.DescribeOperation(op.Input, op.Output))
+	}
+	return b.String()
 }

@@ -60,6 +60,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) { runFailoverCase(t, st, v, p) })
 	}
+	t.Run("wait-read", func(t *testing.T) { runWaitReadCase(t, st) })
 	if p.budget > 0 {
 		for _, v := range []failoverVariant{{"engine-plain-cut", false, true}, {"engine-wait-cut", true, true}} {
 			t.Run(v.name, func(t *testing.T) { runEngineFailoverCase(t, st, v, p) })
@@ -97,6 +98,7 @@ func runEngineFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVaria
 		var rerr error
 		done, stop := make(chan struct{}), make(chan struct{})
 		w.Stop = stop
+		t0 := time.Now() // at or just before the history's start
 		go func() {
 			defer close(done)
 			ops, stats, rerr = linear.RunEngine(s, w)
@@ -115,6 +117,7 @@ func runEngineFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVaria
 		case res == porcupine.Illegal:
 			illegal++
 			t.Logf("history %d: not linearizable; visualization: %s", h, path)
+			explainIllegal(t, linear.EngineModel, ops, fo, t0)
 		}
 		again := claimedAgain(ops)
 		reclaimed += again
@@ -176,6 +179,7 @@ func runFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVariant, p 
 		case res == porcupine.Illegal:
 			illegal++
 			paths = append(paths, path)
+			explainIllegal(t, linear.Model, ops, fo, t0)
 			if v.wait {
 				// Not a failure: WAIT confirms writes, not reads, and a read
 				// served by the old primary before the failover can see a
@@ -221,40 +225,70 @@ func failover(t *testing.T, st *redistest.Sentinel, cut bool, stop chan<- struct
 	}
 	var fo failoverTimes
 	if cut {
-		c := primary.Client(t)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		// The replica cannot reconnect without the password; the
-		// clients' connections stay authenticated.
-		err := c.ConfigSet(ctx, "requirepass", "cut-"+randHex(4)).Err()
-		if err == nil {
-			err = c.ClientKillByFilter(ctx, "TYPE", "replica").Err()
-		}
-		cancel()
-		if err != nil {
-			t.Fatalf("cutting the replication link: %v", err)
-		}
+		cutLink(t, primary)
 		fo.cut = time.Now()                // no write called from now on reaches the replica
 		time.Sleep(100 * time.Millisecond) // writes that only the primary gets
 	}
+	fo.killed, fo.took = killPrimary(t, st, primary, replica)
+	time.Sleep(1500 * time.Millisecond) // the clients go on with the new primary
+	end()
+	<-done
+	redistest.WaitReplicaUp(t, replica, primary)
+	return fo
+}
+
+// explainIllegal logs, for each key whose own history is not
+// linearizable, its operations with times relative to the cut (or the
+// kill, when the link was not cut); t0 is the history's start.
+func explainIllegal(t *testing.T, m porcupine.Model, ops []porcupine.Operation, fo failoverTimes, t0 time.Time) {
+	t.Helper()
+	origin, mark := fo.killed, "kill"
+	if !fo.cut.IsZero() {
+		origin, mark = fo.cut, "cut"
+	}
+	for _, key := range linear.IllegalKeys(m, ops) {
+		t.Logf("key %s is not linearizable; its operations, ms from the %s (the kill at %+.1fms; unknown outcomes end with the history):\n%s",
+			key, mark, float64(fo.killed.Sub(origin))/1e6, linear.Describe(m, ops, key, origin.Sub(t0)))
+	}
+}
+
+// cutLink cuts the replication link of primary: it requires a password
+// its replica lacks, and the replica's connection is closed. The clients'
+// connections stay authenticated.
+func cutLink(t *testing.T, primary *redistest.Server) {
+	t.Helper()
+	c := primary.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := c.ConfigSet(ctx, "requirepass", "cut-"+randHex(4)).Err()
+	if err == nil {
+		err = c.ClientKillByFilter(ctx, "TYPE", "replica").Err()
+	}
+	if err != nil {
+		t.Fatalf("cutting the replication link: %v", err)
+	}
+}
+
+// killPrimary kills primary (SIGKILL), waits until the sentinels of st
+// agree on replica as the primary and the failover has ended, and brings
+// the old primary back, empty, as a replica of the new one, so that
+// writes with WAIT can be confirmed again (the sentinels would make it one
+// within about ten seconds). It returns when it killed the primary and
+// the time from the kill to the sentinels' agreement.
+func killPrimary(t *testing.T, st *redistest.Sentinel, primary, replica *redistest.Server) (time.Time, time.Duration) {
+	t.Helper()
 	primary.Stop()
-	fo.killed = time.Now()
+	killed := time.Now()
 	agreedMaster(t, st, replica.Addr())
-	fo.took = time.Since(fo.killed)
+	took := time.Since(killed)
 	failoverEnded(t, st)
-	// Bring the old primary back as a replica at once, so that writes
-	// with WAIT can be confirmed again within the history. The sentinels
-	// would make it one within about ten seconds.
 	primary.Restart()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := primary.Client(t).ReplicaOf(ctx, "127.0.0.1", fmt.Sprint(replica.Port())).Err(); err != nil {
 		t.Fatalf("making the old primary a replica: %v", err)
 	}
-	time.Sleep(1500 * time.Millisecond) // the clients go on with the new primary
-	end()
-	<-done
-	redistest.WaitReplicaUp(t, replica, primary)
-	return fo
+	return killed, took
 }
 
 // claimedAgain counts the keys of an engine history admitted to a claim

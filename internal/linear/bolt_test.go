@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(boltChildEnv); path != "" {
 		os.Exit(boltChild(path))
 	}
+	if spec := os.Getenv(clientChildEnv); spec != "" {
+		os.Exit(clientChild(spec))
+	}
 	os.Exit(m.Run())
 }
 

@@ -38,7 +38,21 @@ type EngineWorkload struct {
 	Prefix    string
 	Seed      uint64
 	// Stop, when not nil, also ends the history when it closes.
-	Stop <-chan struct{}
+	Stop <-chan struct{} `json:"-"`
+	// Paused says that the clients' process is paused from outside
+	// (SIGSTOP) while the history is recorded, and that other processes
+	// claim the same keys: claims then do not stall on purpose, their work
+	// takes up to half the lease, a claim that outlived its lease (the
+	// process was paused) is completed and one that did not is completed
+	// one time in twenty and released otherwise, so that keys stay open
+	// and a pause during a claim ends in a Complete. A slot's key is that
+	// of the current period of ten leases since Origin (one claim in five
+	// goes to the previous period's key), since processes cannot share
+	// which keys have a result.
+	Paused bool
+	// Origin, when not zero, is the instant the observations' times are
+	// offsets from, as Workload.Origin.
+	Origin time.Time
 }
 
 // EngineStats counts what a history of the engine's claims holds.
@@ -78,10 +92,11 @@ func (s *EngineStats) Add(o EngineStats) {
 
 // engineRecorder collects one history of the engine's claims.
 type engineRecorder struct {
-	w     EngineWorkload
-	start time.Time
-	gens  []atomic.Int64 // the current key of each slot
-	ids   atomic.Int64
+	w      EngineWorkload
+	start  time.Time
+	origin time.Time      // Workload.Origin, or start
+	gens   []atomic.Int64 // the current key of each slot
+	ids    atomic.Int64
 
 	mu    sync.Mutex
 	ops   []porcupine.Operation
@@ -89,7 +104,7 @@ type engineRecorder struct {
 	errs  []error
 }
 
-func (r *engineRecorder) now() int64 { return int64(time.Since(r.start)) }
+func (r *engineRecorder) now() int64 { return int64(time.Since(r.origin)) }
 
 func (r *engineRecorder) count(f func(*EngineStats)) {
 	r.mu.Lock()
@@ -144,7 +159,10 @@ func RunEngine(s store.Store, w EngineWorkload) ([]porcupine.Operation, EngineSt
 		}
 		engines = append(engines, e)
 	}
-	r.start = time.Now()
+	r.start, r.origin = time.Now(), w.Origin
+	if r.origin.IsZero() {
+		r.origin = r.start
+	}
 	deadline := r.start.Add(w.Duration)
 	var wg sync.WaitGroup
 	for c := range w.Clients {
@@ -192,6 +210,16 @@ func (c *claimer) one() time.Duration {
 	}
 	key := fmt.Sprintf("%sk%d.%d", w.Prefix, slot, gen)
 	settled := func() { c.r.gens[slot].CompareAndSwap(gen, gen+1) }
+	if w.Paused {
+		// Processes share no memory: a slot's key is that of the current
+		// period of ten leases since the shared origin.
+		epoch := c.r.now() / int64(10*w.Lease)
+		if epoch > 0 && c.rng.IntN(5) == 0 {
+			epoch-- // the previous period's key
+		}
+		key = fmt.Sprintf("%sk%d.e%d", w.Prefix, slot, epoch)
+		settled = func() {}
+	}
 	poll := time.Duration(2+c.rng.IntN(8)) * time.Millisecond
 
 	var opts []idemkit.Option
@@ -241,6 +269,8 @@ func (c *claimer) one() time.Duration {
 	lease := w.Lease
 	var stall time.Duration
 	switch {
+	case w.Paused:
+		stall = lease * time.Duration(c.rng.IntN(50)) / 100
 	case !c.beat && c.rng.IntN(3) == 0:
 		stall = lease + lease*time.Duration(30+c.rng.IntN(40))/100
 	case c.beat && c.rng.IntN(10) == 0:
@@ -248,10 +278,20 @@ func (c *claimer) one() time.Duration {
 	default:
 		stall = lease * time.Duration(c.rng.IntN(10)) / 100
 	}
+	admitted := time.Now()
 	time.Sleep(stall) // the work, or a pause (GC, scheduler, SIGSTOP) past the lease
-	if stall > lease {
+	var release bool
+	switch {
+	case w.Paused && time.Since(admitted) > lease: // paused past the lease
 		c.r.count(func(s *EngineStats) { s.Stalls++ })
-	} else if c.rng.IntN(4) != 0 {
+	case w.Paused:
+		release = c.rng.IntN(20) != 0
+	case stall > lease:
+		c.r.count(func(s *EngineStats) { s.Stalls++ })
+	default:
+		release = c.rng.IntN(4) != 0
+	}
+	if release {
 		ctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
 		claim.Release(ctx) // not recorded: see the package documentation
 		cancel()

@@ -267,6 +267,8 @@ type sqlCase struct {
 	db      *sql.DB // through the proxy
 	proxy   *linear.Proxy
 	kill    func(t *testing.T)
+	// directDSN reaches the database without the proxy.
+	directDSN string
 }
 
 func TestSQLStore(t *testing.T) {
@@ -318,7 +320,9 @@ func setupPostgres(t *testing.T, name string) *sqlCase {
 		t.Fatalf("PostgreSQL (./scripts/test.sh starts it; or set %s): %v", envPostgres, err)
 	}
 	p := newProxy(t, u.Host)
-	u.Host, u.Path = p.Addr(), "/"+name
+	u.Path = "/" + name
+	direct := u.String()
+	u.Host = p.Addr()
 	db, err := sql.Open("pgx", u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +334,7 @@ func setupPostgres(t *testing.T, name string) *sqlCase {
 			t.Errorf("dropping %s: %v", name, err)
 		}
 	})
-	return &sqlCase{name: "postgres", dialect: sqlstore.Postgres, admin: admin, db: db, proxy: p,
+	return &sqlCase{name: "postgres", dialect: sqlstore.Postgres, admin: admin, db: db, proxy: p, directDSN: direct,
 		kill: func(t *testing.T) {
 			if _, err := admin.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
 				t.Errorf("terminating sessions: %v", err)

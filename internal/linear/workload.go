@@ -39,7 +39,12 @@ type Workload struct {
 	Prefix    string
 	Seed      uint64
 	// Stop, when not nil, also ends the history when it closes.
-	Stop <-chan struct{}
+	Stop <-chan struct{} `json:"-"`
+	// Origin, when not zero, is the instant the operations' times are
+	// offsets from (by default the history's start): processes that record
+	// parts of one history share one, taken without a monotonic clock
+	// reading (Round(0)), and Merge joins their parts.
+	Origin time.Time
 }
 
 // Stats counts what a history holds.
@@ -96,14 +101,16 @@ var errContract = errors.New("linear: contract violated")
 // recorder collects the operations of one history.
 type recorder struct {
 	start time.Time
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-	stats Stats
-	errs  []error
-	ids   atomic.Int64
+	// origin is what times are offsets from: Workload.Origin, or start.
+	origin time.Time
+	mu     sync.Mutex
+	ops    []porcupine.Operation
+	stats  Stats
+	errs   []error
+	ids    atomic.Int64
 }
 
-func (r *recorder) now() int64 { return int64(time.Since(r.start)) }
+func (r *recorder) now() int64 { return int64(time.Since(r.origin)) }
 
 func (r *recorder) add(op porcupine.Operation) {
 	r.mu.Lock()
@@ -148,7 +155,10 @@ func (r *recorder) fail(err error) {
 // saying it may have taken effect at any time after its call, or never).
 // The error reports contract violations seen on the way.
 func Run(s store.Store, w Workload) ([]porcupine.Operation, Stats, error) {
-	r := &recorder{start: time.Now()}
+	r := &recorder{start: time.Now(), origin: w.Origin}
+	if r.origin.IsZero() {
+		r.origin = r.start
+	}
 	batcher, _ := s.(store.Batcher)
 	deadline := r.start.Add(w.Duration)
 	var wg sync.WaitGroup

@@ -144,6 +144,12 @@ func randHex(n int) string {
 
 // runCase records histories of s under f and checks each.
 func runCase(t *testing.T, storeName string, s store.Store, f fault) {
+	runCaseStats(t, storeName, s, f, nil)
+}
+
+// runCaseStats is runCase, adding the histories' figures to sum when it
+// is not nil.
+func runCaseStats(t *testing.T, storeName string, s store.Store, f fault, sum *linear.Stats) {
 	p := planFor(t)
 	start := time.Now()
 	var total linear.Stats
@@ -172,6 +178,9 @@ func runCase(t *testing.T, storeName string, s store.Store, f fault) {
 		storeName, f.name, histories, total.Ops, total.Unknown, total.NotSent, total.Batches, injected, total.LongTTL, !t.Failed(), time.Since(start).Round(time.Millisecond))
 	for _, e := range total.Errors {
 		t.Logf("unknown outcome, e.g.: %s", e)
+	}
+	if sum != nil {
+		sum.Add(total)
 	}
 }
 
@@ -294,6 +303,7 @@ func TestSQLStore(t *testing.T) {
 			for _, f := range append([]fault{noFault, kill}, proxyFaults(c.proxy)...) {
 				t.Run(f.name, func(t *testing.T) { runCase(t, c.name, s, f) })
 			}
+			t.Run("statement-timeout", func(t *testing.T) { runTimeoutCase(t, c) })
 		})
 	}
 }
@@ -356,7 +366,9 @@ func setupMariaDB(t *testing.T, name string) *sqlCase {
 		t.Fatalf("MariaDB (./scripts/test.sh starts it; or set %s): %v", envMySQL, err)
 	}
 	p := newProxy(t, cfg.Addr)
-	cfg.Addr, cfg.DBName = p.Addr(), name
+	cfg.DBName = name
+	direct := cfg.FormatDSN()
+	cfg.Addr = p.Addr()
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +380,7 @@ func setupMariaDB(t *testing.T, name string) *sqlCase {
 			t.Errorf("dropping %s: %v", name, err)
 		}
 	})
-	return &sqlCase{name: "mariadb", dialect: sqlstore.MySQL, admin: admin, db: db, proxy: p,
+	return &sqlCase{name: "mariadb", dialect: sqlstore.MySQL, admin: admin, db: db, proxy: p, directDSN: direct,
 		kill: func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -63,9 +63,10 @@ func corrupt(op, key string, err error) error {
 }
 
 // unavailable reports whether err means the database could not be
-// reached, lost the connection, or did not answer in time (timeouts, lock
-// waits, deadlock victims, shutdowns): the statement had no effect that
-// can be relied on, and a retry later may succeed.
+// reached, lost the connection, or did not answer in time (timeouts,
+// the server's own statement timeouts, lock waits, deadlock victims,
+// shutdowns): the statement had no effect that can be relied on, and a
+// retry later may succeed.
 func unavailable(err error) bool {
 	var ne net.Error
 	switch {
@@ -95,6 +96,8 @@ func unavailable(err error) bool {
 	if n, ok := mysqlNumber(err); ok {
 		switch n {
 		case 1205, 1213, 1040, 1053, 2002, 2003, 2006, 2013: // lock wait timeout, deadlock, too many connections, shutdown, connection errors
+			return true
+		case 1317, 1969, 3024: // interrupted (KILL QUERY), MariaDB's max_statement_time, MySQL's max_execution_time
 			return true
 		}
 	}

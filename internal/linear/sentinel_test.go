@@ -188,11 +188,14 @@ func runFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVariant, p 
 				// allowed: without those answers the history must be
 				// linearizable.
 				from, to := fo.cut.Sub(t0)-50*time.Millisecond, fo.killed.Sub(t0)
+				if fo.cut.IsZero() {
+					from = to - 200*time.Millisecond // a replica's lag at the kill
+				}
 				if r, _, err := linear.Check(withoutReads(ops, from, to), name+"-without-reads"); err != nil || r != porcupine.Ok {
-					t.Errorf("%s: with WAIT, a history of %d operations is NOT linearizable, even without the answers that did not change the key given during the cut (%v); visualization: %s", name, len(ops), r, path)
+					t.Errorf("%s: with WAIT, a history of %d operations is NOT linearizable, even without the answers that changed nothing given before the kill (%v); visualization: %s", name, len(ops), r, path)
 				} else {
 					dirty++
-					t.Logf("%s: with WAIT, a history of %d operations is NOT linearizable, and is without the answers that did not change the key given during the cut: they read writes not confirmed by WAIT, lost in the failover; visualization: %s", name, len(ops), path)
+					t.Logf("%s: with WAIT, a history of %d operations is NOT linearizable, but is once the answers that changed nothing given before the kill are left out: they read writes WAIT did not confirm, lost in the failover; visualization: %s", name, len(ops), path)
 				}
 			}
 		}

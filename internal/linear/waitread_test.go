@@ -148,6 +148,10 @@ func runWaitReadCase(t *testing.T, st *redistest.Sentinel) {
 		t.Errorf("keys not linearizable: %v, want %v", keys, want)
 	}
 	fo := failoverTimes{cut: cut, killed: killed, took: took}
+	// Without the answers given during the cut, nothing contradicts.
+	if res, _, err := linear.Check(withoutReads(ops, cut.Sub(p.start), killed.Sub(p.start)), "sentinel-wait-read-without-reads"); err != nil || res != porcupine.Ok {
+		t.Errorf("without the reads during the cut, the history is %v (%v), want Ok", res, err)
+	}
 	explainIllegal(t, linear.Model, ops, fo, p.start)
 	t.Logf("RESULT store=redisstore-sentinel variant=wait-read linearizable=false (as expected) failover=%v visualization: %s",
 		took.Round(time.Millisecond), path)

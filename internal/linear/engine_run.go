@@ -53,6 +53,13 @@ type EngineWorkload struct {
 	// Origin, when not zero, is the instant the observations' times are
 	// offsets from, as Workload.Origin.
 	Origin time.Time
+	// Do makes the clients claim through Engine.Do instead of Begin and
+	// Complete: the work is Do's fn, which learns its claim's token from
+	// FenceFromContext, stalls as Begin's claims do, and always returns a
+	// result (Do completes it). A Do is recorded as an Admit from its call
+	// to fn's start and a Complete from fn's return to Do's, or as one
+	// Begin observation when fn did not run.
+	Do bool
 }
 
 // EngineStats counts what a history of the engine's claims holds.
@@ -226,6 +233,9 @@ func (c *claimer) one() time.Duration {
 	if !c.beat {
 		opts = append(opts, idemkit.WithoutHeartbeat())
 	}
+	if w.Do {
+		return c.do(key, opts, settled, poll)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
 	call := c.r.now()
 	claim, res, err := c.e.Begin(ctx, key, "", opts...)
@@ -326,6 +336,101 @@ func (c *claimer) one() time.Duration {
 		rctx, rcancel := context.WithTimeout(context.Background(), w.OpTimeout)
 		claim.Release(rctx)
 		rcancel()
+		c.renew()
+		return w.Backoff
+	}
+	return poll
+}
+
+// stall returns how long a claim's work takes: past the lease for a third
+// of the claims without a heartbeat and a tenth of those with one (for
+// one and a half leases), otherwise under a tenth of it.
+func (c *claimer) stall() time.Duration {
+	lease := c.r.w.Lease
+	switch {
+	case !c.beat && c.rng.IntN(3) == 0:
+		return lease + lease*time.Duration(30+c.rng.IntN(40))/100
+	case c.beat && c.rng.IntN(10) == 0:
+		return lease + lease/2
+	}
+	return lease * time.Duration(c.rng.IntN(10)) / 100
+}
+
+// do claims key once through Engine.Do and returns the pause before the
+// next claim.
+func (c *claimer) do(key string, opts []idemkit.Option, settled func(), poll time.Duration) time.Duration {
+	w := c.r.w
+	stall := c.stall()
+	var fence uint64
+	var ran bool
+	var admitted, finished int64
+	fn := func(ctx context.Context) ([]byte, error) {
+		admitted = c.r.now()
+		fence, ran = idemkit.FenceFromContext(ctx)
+		if !ran {
+			return nil, errors.New("linear: Do's fn got no fencing token")
+		}
+		time.Sleep(stall) // the work, or a pause past the lease
+		finished = c.r.now()
+		return []byte("v"), nil
+	}
+	// Do's deadline covers the work, and the store calls after it.
+	ctx, cancel := context.WithTimeout(context.Background(), stall+w.OpTimeout)
+	defer cancel()
+	call := c.r.now()
+	res, err := c.e.Do(ctx, key, "", fn, opts...)
+	ret := c.r.now()
+	if stall > w.Lease && ran {
+		c.r.count(func(s *EngineStats) { s.Stalls++ })
+	}
+	if !ran {
+		in := ClaimInput{Key: key}
+		switch {
+		case err == nil && res.Replayed:
+			in.Kind = Replay
+			c.r.add(c.id, in, ClaimOutput{}, call, ret)
+			c.r.count(func(s *EngineStats) { s.Replayed++ })
+			settled()
+			return poll
+		case errors.Is(err, idemkit.ErrInProgress):
+			in.Kind = Busy
+			c.r.add(c.id, in, ClaimOutput{}, call, ret)
+			c.r.count(func(s *EngineStats) { s.Busy++ })
+			return poll
+		case err == nil, errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt), errors.Is(err, idemkit.ErrMismatch):
+			c.r.fail(fmt.Errorf("Do(%s) without running fn: %v, %+v", key, err, res))
+			return w.Backoff
+		case notSent(err):
+			c.r.count(func(s *EngineStats) { s.NotSent++ })
+			return w.Backoff
+		}
+		in.Kind = BeginFailed
+		c.r.add(c.id, in, ClaimOutput{}, call, ret)
+		c.r.unknown(err)
+		c.renew()
+		return w.Backoff
+	}
+	c.r.add(c.id, ClaimInput{Kind: Admit, Key: key, Fence: fence}, ClaimOutput{}, call, admitted)
+	c.r.count(func(s *EngineStats) { s.Admitted++ })
+	in := ClaimInput{Kind: Complete, Key: key, Fence: fence}
+	var out ClaimOutput
+	switch {
+	case err == nil && !res.Replayed:
+		out.OK = true
+		c.r.count(func(s *EngineStats) { s.Completed++ })
+		settled()
+	case errors.Is(err, idemkit.ErrLeaseLost) && !errors.Is(err, idemkit.ErrUnavailable):
+		out.Lost = true
+		c.r.count(func(s *EngineStats) { s.Lost++ })
+	case err == nil, errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt), errors.Is(err, idemkit.ErrResultTooLarge):
+		c.r.fail(fmt.Errorf("Do(%s, %d) after fn ran: %v, %+v", key, fence, err, res))
+		return w.Backoff
+	default:
+		out.Unknown = true
+		c.r.unknown(err)
+	}
+	c.r.add(c.id, in, out, finished, ret)
+	if out.Unknown {
 		c.renew()
 		return w.Backoff
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,17 +31,23 @@ var engineWork = linear.EngineWorkload{
 // and checks each against linear.EngineModel: one history in the short
 // version, histories of 5 seconds for the time IDEMKIT_LINEAR_LONG names
 // in the long one.
-func runEngineCase(t *testing.T, storeName string, s store.Store, f fault) {
+//
+// With do set the claims go through Engine.Do (EngineWorkload.Do).
+func runEngineCase(t *testing.T, storeName string, s store.Store, f fault, do ...bool) {
 	p := planFor(t)
 	count, w := 1, engineWork
 	if p.budget > 0 {
 		count, w.Duration, w.Clients, w.Keys = 1<<30, 5*time.Second, 8, 3
 	}
+	w.Do = len(do) > 0 && do[0]
+	if w.Do {
+		storeName += "-do"
+	}
 	start := time.Now()
 	var total linear.EngineStats
 	histories, injected := 0, 0
 	for h := 0; h < count && (p.budget == 0 || time.Since(start) < p.budget); h++ {
-		w.Prefix = fmt.Sprintf("eng:%s:%s:%d:", runID, f.name, h)
+		w.Prefix = fmt.Sprintf("eng:%s:%s:%s:%d:", runID, storeName, f.name, h)
 		w.Seed = rand.Uint64()
 		var ops []porcupine.Operation
 		var stats linear.EngineStats
@@ -54,7 +61,11 @@ func runEngineCase(t *testing.T, storeName string, s store.Store, f fault) {
 		if err != nil {
 			t.Errorf("history %d: %v", h, err)
 		}
-		linear.CheckModelT(t, linear.EngineModel, ops, fmt.Sprintf("engine-%s-%s-%d", storeName, f.name, h))
+		if linear.CheckModelT(t, linear.EngineModel, ops, fmt.Sprintf("engine-%s-%s-%d", storeName, f.name, h)) == porcupine.Illegal {
+			for _, key := range linear.IllegalKeys(linear.EngineModel, ops) {
+				t.Logf("key %s is not linearizable; its observations, ms from the history's start:\n%s", key, linear.Describe(linear.EngineModel, ops, key, 0))
+			}
+		}
 		histories++
 		total.Add(stats)
 	}
@@ -80,13 +91,21 @@ func engineFaults(p *linear.Proxy) []fault {
 	return append([]fault{noFault}, fs...)
 }
 
+// longOnly skips t in the short version, to keep it short.
+func longOnly(t *testing.T) {
+	if planFor(t).budget == 0 {
+		t.Skipf("long version only (%s)", longEnv)
+	}
+}
+
 func TestEngineMemstore(t *testing.T) {
 	s, err := memstore.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	runEngineCase(t, "memstore", s, noFault)
+	t.Run("begin", func(t *testing.T) { runEngineCase(t, "memstore", s, noFault) })
+	t.Run("do", func(t *testing.T) { runEngineCase(t, "memstore", s, noFault, true) })
 }
 
 func TestEngineRedisstore(t *testing.T) {
@@ -96,11 +115,20 @@ func TestEngineRedisstore(t *testing.T) {
 	for _, f := range engineFaults(p) {
 		t.Run(f.name, func(t *testing.T) { runEngineCase(t, "redisstore", s, f) })
 	}
+	// The restart is seen directly, as in TestRedisstore.
+	direct := newRedisStore(t, srv.Addr())
+	restart := fault{name: "restart", inject: func(*testing.T) { srv.Stop() }, heal: func(*testing.T) { srv.Restart() }}
+	t.Run("restart", func(t *testing.T) { runEngineCase(t, "redisstore", direct, restart) })
+	t.Run("do-restart", func(t *testing.T) { longOnly(t); runEngineCase(t, "redisstore", direct, restart, true) })
+	for _, f := range engineFaults(p) {
+		t.Run("do-"+f.name, func(t *testing.T) { longOnly(t); runEngineCase(t, "redisstore", s, f, true) })
+	}
 }
 
-func TestEnginePostgres(t *testing.T) {
-	name := fmt.Sprintf("idemkit_linear_eng_%d_%s", os.Getpid(), randHex(4))
-	c := setupPostgres(t, name)
+// engineSQL runs the engine cases over c: without faults, with the
+// sessions killed, and with the proxy's resets and lost replies; the
+// short version runs those short names.
+func engineSQL(t *testing.T, c *sqlCase, short ...string) {
 	stmts, err := sqlstore.Schema(c.dialect, "idem")
 	if err != nil {
 		t.Fatal(err)
@@ -115,9 +143,41 @@ func TestEnginePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	for _, f := range engineFaults(c.proxy) {
-		t.Run(f.name, func(t *testing.T) { runEngineCase(t, "postgres", s, f) })
+	kill := fault{name: "kill", inject: c.kill, heal: func(*testing.T) {}}
+	for _, f := range append(engineFaults(c.proxy), kill) {
+		for _, do := range []bool{false, true} {
+			name := f.name
+			if do {
+				name = "do-" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				if !slices.Contains(short, name) {
+					longOnly(t)
+				}
+				runEngineCase(t, c.name, s, f, do)
+			})
+		}
 	}
+}
+
+func TestEnginePostgres(t *testing.T) {
+	c := setupPostgres(t, fmt.Sprintf("idemkit_linear_eng_%d_%s", os.Getpid(), randHex(4)))
+	engineSQL(t, c, "none", "reset", "lost-replies", "kill")
+}
+
+func TestEngineMariaDB(t *testing.T) {
+	c := setupMariaDB(t, fmt.Sprintf("idemkit_linear_eng_%d_%s", os.Getpid(), randHex(4)))
+	engineSQL(t, c, "kill", "do-lost-replies")
+}
+
+// TestEngineBoltKilled runs the engine's claims, through Begin and
+// through Do, over the bbolt file of a child process that the nemesis
+// kills with SIGKILL and restarts.
+func TestEngineBoltKilled(t *testing.T) {
+	b := startBoltProc(t)
+	kill := fault{name: "sigkill", inject: func(*testing.T) { b.kill() }, heal: func(t *testing.T) { b.start(t) }}
+	t.Run("sigkill", func(t *testing.T) { runEngineCase(t, "boltstore-process", b, kill) })
+	t.Run("do-sigkill", func(t *testing.T) { runEngineCase(t, "boltstore-process", b, kill, true) })
 }
 
 // blindSwap is a store whose CompareAndSwap ignores the compared value:

@@ -68,6 +68,7 @@ func TestRedisWithoutPersistenceLosesWrites(t *testing.T) {
 // Consume finds nothing): redisstore's documentation warns of it, and
 // redisstore.OpenURL sets MaxRetries to -1. The checker must find it.
 func TestRedisRetriesMisreportWrites(t *testing.T) {
+	t.Parallel() // its own server or data: runs beside the other parallel cases
 	srv := redistest.Start(t)
 	p := newProxy(t, srv.Addr())
 	opts := redisOptions(p.Addr())

@@ -419,8 +419,16 @@ func (c *claimer) do(key string, opts []idemkit.Option, settled func(), poll tim
 		out.OK = true
 		c.r.count(func(s *EngineStats) { s.Completed++ })
 		settled()
-	case errors.Is(err, idemkit.ErrLeaseLost) && !errors.Is(err, idemkit.ErrUnavailable):
+	case errors.Is(err, idemkit.ErrLeaseLost) && !errors.Is(err, idemkit.ErrUnavailable) && !c.beat:
 		out.Lost = true
+		c.r.count(func(s *EngineStats) { s.Lost++ })
+	case errors.Is(err, idemkit.ErrLeaseLost) && !errors.Is(err, idemkit.ErrUnavailable):
+		// With a heartbeat, Do also returns ErrLeaseLost when the
+		// heartbeat could not confirm the lease in time (the store did not
+		// answer): it then completes nothing, and the claim may still hold
+		// the key. Neither changes the key; the model cannot tell them
+		// apart, so the outcome is recorded as unknown.
+		out.Unknown = true
 		c.r.count(func(s *EngineStats) { s.Lost++ })
 	case err == nil, errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrCorrupt), errors.Is(err, idemkit.ErrResultTooLarge):
 		c.r.fail(fmt.Errorf("Do(%s, %d) after fn ran: %v, %+v", key, fence, err, res))

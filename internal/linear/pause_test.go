@@ -210,7 +210,9 @@ func runPausedCase(t *testing.T, storeName string, job clientJob) {
 	var total linear.Stats
 	var etotal linear.EngineStats
 	histories, injected, ops := 0, 0, 0
-	for h := 0; h < count && (p.budget == 0 || time.Since(start) < p.budget); h++ {
+	for h := 0; (h < count || (job.Engine != nil && etotal.Lost == 0 && h < 3)) && (p.budget == 0 || time.Since(start) < p.budget); h++ {
+		// The short version records one history, or up to three for the
+		// engine until a stopped owner's completion is refused.
 		origin := time.Now().Round(0) // a wall clock reading, shared by the processes
 		prefix := fmt.Sprintf("pause:%s:%s:%d:", runID, storeName, h)
 		jobs := make([]clientJob, pauseProcs)

@@ -187,7 +187,7 @@ func runFailoverCase(t *testing.T, st *redistest.Sentinel, v failoverVariant, p 
 				// failover lost (runWaitReadCase). That, and only that, is
 				// allowed: without those answers the history must be
 				// linearizable.
-				from, to := fo.cut.Sub(t0)-50*time.Millisecond, fo.killed.Sub(t0)
+				from, to := fo.cut.Sub(t0)-100*time.Millisecond, fo.killed.Sub(t0)
 				if fo.cut.IsZero() {
 					from = to - 200*time.Millisecond // a replica's lag at the kill
 				}

@@ -14,20 +14,25 @@ import (
 
 	"github.com/idemkit/idemkit/internal/linear"
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redisstore"
 )
 
 // TestRedisClusterFailover records histories of the store on a Redis
 // Cluster (3 masters) whose keys share one slot (a hash tag), while the
-// replica of that slot's master takes the slot over with CLUSTER
-// FAILOVER 300ms into each history: a manual failover, in which the
-// master stops its clients until the replica has every write, then hands
-// the slot over. The client (a ClusterClient, no retries) follows the
-// MOVED answers to the new owner. Each history must be linearizable. The
-// next history fails back.
+// replica of that slot's master takes the slot over 300ms into each
+// history, and the next history fails back. In "manual" the replica is
+// sent CLUSTER FAILOVER: the master stops its clients until the replica
+// has every write, then hands the slot over; each history must be
+// linearizable. In "takeover-cut" the replication link is cut 100ms
+// before the replica is sent CLUSTER FAILOVER TAKEOVER, which asks no one:
+// the writes acknowledged in those 100ms are lost, as in the Sentinel
+// case without WAIT; the case logs their count and the verdict, and fails
+// only if no write was acknowledged during the cut. The client (a
+// ClusterClient, no retries) follows the MOVED answers to the new owner.
+// The short version runs one failover of each.
 func TestRedisClusterFailover(t *testing.T) {
 	t.Parallel() // its own servers
-	p := planFor(t)
 	cl := redistest.StartCluster(t, 3)
 	opts := cl.Options()
 	opts.MaxRetries = -1 // a retried write may have happened
@@ -41,53 +46,92 @@ func TestRedisClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := m.Options().Addr
+	pair := &slotPair{owner: m.Options().Addr}
 	other := redistest.Start(t, redistest.WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"))
-	joinAsReplica(t, cl, other, owner)
-
+	joinAsReplica(t, cl, other, pair.owner)
+	pair.replica = other.Addr()
 	s, err := redisstore.New(cc, redisstore.WithPrefix("cfo:"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("manual", func(t *testing.T) { runClusterCase(t, s, tag, pair, false) })
+	t.Run("takeover-cut", func(t *testing.T) { runClusterCase(t, s, tag, pair, true) })
+}
+
+// slotPair is the slot's current owner and its replica.
+type slotPair struct {
+	owner, replica string
+	last           time.Time // the last manual failover
+}
+
+func runClusterCase(t *testing.T, s store.Store, tag string, pair *slotPair, takeover bool) {
+	p := planFor(t)
 	w := p.work
 	w.MaxOps, w.Duration = 1<<20, time.Minute // the failover stops it
 	start := time.Now()
 	var total linear.Stats
-	histories := 0
-	replica := other.Addr()
-	var last time.Time // the last failover
+	histories, illegal, lost := 0, 0, 0
+	name := "manual"
+	if takeover {
+		name = "takeover-cut"
+	}
 	for h := 0; h < 1 || (p.budget > 0 && time.Since(start) < p.budget); h++ {
-		w.Prefix = fmt.Sprintf("%sh%d:", tag, h) // one slot
+		w.Prefix = fmt.Sprintf("%s%s:h%d:", tag, name, h) // one slot
 		w.Seed = rand.Uint64()
-		waitLinkUp(t, replica)
-		// A master votes for a replica of a given master at most once in
-		// twice the node timeout (5s), and a failover needs the votes.
-		time.Sleep(time.Until(last.Add(11 * time.Second)))
+		waitLinkUp(t, pair.replica)
+		if !takeover {
+			// A master votes for a replica of a given master at most once
+			// in twice the node timeout (5s), and a manual failover needs
+			// the votes; a takeover asks for none.
+			time.Sleep(time.Until(pair.last.Add(11 * time.Second)))
+		}
 		var ops []porcupine.Operation
 		var stats linear.Stats
 		var rerr error
 		done, stop := make(chan struct{}), make(chan struct{})
 		w.Stop = stop
+		t0 := time.Now() // at or just before the history's start
 		go func() {
 			defer close(done)
 			ops, stats, rerr = linear.Run(s, w)
 		}()
-		took := clusterFailover(t, replica, stop, done)
-		last = time.Now()
-
+		fo := clusterFailover(t, pair, takeover, stop, done)
+		if !takeover {
+			pair.last = time.Now()
+		}
 		if rerr != nil {
 			t.Errorf("history %d: %v", h, rerr)
 		}
-		linear.CheckT(t, ops, fmt.Sprintf("cluster-failover-%d", h))
-		t.Logf("history %d: %d operations, slot taken over by %s in %v", h, len(ops), replica, took.Round(time.Millisecond))
+		hname := fmt.Sprintf("cluster-%s-%d", name, h)
+		if takeover {
+			n := ackedWrites(ops, fo.cut.Sub(t0), fo.killed.Sub(t0)-time.Millisecond)
+			lost += n
+			t.Logf("history %d: %d writes acknowledged while the link was cut, before the takeover: lost", h, n)
+			res, path, err := linear.Check(ops, hname)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case res == porcupine.Unknown:
+				t.Errorf("%s: the checker did not finish within %v", hname, linear.CheckTimeout)
+			case res == porcupine.Illegal:
+				illegal++
+				t.Logf("%s: not linearizable; visualization: %s", hname, path)
+			}
+		} else {
+			linear.CheckT(t, ops, hname)
+		}
+		t.Logf("history %d: %d operations, slot taken over by %s in %v", h, len(ops), pair.replica, fo.took.Round(time.Millisecond))
 		histories++
 		total.Add(stats)
-		replica, owner = owner, replica
+		pair.owner, pair.replica = pair.replica, pair.owner
 	}
-	t.Logf("RESULT store=redisstore-cluster fault=cluster-failover histories=%d failovers=%d ops=%d unknown=%d notsent=%d linearizable=%v time=%v",
-		histories, histories, total.Ops, total.Unknown, total.NotSent, !t.Failed(), time.Since(start).Round(time.Millisecond))
+	t.Logf("RESULT store=redisstore-cluster fault=%s histories=%d failovers=%d ops=%d unknown=%d notsent=%d lostwrites=%d illegal=%d time=%v",
+		name, histories, histories, total.Ops, total.Unknown, total.NotSent, lost, illegal, time.Since(start).Round(time.Millisecond))
 	for _, e := range total.Errors {
 		t.Logf("unknown outcome, e.g.: %s", e)
+	}
+	if takeover && lost == 0 {
+		t.Errorf("no write was acknowledged while the link was cut: the case measured nothing")
 	}
 }
 
@@ -174,11 +218,16 @@ func poll(t *testing.T, ctx context.Context, what string, f func() error) {
 	}
 }
 
-// clusterFailover sends CLUSTER FAILOVER to the replica at addr 300ms
-// into a history, waits until it is a master, lets the clients go on for
-// 1.5s, then closes stop and waits for the history to end (done). It
-// returns the time from the command to the replica's promotion.
-func clusterFailover(t *testing.T, addr string, stop chan<- struct{}, done <-chan struct{}) time.Duration {
+// clusterFailover has the replica of pair take the slot over 300ms into
+// a history: CLUSTER FAILOVER or, with takeover, CLUSTER FAILOVER
+// TAKEOVER 100ms after cutting the owner's replication link (the owner
+// requires a password its replica lacks, and the replica's connection is
+// closed; the password is dropped once the replica is promoted). It waits
+// until the replica is a master, lets the clients go on for 1.5s, then
+// closes stop and waits for the history to end (done). It returns when it
+// cut the link and sent the command (killed), and the time from the
+// command to the promotion.
+func clusterFailover(t *testing.T, pair *slotPair, takeover bool, stop chan<- struct{}, done <-chan struct{}) failoverTimes {
 	t.Helper()
 	defer func() {
 		select {
@@ -191,15 +240,34 @@ func clusterFailover(t *testing.T, addr string, stop chan<- struct{}, done <-cha
 	if pause(300*time.Millisecond, done) {
 		t.Fatal("the history ended before the failover")
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: pair.replica})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	began := time.Now()
-	if err := c.ClusterFailover(ctx).Err(); err != nil {
-		t.Fatalf("CLUSTER FAILOVER: %v", err)
+	var fo failoverTimes
+	var oc *redis.Conn
+	args := []any{"cluster", "failover"}
+	if takeover {
+		o := redis.NewClient(&redis.Options{Addr: pair.owner, PoolSize: 1})
+		defer o.Close()
+		oc = o.Conn() // one connection: it stays authenticated
+		defer oc.Close()
+		err := oc.ConfigSet(ctx, "requirepass", "cut-"+randHex(4)).Err()
+		if err == nil {
+			err = oc.ClientKillByFilter(ctx, "TYPE", "replica").Err()
+		}
+		if err != nil {
+			t.Fatalf("cutting the replication link: %v", err)
+		}
+		fo.cut = time.Now()
+		time.Sleep(100 * time.Millisecond) // writes that only the owner gets
+		args = append(args, "takeover")
 	}
-	poll(t, ctx, addr+" to be promoted", func() error {
+	fo.killed = time.Now()
+	if err := c.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	poll(t, ctx, pair.replica+" to be promoted", func() error {
 		info, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			return err
@@ -209,9 +277,14 @@ func clusterFailover(t *testing.T, addr string, stop chan<- struct{}, done <-cha
 		}
 		return nil
 	})
-	took := time.Since(began)
+	fo.took = time.Since(fo.killed)
+	if oc != nil {
+		if err := oc.ConfigSet(ctx, "requirepass", "").Err(); err != nil {
+			t.Fatalf("dropping the password: %v", err)
+		}
+	}
 	time.Sleep(1500 * time.Millisecond) // the clients go on with the new owner
 	close(stop)
 	<-done
-	return took
+	return fo
 }

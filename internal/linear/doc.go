@@ -99,7 +99,9 @@
 // processes (the test binary re-executed, each recording its part of the
 // history to a file with MarshalOps; Merge joins the parts) past the
 // engine's lease; and a Redis Cluster slot-owner failover (CLUSTER
-// FAILOVER on the replica of the slot's master). Each case logs a line
+// FAILOVER on the replica of the slot's master, which must lose nothing,
+// or CLUSTER FAILOVER TAKEOVER with the replication link cut, which
+// loses the writes acknowledged during the cut). Each case logs a line
 // starting with RESULT: the histories checked, operations, unknown
 // outcomes and faults injected.
 // A history that is not linearizable fails the test, and porcupine's

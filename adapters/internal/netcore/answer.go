@@ -1,0 +1,125 @@
+package netcore
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/internal/httpcore"
+)
+
+// Answer is a problem the guard answers with instead of the handler.
+type Answer struct {
+	Kind   httpcore.Kind
+	Detail string
+	// Retry, when positive, is sent as Retry-After.
+	Retry time.Duration
+	// Replayed marks the problem of a terminal record: the request ran
+	// once and its response was not kept.
+	Replayed bool
+}
+
+// Status returns the answer's HTTP status.
+func (a *Answer) Status() int { return a.Kind.Type().Status }
+
+// Problem returns the answer's problem document, without the optional
+// members.
+func (a *Answer) Problem() httpcore.Problem {
+	t := a.Kind.Type()
+	return httpcore.Problem{Type: httpcore.DefaultProblemBase + t.Name, Title: t.Title, Status: t.Status, Detail: a.Detail}
+}
+
+// SetHeaders sets on h the headers the answer goes with, whatever form
+// its body takes: Cache-Control: no-store, Retry-After, and the replay
+// header exactly when Replayed.
+func (a *Answer) SetHeaders(h http.Header) {
+	h.Set("Cache-Control", "no-store")
+	if a.Retry > 0 {
+		h.Set("Retry-After", httpcore.RetrySeconds(a.Retry))
+	}
+	if a.Replayed {
+		h.Set(httpcore.ReplayedHeader, "true")
+	} else {
+		h.Del(httpcore.ReplayedHeader)
+	}
+}
+
+// WriteProblem answers with the problem+json document of a. Headers that
+// earlier middleware set (CORS, request ids) stay.
+func WriteProblem(w http.ResponseWriter, a Answer) {
+	p := a.Problem()
+	body := p.JSON()
+	h := w.Header()
+	a.SetHeaders(h)
+	h.Set("Content-Type", httpcore.ProblemContentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(a.Status())
+	_, _ = w.Write(body)
+}
+
+// errCorruptResponse is what WriteStored returns for a stored value that
+// does not decode.
+var errCorruptResponse = errors.New("corrupt stored response")
+
+// WriteStored writes the stored response b to w, replacing what the
+// headers named in b held, and marks it replayed. b is checked whole
+// before w is touched.
+func WriteStored(w http.ResponseWriter, b []byte) error {
+	stored, err := httpcore.Decode(b)
+	if err != nil {
+		return errCorruptResponse
+	}
+	h := w.Header()
+	for range stored.Headers {
+		name := string(stored.Field())
+		vs := make([]string, stored.Count())
+		for i := range vs {
+			vs[i] = string(stored.Field())
+		}
+		h[name] = vs
+	}
+	h.Set(httpcore.ReplayedHeader, "true")
+	if bodyAllowed(stored.Status) {
+		h.Set("Content-Length", strconv.Itoa(len(stored.Body)))
+	}
+	w.WriteHeader(stored.Status)
+	if len(stored.Body) > 0 {
+		_, _ = w.Write(stored.Body)
+	}
+	return nil
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// common maps the engine errors every mode meets before the handler runs;
+// ok is false for an unexpected one.
+func common(err error) (Answer, bool) {
+	var ce *idemkit.ConflictError
+	switch {
+	case errors.Is(err, idemkit.ErrMismatch):
+		return Answer{Kind: httpcore.KindKeyMismatch, Detail: httpcore.DetailKeyMismatch}, true
+	case errors.Is(err, idemkit.ErrInProgress) && errors.As(err, &ce):
+		return Answer{Kind: httpcore.KindInProgress, Detail: httpcore.DetailInProgress, Retry: ce.RetryAfter}, true
+	case errors.Is(err, idemkit.ErrDuplicate) && errors.As(err, &ce):
+		return Answer{Kind: httpcore.KindDuplicate, Retry: ce.RetryAfter,
+			Detail: "the same request was already submitted; retry after the delay given if it is meant to run again"}, true
+	case errors.Is(err, idemkit.ErrTokenUsed):
+		return Answer{Kind: httpcore.KindTokenUsed,
+			Detail: "this token was already used and its outcome was not stored; request a new token"}, true
+	case errors.Is(err, idemkit.ErrTokenInvalid):
+		return Answer{Kind: httpcore.KindTokenInvalid,
+			Detail: "the token is unknown, expired or was not issued to this caller"}, true
+	case errors.Is(err, idemkit.ErrResultTooLarge):
+		// The engine's terminal record (idemkit.WithOversized): the
+		// handler ran, its response was over the engine's result cap.
+		return Answer{Kind: httpcore.KindResponseNotStored, Detail: httpcore.DetailTooLarge, Replayed: true}, true
+	case errors.Is(err, idemkit.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Answer{Kind: httpcore.KindUnavailable, Detail: httpcore.DetailUnavailable, Retry: httpcore.UnavailableRetry}, true
+	}
+	return Answer{}, false
+}

@@ -3,6 +3,7 @@ package httpconform
 import (
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ type Orders struct {
 	fail    atomic.Bool   // fail as the framework fails (an error, an abort)
 	big     atomic.Int64  // when set, the body is padded to this many bytes
 	release chan struct{} // when set, each run waits for it
+	once    sync.Once     // closes release
 }
 
 // Reply is what one run of the handler answers.
@@ -58,6 +60,16 @@ func (o *Orders) Run() Reply {
 	}
 	return Reply{Status: status, Location: "/orders/" + id, Body: body}
 }
+
+// Hold makes every later run wait until Unhold.
+func (o *Orders) Hold() {
+	o.release = make(chan struct{})
+	o.once = sync.Once{}
+}
+
+// Unhold lets held runs go on; it may be called more than once (also from
+// t.Cleanup, before the server closes).
+func (o *Orders) Unhold() { o.once.Do(func() { close(o.release) }) }
 
 // Runs returns the number of runs so far.
 func (o *Orders) Runs() int64 { return o.runs.Load() }

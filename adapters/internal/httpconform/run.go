@@ -136,10 +136,9 @@ func testMismatch(t *testing.T, serve Framework) {
 // (also at the test's end, before the server closes) and starts the first
 // request with key, returning its answer's channel once the handler runs.
 func hold(t *testing.T, serve Framework, o *Orders, cfg Config, user, key string) (string, <-chan Answer, func()) {
-	o.release = make(chan struct{})
+	o.Hold()
 	u := serve(t, testkit.NewEngine(t), o, cfg) + "/orders/1"
-	var once sync.Once
-	release := func() { once.Do(func() { close(o.release) }) }
+	release := o.Unhold
 	t.Cleanup(release)
 	first := make(chan Answer, 1)
 	go func() {

@@ -1,0 +1,103 @@
+package idemecho_test
+
+import (
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/adapters/idemecho"
+	"github.com/idemkit/idemkit/internal/options/optionstest"
+	"github.com/idemkit/idemkit/internal/testkit"
+)
+
+// TestOptionsFollowTheOptionRule: every option is accepted when valid and
+// refused, naming itself, when not, given to a constructor it does not
+// apply to, or given twice where it would replace the first; a nil option
+// is refused by its position; every error is reported; every error wraps
+// idemkit.ErrInvalid.
+func TestOptionsFollowTheOptionRule(t *testing.T) {
+	byUser := idemecho.WithPrincipal(idemecho.TrustedHeaderPrincipal("X-User-Id"))
+	type ctor func(*idemkit.Engine, ...idemecho.Option) error
+	of := func(f func(*idemkit.Engine, ...idemecho.Option) (echo.MiddlewareFunc, error)) ctor {
+		return func(e *idemkit.Engine, opts ...idemecho.Option) error { _, err := f(e, opts...); return err }
+	}
+	key, window, token := of(idemecho.Idempotency), of(idemecho.Window), of(idemecho.Token)
+	issuer := func(e *idemkit.Engine, opts ...idemecho.Option) error {
+		_, err := idemecho.TokenIssuer(e, opts...)
+		return err
+	}
+	skip := func(*echo.Context) bool { return false }
+	cases := []struct {
+		name, option string // option names the exported option the case covers
+		ctor         ctor
+		opts         []idemecho.Option
+		errs         []string // what the constructor's error says, or nil when it accepts opts
+	}{
+		{name: "principal", option: "WithPrincipal", ctor: key, opts: []idemecho.Option{byUser}},
+		{name: "no principal", option: "WithPrincipal", ctor: window, errs: []string{"WithPrincipal is required"}},
+		{name: "nil principal", option: "WithPrincipal", ctor: token, opts: []idemecho.Option{idemecho.WithPrincipal(nil)}, errs: []string{"WithPrincipal: nil"}},
+		{name: "principal twice", option: "WithPrincipal", ctor: key, opts: []idemecho.Option{byUser, byUser}, errs: []string{"WithPrincipal given twice"}},
+		{name: "key header", option: "WithKeyHeader", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithKeyHeader("X-Key")}},
+		{name: "bad key header", option: "WithKeyHeader", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithKeyHeader("bad header")}, errs: []string{"WithKeyHeader: ", `"bad header"`}},
+		{name: "key header in Window", option: "WithKeyHeader", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithKeyHeader("X-Key")}, errs: []string{"WithKeyHeader applies to Idempotency only, not Window"}},
+		{name: "key header twice", option: "WithKeyHeader", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithKeyHeader("A"), idemecho.WithKeyHeader("B")}, errs: []string{"WithKeyHeader given twice"}},
+		{name: "token header", option: "WithTokenHeader", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithTokenHeader("X-Token")}},
+		{name: "token header in Idempotency", option: "WithTokenHeader", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithTokenHeader("X-Token")}, errs: []string{"WithTokenHeader applies to Token only"}},
+		{name: "bad token header", option: "WithTokenHeader", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithTokenHeader("")}, errs: []string{"WithTokenHeader: "}},
+		{name: "methods", option: "WithMethods", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithMethods(http.MethodPut)}},
+		{name: "no methods", option: "WithMethods", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithMethods()}, errs: []string{"WithMethods: no methods"}},
+		{name: "bad method", option: "WithMethods", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithMethods("PO ST")}, errs: []string{"WithMethods: ", `"PO ST"`}},
+		{name: "methods in TokenIssuer", option: "WithMethods", ctor: issuer, opts: []idemecho.Option{byUser, idemecho.WithMethods("POST")}, errs: []string{"not TokenIssuer"}},
+		{name: "optional key", option: "WithOptionalKey", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithOptionalKey()}},
+		{name: "optional key in Token", option: "WithOptionalKey", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithOptionalKey()}, errs: []string{"WithOptionalKey applies to Idempotency only, not Token"}},
+		{name: "replay headers", option: "WithReplayHeaders", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithReplayHeaders("X-Order")}},
+		{name: "bad replay header", option: "WithReplayHeaders", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithReplayHeaders("a:b")}, errs: []string{"WithReplayHeaders: ", `"a:b"`}},
+		{name: "cookie replayed", option: "WithReplayHeaders", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithReplayHeaders("set-cookie")}, errs: []string{"WithReplayHeaders: ", "cannot be replayed"}},
+		{name: "replay headers in Window", option: "WithReplayHeaders", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithReplayHeaders("X-Order")}, errs: []string{"not Window"}},
+		{name: "store policy", option: "WithStorePolicy", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithStorePolicy(idemecho.DefaultStorePolicy)}},
+		{name: "nil store policy", option: "WithStorePolicy", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithStorePolicy(nil)}, errs: []string{"WithStorePolicy: "}},
+		{name: "max stored", option: "WithMaxStoredResponse", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithMaxStoredResponse(1)}},
+		{name: "zero max stored", option: "WithMaxStoredResponse", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithMaxStoredResponse(0)}, errs: []string{"WithMaxStoredResponse(0): "}},
+		{name: "max body", option: "WithMaxBody", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithMaxBody(1)}},
+		{name: "negative max body", option: "WithMaxBody", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithMaxBody(-1)}, errs: []string{"WithMaxBody(-1): "}},
+		{name: "max body in Token", option: "WithMaxBody", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithMaxBody(1)}, errs: []string{"not Token"}},
+		{name: "volatile", option: "WithVolatile", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithVolatile("ts")}},
+		{name: "bad volatile", option: "WithVolatile", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithVolatile("items[]")}, errs: []string{"WithVolatile: "}},
+		{name: "volatile in Token", option: "WithVolatile", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithVolatile("ts")}, errs: []string{"not Token"}},
+		{name: "engine options", option: "WithEngineOptions", ctor: issuer, opts: []idemecho.Option{byUser, idemecho.WithEngineOptions(idemkit.WithRetryHint(time.Second))}},
+		{name: "bad engine options", option: "WithEngineOptions", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithEngineOptions(idemkit.WithLease(-1))}, errs: []string{"WithEngineOptions: "}},
+		{name: "logger", option: "WithLogger", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithLogger(slog.Default())}},
+		{name: "nil logger", option: "WithLogger", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithLogger(nil)}, errs: []string{"WithLogger: "}},
+		{name: "logger twice", option: "WithLogger", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithLogger(slog.Default()), idemecho.WithLogger(slog.Default())}, errs: []string{"WithLogger given twice"}},
+		{name: "skipper", option: "WithSkipper", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithSkipper(skip)}},
+		{name: "nil skipper", option: "WithSkipper", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithSkipper(nil)}, errs: []string{"WithSkipper: nil"}},
+		{name: "skipper in TokenIssuer", option: "WithSkipper", ctor: issuer, opts: []idemecho.Option{byUser, idemecho.WithSkipper(skip)}, errs: []string{"WithSkipper applies to", "not TokenIssuer"}},
+		{name: "skipper twice", option: "WithSkipper", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithSkipper(skip), idemecho.WithSkipper(skip)}, errs: []string{"WithSkipper given twice"}},
+		{name: "HTTP errors", option: "WithHTTPErrors", ctor: issuer, opts: []idemecho.Option{byUser, idemecho.WithHTTPErrors()}},
+		{name: "HTTP errors twice", option: "WithHTTPErrors", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithHTTPErrors(), idemecho.WithHTTPErrors()}, errs: []string{"WithHTTPErrors given twice"}},
+		{name: "nil", ctor: key, opts: []idemecho.Option{byUser, nil}, errs: []string{"idemecho: store: invalid argument: option 2 is nil"}},
+		{name: "every error", ctor: key, opts: []idemecho.Option{nil, byUser, idemecho.WithMaxStoredResponse(-1), idemecho.WithLogger(nil), nil},
+			errs: []string{"option 1 is nil", "WithMaxStoredResponse(-1): ", "WithLogger: ", "option 5 is nil"}},
+	}
+	e := testkit.NewEngine(t)
+	var covered []string
+	for _, c := range cases {
+		covered = append(covered, c.option)
+		err := c.ctor(e, c.opts...)
+		if c.errs == nil {
+			if err != nil {
+				t.Errorf("%s: %v, want it accepted", c.name, err)
+			}
+			continue
+		}
+		optionstest.Refused(t, c.name, err, c.errs...)
+	}
+	optionstest.Covered(t, optionstest.Exported(t, ".", "Option"), covered)
+	if _, err := idemecho.Idempotency(nil, byUser); err == nil {
+		t.Error("a nil engine was accepted")
+	}
+}

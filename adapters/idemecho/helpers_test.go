@@ -34,6 +34,9 @@ func options(cfg httpconform.Config) []idemecho.Option {
 	if cfg.MaxStored > 0 {
 		opts = append(opts, idemecho.WithMaxStoredResponse(cfg.MaxStored))
 	}
+	if cfg.MaxBody > 0 {
+		opts = append(opts, idemecho.WithMaxBody(cfg.MaxBody))
+	}
 	if cfg.OptionalKey {
 		opts = append(opts, idemecho.WithOptionalKey())
 	}

@@ -35,6 +35,9 @@ func options(cfg httpconform.Config) []idemgin.Option {
 	if cfg.MaxStored > 0 {
 		opts = append(opts, idemgin.WithMaxStoredResponse(cfg.MaxStored))
 	}
+	if cfg.MaxBody > 0 {
+		opts = append(opts, idemgin.WithMaxBody(cfg.MaxBody))
+	}
 	if cfg.OptionalKey {
 		opts = append(opts, idemgin.WithOptionalKey())
 	}

@@ -90,6 +90,8 @@ type Config struct {
 	Mode Mode
 	// MaxStored, when positive, is WithMaxStoredResponse.
 	MaxStored int
+	// MaxBody, when positive, is WithMaxBody.
+	MaxBody int64
 	// OptionalKey is WithOptionalKey.
 	OptionalKey bool
 	// Engine holds WithEngineOptions' options.

@@ -31,6 +31,7 @@ func Run(t *testing.T, serve Framework) {
 		{"NotStoredReleasesKey", testNotStoredReleasesKey},
 		{"UnguardedMethods", testUnguardedMethods},
 		{"OptionalKey", testOptionalKey},
+		{"BodyTooLarge", testBodyTooLarge},
 		{"StoreDown", testStoreDown},
 		{"WindowDuplicate", testWindowDuplicate},
 		{"WindowOneRun", testWindowOneRun},
@@ -318,6 +319,19 @@ func testOptionalKey(t *testing.T, serve Framework) {
 	}
 	if n := o.Runs(); n != 2 {
 		t.Errorf("handler ran %d times, want 2", n)
+	}
+}
+
+// testBodyTooLarge: a request body over WithMaxBody is 413 in both modes
+// that read it; one of exactly the cap runs the handler.
+func testBodyTooLarge(t *testing.T, serve Framework) {
+	for _, m := range []Mode{Idempotency, Window} {
+		o := &Orders{}
+		u := serve(t, testkit.NewEngine(t), o, Config{Mode: m, MaxBody: int64(len(Body))}) + "/orders/1"
+		CheckProblem(t, Send(t, "POST", u, Body+" ", As("alice", "k")...), http.StatusRequestEntityTooLarge, httpcore.ProblemBodyTooLarge)
+		if a := Send(t, "POST", u, Body, As("alice", "k")...); a.Status != http.StatusCreated || o.Runs() != 1 {
+			t.Fatalf("mode %d, a body of the cap: %v after %d runs", m, a, o.Runs())
+		}
 	}
 }
 

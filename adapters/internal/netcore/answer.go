@@ -66,22 +66,26 @@ var errCorruptResponse = errors.New("corrupt stored response")
 
 // WriteStored writes the stored response b to w, replacing what the
 // headers named in b held, and marks it replayed. b is checked whole
-// before w is touched.
+// before w is touched. The header names and values alias b, which must
+// not change while the response is written (a stored value never does):
+// a replay allocates one slice for them all.
 func WriteStored(w http.ResponseWriter, b []byte) error {
 	stored, err := httpcore.Decode(b)
 	if err != nil {
 		return errCorruptResponse
 	}
+	vals := make([]string, stored.Values+1)
 	h := w.Header()
 	for range stored.Headers {
-		name := string(stored.Field())
-		vs := make([]string, stored.Count())
-		for i := range vs {
-			vs[i] = string(stored.Field())
+		name := httpcore.Transient(stored.Field())
+		k := stored.Count()
+		for j := range k {
+			vals[j] = httpcore.Transient(stored.Field())
 		}
-		h[name] = vs
+		h[name], vals = vals[:k:k], vals[k:]
 	}
-	h.Set(httpcore.ReplayedHeader, "true")
+	vals[0] = "true"
+	h[httpcore.ReplayedHeader] = vals[0:1:1]
 	if bodyAllowed(stored.Status) {
 		h.Set("Content-Length", strconv.Itoa(len(stored.Body)))
 	}

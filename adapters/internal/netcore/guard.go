@@ -1,11 +1,9 @@
 package netcore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -104,7 +102,7 @@ func (g *Guard) key(x Exchange, principal string) (Outcome, Answer, error) {
 	case !present:
 		return Answered, Answer{Kind: httpcore.KindKeyMissing, Detail: httpcore.DetailKeyMissing(g.c.KeyHeader)}, nil
 	}
-	body, a, ok := g.body(r)
+	body, a, ok := readBody(r, g.c.MaxBody)
 	if !ok {
 		return Answered, a, nil
 	}
@@ -113,12 +111,17 @@ func (g *Guard) key(x Exchange, principal string) (Outcome, Answer, error) {
 	// principal's requests: the fingerprint leaves it out.
 	var text [128]byte
 	var op [128]byte
-	b := g.fp.AppendSum(text[:0], "", httpcore.Transient(appendOperation(op[:0], r, x.Route())), query(r), body)
+	b := g.fp.AppendSum(text[:0], "", httpcore.Transient(appendOperation(op[:0], r, x.Route())), query(r), body.b)
 	k := keying.AppendKey(b, g.c.Namespace, key)
 	all := string(append(k, principal...))
 	fp, engineKey, scope := all[:len(b)], all[len(b):len(k)], all[len(k):]
 	ctx := r.Context()
 	claim, res, err := g.e.Begin(ctx, engineKey, fp, idemkit.WithScope(scope))
+	if claim != nil || (err == nil && res.Unguarded) {
+		body.restore(r)
+	} else {
+		body.release()
+	}
 	switch {
 	case claim != nil:
 		return g.run(ctx, x, claim)
@@ -201,19 +204,20 @@ func (g *Guard) warn(ctx context.Context, x Exchange, msg string, attrs ...slog.
 
 func (g *Guard) window(x Exchange, principal string) (Outcome, Answer, error) {
 	r := x.Request()
-	body, a, ok := g.body(r)
+	body, a, ok := readBody(r, g.c.MaxBody)
 	if !ok {
 		return Answered, a, nil
 	}
 	var text [64]byte
 	var op [128]byte
 	key := string(g.fp.AppendSum(append(append(text[:0], g.c.Namespace...), ':'), principal,
-		httpcore.Transient(appendOperation(op[:0], r, x.Route())), nil, body))
+		httpcore.Transient(appendOperation(op[:0], r, x.Route())), nil, body.b))
 	ran := false
 	var chainErr error
 	ctx := r.Context()
 	err := g.e.Guard(ctx, key, func(context.Context) error {
 		ran = true
+		body.restore(r)
 		status, err := x.Next(&Recorder{})
 		if err != nil {
 			chainErr = err
@@ -227,6 +231,7 @@ func (g *Guard) window(x Exchange, principal string) (Outcome, Answer, error) {
 	if ran {
 		return Ran, Answer{}, chainErr
 	}
+	body.release()
 	return g.problem(ctx, x, err) // fail-open runs fn too: err is set here
 }
 
@@ -268,27 +273,6 @@ func (g *Guard) token(x Exchange, principal string) (Outcome, Answer, error) {
 		return Ran, Answer{}, err
 	}
 	return g.replay(ctx, x, res.Value)
-}
-
-// body reads the request body for the fingerprint, up to MaxBody, and
-// puts a copy back for the handler.
-func (g *Guard) body(r *http.Request) ([]byte, Answer, bool) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, Answer{}, true
-	}
-	if r.ContentLength > g.c.MaxBody {
-		return nil, tooLarge(g.c.MaxBody), false
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, g.c.MaxBody+1))
-	_ = r.Body.Close()
-	switch {
-	case err != nil:
-		return nil, Answer{Kind: httpcore.KindBodyUnreadable, Detail: "the request body could not be read"}, false
-	case int64(len(b)) > g.c.MaxBody:
-		return nil, tooLarge(g.c.MaxBody), false
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	return b, Answer{}, true
 }
 
 func tooLarge(max int64) Answer {

@@ -68,13 +68,14 @@ var errCorruptResponse = errors.New("corrupt stored response")
 // headers named in b held, and marks it replayed. b is checked whole
 // before w is touched. The header names and values alias b, which must
 // not change while the response is written (a stored value never does):
-// a replay allocates one slice for them all.
+// a replay allocates one slice for them all, the replay header and
+// Content-Length included.
 func WriteStored(w http.ResponseWriter, b []byte) error {
 	stored, err := httpcore.Decode(b)
 	if err != nil {
 		return errCorruptResponse
 	}
-	vals := make([]string, stored.Values+1)
+	vals := make([]string, stored.Values+2)
 	h := w.Header()
 	for range stored.Headers {
 		name := httpcore.Transient(stored.Field())
@@ -87,7 +88,8 @@ func WriteStored(w http.ResponseWriter, b []byte) error {
 	vals[0] = "true"
 	h[httpcore.ReplayedHeader] = vals[0:1:1]
 	if bodyAllowed(stored.Status) {
-		h.Set("Content-Length", strconv.Itoa(len(stored.Body)))
+		vals[1] = strconv.Itoa(len(stored.Body))
+		h["Content-Length"] = vals[1:2:2]
 	}
 	w.WriteHeader(stored.Status)
 	if len(stored.Body) > 0 {

@@ -37,6 +37,9 @@ func options(cfg httpconform.Config) []idemecho.Option {
 	if cfg.MaxBody > 0 {
 		opts = append(opts, idemecho.WithMaxBody(cfg.MaxBody))
 	}
+	if cfg.Logger != nil {
+		opts = append(opts, idemecho.WithLogger(cfg.Logger))
+	}
 	if cfg.OptionalKey {
 		opts = append(opts, idemecho.WithOptionalKey())
 	}

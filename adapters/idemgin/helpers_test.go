@@ -38,6 +38,9 @@ func options(cfg httpconform.Config) []idemgin.Option {
 	if cfg.MaxBody > 0 {
 		opts = append(opts, idemgin.WithMaxBody(cfg.MaxBody))
 	}
+	if cfg.Logger != nil {
+		opts = append(opts, idemgin.WithLogger(cfg.Logger))
+	}
 	if cfg.OptionalKey {
 		opts = append(opts, idemgin.WithOptionalKey())
 	}

@@ -1,6 +1,7 @@
 package httpconform
 
 import (
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +95,8 @@ type Config struct {
 	MaxBody int64
 	// OptionalKey is WithOptionalKey.
 	OptionalKey bool
+	// Logger, when set, is WithLogger.
+	Logger *slog.Logger
 	// Engine holds WithEngineOptions' options.
 	Engine []idemkit.Option
 }

@@ -1,7 +1,9 @@
 package httpconform
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,6 +34,7 @@ func Run(t *testing.T, serve Framework) {
 		{"UnguardedMethods", testUnguardedMethods},
 		{"OptionalKey", testOptionalKey},
 		{"BodyTooLarge", testBodyTooLarge},
+		{"LogsHoldNoSecrets", testLogsHoldNoSecrets},
 		{"StoreDown", testStoreDown},
 		{"WindowDuplicate", testWindowDuplicate},
 		{"WindowOneRun", testWindowOneRun},
@@ -331,6 +334,31 @@ func testBodyTooLarge(t *testing.T, serve Framework) {
 		CheckProblem(t, Send(t, "POST", u, Body+" ", As("alice", "k")...), http.StatusRequestEntityTooLarge, httpcore.ProblemBodyTooLarge)
 		if a := Send(t, "POST", u, Body, As("alice", "k")...); a.Status != http.StatusCreated || o.Runs() != 1 {
 			t.Fatalf("mode %d, a body of the cap: %v after %d runs", m, a, o.Runs())
+		}
+	}
+}
+
+// testLogsHoldNoSecrets: the warnings of a response too large to keep,
+// kept by the middleware's cap or refused by the engine's, name neither
+// the key nor the principal.
+func testLogsHoldNoSecrets(t *testing.T, serve Framework) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	for _, cfg := range []Config{
+		{Mode: Idempotency, MaxStored: 64, Logger: logger},
+		{Mode: Idempotency, Logger: logger, Engine: []idemkit.Option{idemkit.WithMaxResultSize(64)}},
+	} {
+		o := &Orders{}
+		o.big.Store(4096)
+		u := serve(t, testkit.NewEngine(t), o, cfg) + "/orders/1"
+		Send(t, "POST", u, Body, As("alice-secret", "k-secret")...)
+	}
+	if strings.Count(logs.String(), "\n") < 2 {
+		t.Fatalf("want a warning per oversized response, logged %q", logs.String())
+	}
+	for _, s := range []string{"alice-secret", "k-secret"} {
+		if strings.Contains(logs.String(), s) {
+			t.Errorf("the log holds %q: %s", s, logs.String())
 		}
 	}
 }

@@ -105,7 +105,7 @@ if [ -z "${IDEMKIT_TEST_MYSQL_DSN:-}" ] && ! maria_answers >/dev/null 2>&1; then
   wait_for MariaDB maria_answers
 fi
 
-# --- dynalite (npm), a DynamoDB-compatible server: store/dynamostore ------
+# --- dynalite (npm), a DynamoDB-compatible server: dynamostore, idemlambda -
 # Installed once per machine under ~/.cache/idemkit; the tests start it on
 # a free loopback port and stop it. DYNALITE_CLI names its cli.js.
 command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm

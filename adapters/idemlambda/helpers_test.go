@@ -32,13 +32,19 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	redisAddr = s.Addr()
+	stopDynalite, err := startDynalite()
+	if err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	stopDynalite()
 	stop()
 	os.Exit(code)
 }
 
-// opener opens a fresh store for one test. The lead adds DynamoDB
-// (dynalite) here when store/dynamostore lands.
+// opener opens a fresh store for one test.
 type opener struct {
 	name string
 	open func(t testing.TB) store.Store
@@ -52,6 +58,10 @@ var openers = []opener{
 			t.Fatal(err)
 		}
 		return st
+	}},
+	{"dynamodb", func(t testing.TB) store.Store {
+		s, _ := openDynamo(t)
+		return s
 	}},
 }
 

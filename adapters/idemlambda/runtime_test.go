@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -22,15 +23,17 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemlambda"
-	"github.com/idemkit/idemkit/store/redisstore"
+	"github.com/idemkit/idemkit/store"
 )
 
 // The end-to-end tests run this test binary as a Lambda function: with
 // childEnv set, TestMain calls lambda.Start over an HTTPAPI handler, and
 // the real runtime loop of aws-lambda-go talks to the Runtime API server
-// the test runs on loopback.
+// the test runs on loopback. The engine's store is the one storeEnv
+// names by URL (Redis or DynamoDB); the effects are counted in Redis.
 const (
-	childEnv = "IDEMLAMBDA_RUNTIME_CHILD" // the Redis address
+	childEnv = "IDEMLAMBDA_RUNTIME_CHILD" // the Redis address, for the counts
+	storeEnv = "IDEMLAMBDA_RUNTIME_STORE" // the store's URL
 	nsEnv    = "IDEMLAMBDA_RUNTIME_NS"    // the engine's namespace
 )
 
@@ -42,7 +45,7 @@ func runtimeChild() bool {
 		return false
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	st, err := redisstore.New(rdb)
+	st, err := store.Open(context.Background(), os.Getenv(storeEnv))
 	if err != nil {
 		panic(err)
 	}
@@ -143,12 +146,30 @@ func (a *runtimeAPI) invoke(event []byte, timeout time.Duration) *invocation {
 	return inv
 }
 
+// function names the store and namespace of a runtime test's functions.
+type function struct{ store, ns string }
+
+// runtimeStores runs f as a subtest over each store a child can open by
+// URL: the test Redis, and a fresh table of the test dynalite.
+func runtimeStores(t *testing.T, f func(t *testing.T, fn function)) {
+	t.Run("redis", func(t *testing.T) {
+		f(t, function{"redis://" + redisAddr, fmt.Sprintf("rt%d", namespaces.Add(1))})
+	})
+	t.Run("dynamodb", func(t *testing.T) {
+		s, _ := openDynamo(t)
+		u := "dynamodb://" + s.Table() + "?region=us-east-1&endpoint=" + url.QueryEscape(dynaliteEndpoint)
+		f(t, function{u, fmt.Sprintf("rt%d", namespaces.Add(1))})
+	})
+}
+
 // startFunction starts one execution environment: this binary as a
 // function whose runtime loop talks to addr.
-func startFunction(t *testing.T, addr, ns string) *exec.Cmd {
+func startFunction(t *testing.T, addr string, fn function) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+redisAddr, nsEnv+"="+ns,
-		"AWS_LAMBDA_RUNTIME_API="+addr, "AWS_LAMBDA_FUNCTION_NAME=orders", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128")
+	cmd.Env = append(os.Environ(), childEnv+"="+redisAddr, storeEnv+"="+fn.store, nsEnv+"="+fn.ns,
+		"AWS_LAMBDA_RUNTIME_API="+addr, "AWS_LAMBDA_FUNCTION_NAME=orders", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
+		// dynalite checks no signature; the SDK's default chain needs one
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1")
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -187,12 +208,15 @@ func httpEvent(t *testing.T, key, body string) []byte {
 // effect runs once; every answer is the first response (marked replayed
 // after the first) or a 409 with Retry-After.
 func TestRuntimeAPIDuplicatesRunOnce(t *testing.T) {
-	ns := fmt.Sprintf("rt%d", namespaces.Add(1))
+	runtimeStores(t, testRuntimeAPIDuplicatesRunOnce)
+}
+
+func testRuntimeAPIDuplicatesRunOnce(t *testing.T, fn function) {
 	api, addr := newRuntimeAPI(t)
 	for range 2 {
-		startFunction(t, addr, ns)
+		startFunction(t, addr, fn)
 	}
-	key := ns + "-k1"
+	key := fn.ns + "-k1"
 	event := httpEvent(t, key, `{"orderId":"o-1"}`)
 	var invs []*invocation
 	for range 12 {
@@ -230,10 +254,13 @@ func TestRuntimeAPIDuplicatesRunOnce(t *testing.T) {
 // (its process killed); the retry, in a fresh execution environment, is
 // admitted once the deadline has passed and runs the effect once.
 func TestRuntimeAPITimedOutInvocationRetries(t *testing.T) {
-	ns := fmt.Sprintf("rt%d", namespaces.Add(1))
+	runtimeStores(t, testRuntimeAPITimedOutInvocationRetries)
+}
+
+func testRuntimeAPITimedOutInvocationRetries(t *testing.T, fn function) {
 	api, addr := newRuntimeAPI(t)
-	first := startFunction(t, addr, ns)
-	key := ns + "-k2"
+	first := startFunction(t, addr, fn)
+	key := fn.ns + "-k2"
 	event := httpEvent(t, key, `{"orderId":"o-2","note":"hang"}`)
 	inv := api.invoke(event, 500*time.Millisecond)
 	<-api.taken
@@ -243,7 +270,7 @@ func TestRuntimeAPITimedOutInvocationRetries(t *testing.T) {
 	require.NoError(t, first.Process.Kill())
 	_, _ = first.Process.Wait()
 
-	startFunction(t, addr, ns) // a cold start for the retry
+	startFunction(t, addr, fn) // a cold start for the retry
 	var resp events.APIGatewayV2HTTPResponse
 	testkitWait(t, "the retry to run", func() bool {
 		// A 409 can only come from the store seeing the claim a moment

@@ -14,6 +14,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/idemkit/idemkit/internal/dynalitetest"
@@ -88,14 +89,52 @@ func openDynamo(t testing.TB) (*dynamostore.Store, *requests) {
 }
 
 // requests counts the HTTP requests a DynamoDB client sends, by
-// operation. Its middleware sits in the Finalize step, after the SDK's
-// retry loop, so it would see every attempt.
+// operation, and the capacity units the server reports for them. Its
+// counting middleware sits in the Finalize step, after the SDK's retry
+// loop, so it would see every attempt; another, in the Initialize step,
+// asks every item request for its consumed capacity (a request that
+// fails, a failed condition included, reports none).
 type requests struct {
-	mu  sync.Mutex
-	ops map[string]int
+	mu    sync.Mutex
+	ops   map[string]int
+	units map[string]float64
 }
 
 func (c *requests) add(stack *middleware.Stack) error {
+	err := stack.Initialize.Add(middleware.InitializeMiddlewareFunc("consumedCapacity",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			total := types.ReturnConsumedCapacityTotal
+			switch p := in.Parameters.(type) {
+			case *dynamodb.PutItemInput:
+				p.ReturnConsumedCapacity = total
+			case *dynamodb.GetItemInput:
+				p.ReturnConsumedCapacity = total
+			case *dynamodb.DeleteItemInput:
+				p.ReturnConsumedCapacity = total
+			}
+			out, md, err := next.HandleInitialize(ctx, in)
+			var cc *types.ConsumedCapacity
+			switch r := out.Result.(type) {
+			case *dynamodb.PutItemOutput:
+				cc = r.ConsumedCapacity
+			case *dynamodb.GetItemOutput:
+				cc = r.ConsumedCapacity
+			case *dynamodb.DeleteItemOutput:
+				cc = r.ConsumedCapacity
+			}
+			if cc != nil && cc.CapacityUnits != nil {
+				c.mu.Lock()
+				if c.units == nil {
+					c.units = map[string]float64{}
+				}
+				c.units[middleware.GetOperationName(ctx)] += *cc.CapacityUnits
+				c.mu.Unlock()
+			}
+			return out, md, err
+		}), middleware.After)
+	if err != nil {
+		return err
+	}
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("countRequests",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 			c.mu.Lock()
@@ -108,14 +147,28 @@ func (c *requests) add(stack *middleware.Stack) error {
 		}), middleware.After)
 }
 
-// take returns the counts since the last call and resets them.
+// take returns the request counts since the last call and resets them
+// and the capacity units.
 func (c *requests) take() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ops := c.ops
-	c.ops = nil
+	c.ops, c.units = nil, nil
 	if ops == nil {
 		ops = map[string]int{}
 	}
 	return ops
+}
+
+// takeUnits returns the capacity units reported since the last take or
+// takeUnits, by operation, and resets them.
+func (c *requests) takeUnits() map[string]float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	units := c.units
+	c.units = nil
+	if units == nil {
+		units = map[string]float64{}
+	}
+	return units
 }

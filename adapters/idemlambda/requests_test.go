@@ -3,6 +3,7 @@ package idemlambda_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,20 +14,25 @@ import (
 
 // TestDynamoDBRequestsPerOperation counts the DynamoDB requests of each
 // step of a wrapped handler under an invocation's deadline, as Lambda
-// runs it: the figures docs/lambda.md prices. A first invocation is a
-// claim and a completion; a repeat is one claim whose failed condition
-// returns the stored result; a failed invocation is a claim and a
-// release, which writes a small released record in place of the claim's
-// (it keeps the fencing token and the steps' lineage), not a delete; the
-// retry's claim fails on that record and takes it over with one more
-// conditional write.
+// runs it, and the write units dynalite reports for them (DynamoDB's
+// rule: 1 per KB of the larger of the old and new item): the figures
+// docs/lambda.md prices. A first invocation is a claim and a completion;
+// a repeat is one claim whose failed condition returns the stored result
+// (a failed condition reports no units); a failed invocation is a claim
+// and a release, which writes a small released record in place of the
+// claim's (it keeps the fencing token and the steps' lineage), not a
+// delete; the retry's claim fails on that record and takes it over with
+// one more conditional write.
 func TestDynamoDBRequestsPerOperation(t *testing.T) {
 	s, c := openDynamo(t)
 	e := engineOn(t, s)
 	errDown := errors.New("payment provider down")
 	h, err := idemlambda.Wrap(e, "orders", func(_ context.Context, o order) (receipt, error) {
-		if o.Note == "fail" {
+		switch o.Note {
+		case "fail":
 			return receipt{}, errDown
+		case "large": // a result item of 3 to 4 KB
+			return receipt{Receipt: strings.Repeat("r", 3500)}, nil
 		}
 		return receipt{Receipt: "r-" + o.OrderID}, nil
 	}, idemlambda.WithKeyPath("orderId"))
@@ -37,17 +43,29 @@ func TestDynamoDBRequestsPerOperation(t *testing.T) {
 		_, err := h(ctx, o)
 		return err
 	}
+	check := func(what string, ops map[string]int, units map[string]float64) {
+		t.Helper()
+		gotUnits := c.takeUnits()
+		require.Equal(t, ops, c.take(), "%s: requests", what)
+		require.Equal(t, units, gotUnits, "%s: capacity units", what)
+	}
+	type u = map[string]float64
 
 	require.NoError(t, invoke(order{OrderID: "o-1"}))
-	require.Equal(t, map[string]int{"PutItem": 2}, c.take(), "first invocation: claim, completion")
+	check("first invocation: claim, completion", map[string]int{"PutItem": 2}, u{"PutItem": 2})
 
 	require.NoError(t, invoke(order{OrderID: "o-1"}))
-	require.Equal(t, map[string]int{"PutItem": 1}, c.take(), "replay: one failed claim with the item")
+	check("replay: one failed claim with the item", map[string]int{"PutItem": 1}, u{})
 
 	require.ErrorIs(t, invoke(order{OrderID: "o-2", Note: "fail"}), errDown)
-	require.Equal(t, map[string]int{"PutItem": 2}, c.take(), "failure: claim, release")
+	check("failure: claim, release", map[string]int{"PutItem": 2}, u{"PutItem": 2})
 
 	require.NoError(t, invoke(order{OrderID: "o-2"}))
-	require.Equal(t, map[string]int{"PutItem": 3}, c.take(),
-		"retry after a failure: a claim that finds the released record, its takeover, the completion")
+	check("retry after a failure: failed claim, takeover, completion", map[string]int{"PutItem": 3}, u{"PutItem": 2})
+
+	require.NoError(t, invoke(order{OrderID: "o-3", Note: "large"}))
+	check("a 3 to 4 KB result: claim (1), completion (4)", map[string]int{"PutItem": 2}, u{"PutItem": 5})
+
+	require.NoError(t, invoke(order{OrderID: "o-3", Note: "large"}))
+	check("its replay: one failed claim", map[string]int{"PutItem": 1}, u{})
 }

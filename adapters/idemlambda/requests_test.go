@@ -9,28 +9,37 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemlambda"
 )
 
 // TestDynamoDBRequestsPerOperation counts the DynamoDB requests of each
 // step of a wrapped handler under an invocation's deadline, as Lambda
-// runs it, and the write units dynalite reports for them (DynamoDB's
-// rule: 1 per KB of the larger of the old and new item): the figures
-// docs/lambda.md prices. A first invocation is a claim and a completion;
-// a repeat is one claim whose failed condition returns the stored result
-// (a failed condition reports no units); a failed invocation is a claim
-// and a release, which writes a small released record in place of the
-// claim's (it keeps the fencing token and the steps' lineage), not a
+// runs it, and the capacity units dynalite reports for them (DynamoDB's
+// rule: a write 1 per KB of the larger of the old and new item, a strong
+// read 1 per 4 KB): the figures docs/lambda.md prices.
+//
+// A first invocation is a claim and a completion. A repeat is one claim
+// whose failed condition returns the stored result (a failed condition
+// reports no units). A duplicate while the first runs is that failed
+// claim and a strongly consistent read of the lease left (the failed
+// claim returns the item without its expiry). A failed invocation is a
+// claim and a release, which writes a small released record in place of
+// the claim's (it keeps the fencing token and the steps' lineage), not a
 // delete; the retry's claim fails on that record and takes it over with
 // one more conditional write.
 func TestDynamoDBRequestsPerOperation(t *testing.T) {
 	s, c := openDynamo(t)
 	e := engineOn(t, s)
 	errDown := errors.New("payment provider down")
+	started, finish := make(chan struct{}), make(chan struct{})
 	h, err := idemlambda.Wrap(e, "orders", func(_ context.Context, o order) (receipt, error) {
 		switch o.Note {
 		case "fail":
 			return receipt{}, errDown
+		case "slow":
+			close(started)
+			<-finish
 		case "large": // a result item of 3 to 4 KB
 			return receipt{Receipt: strings.Repeat("r", 3500)}, nil
 		}
@@ -68,4 +77,15 @@ func TestDynamoDBRequestsPerOperation(t *testing.T) {
 
 	require.NoError(t, invoke(order{OrderID: "o-3", Note: "large"}))
 	check("its replay: one failed claim", map[string]int{"PutItem": 1}, u{})
+
+	first := make(chan error, 1)
+	go func() { first <- invoke(order{OrderID: "o-4", Note: "slow"}) }()
+	<-started
+	check("a claim", map[string]int{"PutItem": 1}, u{"PutItem": 1})
+	require.ErrorIs(t, invoke(order{OrderID: "o-4", Note: "slow"}), idemkit.ErrInProgress)
+	check("a duplicate in progress: a failed claim, a read of the lease left",
+		map[string]int{"PutItem": 1, "GetItem": 1}, u{"GetItem": 1})
+	close(finish)
+	require.NoError(t, <-first)
+	check("the completion", map[string]int{"PutItem": 1}, u{"PutItem": 1})
 }

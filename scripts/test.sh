@@ -140,7 +140,7 @@ fi
 # large dependency trees (otel, the queue adapters and their broker clients,
 # the Fiber adapter) are nested modules tied together by go.work, so the
 # library's users never get their dependencies.
-packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/... ./adapters/idemlambda/... ./store/dynamostore/... ./queue/idemrelay/... ./adapters/idemgin/... ./adapters/idemecho/... ./bench/...)
+packages=(./... ./cmd/... ./otel/... ./queue/idemnats/... ./queue/idemamqp/... ./adapters/idemfiber/... ./adapters/idemlambda/... ./store/dynamostore/... ./queue/idemrelay/... ./adapters/idemgin/... ./adapters/idemecho/... ./adapters/idemconnect/... ./bench/...)
 
 echo "== go vet"
 go vet "${packages[@]}"

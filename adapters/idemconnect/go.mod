@@ -1,0 +1,15 @@
+module github.com/idemkit/idemkit/adapters/idemconnect
+
+go 1.26.0
+
+replace github.com/idemkit/idemkit => ../..
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/protobuf v1.36.12
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

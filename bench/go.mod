@@ -10,17 +10,22 @@ replace github.com/idemkit/idemkit/adapters/idemgin => ../adapters/idemgin
 
 replace github.com/idemkit/idemkit/adapters/idemecho => ../adapters/idemecho
 
+replace github.com/idemkit/idemkit/adapters/idemconnect => ../adapters/idemconnect
+
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/gin-gonic/gin v1.12.0
 	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/gofiber/storage/redis/v3 v3.4.3
 	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idemkit/adapters/idemconnect v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idemkit/adapters/idemecho v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idemkit/adapters/idemfiber v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idemkit/adapters/idemgin v0.0.0-00010101000000-000000000000
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -67,5 +72,5 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 )

@@ -47,7 +47,7 @@ var imports = map[string]string{
 
 // nested are the project's nested modules, which README blocks may import
 // as a user would (each has its own go.mod).
-var nested = []string{"otel", "adapters/idemfiber", "adapters/idemlambda", "queue/idemnats", "queue/idemamqp", "store/dynamostore", "queue/idemrelay", "adapters/idemgin", "adapters/idemecho"}
+var nested = []string{"otel", "adapters/idemfiber", "adapters/idemlambda", "queue/idemnats", "queue/idemamqp", "store/dynamostore", "queue/idemrelay", "adapters/idemgin", "adapters/idemecho", "adapters/idemconnect"}
 
 var goBlock = regexp.MustCompile("(?ms)^```go\n(.*?)^```")
 

@@ -91,7 +91,14 @@ func serve(tb testing.TB, srv *orders, idem connect.Interceptor) (string, *http.
 	mux.Handle(procCreate, connect.NewUnaryHandler(procCreate, srv.create, opts...))
 	mux.Handle(procGet, connect.NewUnaryHandler(procGet, srv.create, opts...))
 	mux.Handle(procWatch, connect.NewServerStreamHandler(procWatch, srv.watch, opts...))
-	ts := httptest.NewUnstartedServer(mux)
+	return serveMux(tb, mux)
+}
+
+// serveMux serves h on a loopback port, speaking HTTP/1.1 and HTTP/2
+// without TLS (h2c), and returns its URL and an HTTP/2 client.
+func serveMux(tb testing.TB, h http.Handler) (string, *http.Client) {
+	tb.Helper()
+	ts := httptest.NewUnstartedServer(h)
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetHTTP1(true)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/internal/backoff"
 	"github.com/idemkit/idemkit/keying"
@@ -49,6 +50,7 @@ func (c *Client) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if !spec.IsClient {
 			return nil, connect.NewError(connect.CodeInternal, errClientOnHandler)
 		}
+		c.setFence(ctx, req.Header())
 		if _, ok := c.cfg.procs[spec.Procedure]; !ok {
 			return next(ctx, req)
 		}
@@ -78,6 +80,7 @@ func (c *Client) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (c *Client) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
+		c.setFence(ctx, conn.RequestHeader())
 		if _, ok := c.cfg.procs[spec.Procedure]; !ok {
 			return conn
 		}
@@ -93,6 +96,17 @@ func (c *Client) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 func (c *Client) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(context.Context, connect.StreamingHandlerConn) error {
 		return connect.NewError(connect.CodeInternal, errClientOnHandler)
+	}
+}
+
+// setFence adds the fencing token of the claim in ctx to h
+// (WithFenceHeader), unless h holds one.
+func (c *Client) setFence(ctx context.Context, h http.Header) {
+	if c.cfg.fenceHeader == "" || len(h.Values(c.cfg.fenceHeader)) > 0 {
+		return
+	}
+	if fence, ok := idemkit.FenceFromContext(ctx); ok {
+		h.Set(c.cfg.fenceHeader, keying.FormatFence(fence))
 	}
 }
 

@@ -128,7 +128,7 @@ func TestClientGivesStreamsAKey(t *testing.T) {
 	require.NoError(t, err)
 	c := newClient(base, hc, procWatch, connect.WithInterceptors(idem))
 	for range 2 {
-		got, err := watch(t, c, "alice", "")
+		got, err := watch(callCtx(t), t, c, "alice", "")
 		require.NoError(t, err, "each stream gets a fresh key")
 		assert.Len(t, got, 1)
 	}

@@ -12,9 +12,10 @@
 //
 // It follows idemgrpc: the same codes, details, final codes, streaming
 // policy and client retries, so a service moved from grpc-go to Connect
-// keeps its contract. It is built on connect v1 (connectrpc.com/connect),
-// the major that generated code and the ecosystem (grpchealth,
-// grpcreflect, vanguard, otelconnect) use.
+// keeps its contract. It is built on connect v1 (connectrpc.com/connect):
+// an interceptor installs only on servers and clients of its own major,
+// and the services and generated code that exist are v1; connect v2 is a
+// new Go API over the same wire protocol.
 //
 // Procedures are selected explicitly, each with its response type
 // (WithProcedure), because only the service author knows which are not
@@ -99,6 +100,16 @@
 // call made before a restart, set its key in the request header: the
 // interceptor keeps a key it finds. Streams get a key, and are not
 // resent.
+//
+// # Fencing tokens
+//
+// With WithFenceHeader, the client interceptor sends the fencing token of
+// the idemkit claim whose work makes a call (idemkit.FenceFromContext) in
+// a request header (FenceHeader is a suggested name, the same on the wire
+// as idemgrpc.FenceMetadataKey). The called service reads it with
+// FenceFromHeader, keeps the highest token seen per idempotency key and
+// refuses a lower one: a caller whose lease ended while it was stalled
+// cannot act once the caller that took the key over has been there.
 //
 // A Server installed on a client, or a Client on a handler, fails every
 // call with CodeInternal rather than do nothing.

@@ -31,6 +31,11 @@ const (
 	// backoff (see WithBackoff), the same as idemgrpc's.
 	DefaultMinBackoff = backoff.DefaultMin
 	DefaultMaxBackoff = backoff.DefaultMax
+	// FenceHeader is a suggested name for the request header that carries
+	// a claim's fencing token (WithFenceHeader, FenceFromHeader): the
+	// token in decimal. It is idemgrpc.FenceMetadataKey, so a service
+	// reads one header whichever adapter called it.
+	FenceHeader = "Idempotency-Fence"
 )
 
 // DefaultFinalCodes returns a new slice holding the codes that are final
@@ -93,6 +98,7 @@ type config struct {
 	maxBackoff  time.Duration
 	backoffSet  bool
 	keySet      bool
+	fenceHeader string // WithFenceHeader's, canonical; "" for none
 }
 
 // newConfig applies opts for one side. It returns the errors of every
@@ -109,6 +115,9 @@ func newConfig(s side, opts []Option) (*config, []error) {
 	errs := options.Collect(c, opts)
 	if len(c.procs) == 0 {
 		errs = append(errs, errors.New("no procedure selected: name the non-idempotent procedures with WithProcedure"))
+	}
+	if c.fenceHeader != "" && c.fenceHeader == c.keyHeader {
+		errs = append(errs, fmt.Errorf("WithFenceHeader(%q): the header %s carries the idempotency key", c.fenceHeader, c.keyHeader))
 	}
 	return c, errs
 }
@@ -198,14 +207,49 @@ func WithPrincipal(fn func(ctx context.Context, header http.Header) (string, err
 // suffix) and names that are not HTTP tokens are refused.
 func WithKeyHeader(name string) Option {
 	return func(c *config) error {
-		lower := strings.ToLower(name)
-		if !httpcore.ValidToken(name) || strings.HasPrefix(lower, "connect-") || strings.HasPrefix(lower, "grpc-") || strings.HasSuffix(lower, "-bin") {
+		if !validHeaderName(name) {
 			return fmt.Errorf("WithKeyHeader(%q): not a header name for a key", name)
 		}
 		if c.keySet {
 			return errors.New("WithKeyHeader: given twice")
 		}
 		c.keyHeader, c.keySet = http.CanonicalHeaderKey(name), true
+		return nil
+	}
+}
+
+// validHeaderName reports whether name is an HTTP token that no protocol
+// reserves ("Connect-", "Grpc-" prefixes, "-Bin" suffix).
+func validHeaderName(name string) bool {
+	lower := strings.ToLower(name)
+	return httpcore.ValidToken(name) && !strings.HasPrefix(lower, "connect-") && !strings.HasPrefix(lower, "grpc-") && !strings.HasSuffix(lower, "-bin")
+}
+
+// WithFenceHeader makes the client send the fencing token of the idemkit
+// claim whose work makes a call (idemkit.FenceFromContext of the call's
+// context), in decimal, in the request header name (client side;
+// default: no token is sent). Every call through the Client carries it,
+// unary or stream, selected or not, unless its request header already
+// holds one; a call made outside such work carries none. FenceHeader is
+// a suggested name. Names the protocols reserve, and the idempotency
+// key's header, are refused.
+//
+// The service reads the token with FenceFromHeader and refuses a token
+// lower than the highest it has seen for the idempotency key: the call
+// then comes from a caller whose claim was taken over after its lease
+// ended.
+func WithFenceHeader(name string) Option {
+	return func(c *config) error {
+		if err := c.only(clientSide, "WithFenceHeader"); err != nil {
+			return err
+		}
+		if !validHeaderName(name) {
+			return fmt.Errorf("WithFenceHeader(%q): not a header name for a fence", name)
+		}
+		if c.fenceHeader != "" {
+			return errors.New("WithFenceHeader: given twice")
+		}
+		c.fenceHeader = http.CanonicalHeaderKey(name)
 		return nil
 	}
 }

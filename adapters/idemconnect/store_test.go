@@ -21,7 +21,7 @@ func TestStoreDownFailClosed(t *testing.T) {
 	assert.Equal(t, connect.CodeUnavailable, connect.CodeOf(r.err), r.err)
 	assert.NotContains(t, r.err.Error(), storetest.ErrDown.Error(), "store details stay on the server")
 
-	_, err = watch(t, newClient(base, hc, procWatch), "alice", "k")
+	_, err = watch(callCtx(t), t, newClient(base, hc, procWatch), "alice", "k")
 	assert.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), err)
 	assert.Zero(t, srv.runs.Load())
 }

@@ -1,6 +1,7 @@
 package idemconnect_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -15,9 +16,9 @@ import (
 
 // watch opens the Watch stream with the user and key and reads it to its
 // end, returning what it received and the error that ended it.
-func watch(t *testing.T, c *connect.Client[structpb.Struct, structpb.Struct], user, key string) ([]*structpb.Struct, error) {
+func watch(ctx context.Context, t *testing.T, c *connect.Client[structpb.Struct, structpb.Struct], user, key string) ([]*structpb.Struct, error) {
 	t.Helper()
-	stream, err := c.CallServerStream(callCtx(t), request(t, user, key, map[string]any{"tick": 1}))
+	stream, err := c.CallServerStream(ctx, request(t, user, key, map[string]any{"tick": 1}))
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func TestStreamClaimedOnceAndRefusedOnRepeat(t *testing.T) {
 		got := make([][]*structpb.Struct, n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Go(func() { got[i], errs[i] = watch(t, c, "alice", "s1") })
+			wg.Go(func() { got[i], errs[i] = watch(callCtx(t), t, c, "alice", "s1") })
 		}
 		wg.Wait()
 		require.EqualValues(t, 1, srv.runs.Load(), "the stream handler runs once")
@@ -61,9 +62,9 @@ func TestStreamClaimedOnceAndRefusedOnRepeat(t *testing.T) {
 		}
 		assert.Equal(t, 1, admitted)
 
-		_, err := watch(t, c, "bob", "s1")
+		_, err := watch(callCtx(t), t, c, "bob", "s1")
 		require.NoError(t, err, "another principal's key is its own")
-		_, err = watch(t, c, "alice", "")
+		_, err = watch(callCtx(t), t, c, "alice", "")
 		assert.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), err)
 		assert.EqualValues(t, 2, srv.runs.Load())
 	})

@@ -19,8 +19,9 @@
 //
 // Procedures are selected explicitly, each with its response type
 // (WithProcedure), because only the service author knows which are not
-// idempotent, and because a replay must give the handler's
-// *connect.Response[Res] back; the others pass through untouched. Every
+// idempotent, and because a replay is built as the
+// *connect.Response[Res] the handler returns, which the interceptors
+// around this one see; the others pass through untouched. Every
 // option is checked by the constructor, which returns an error wrapping
 // idemkit.ErrInvalid rather than build an interceptor that fails later.
 //

@@ -153,8 +153,12 @@ func validProcedure(p string) bool {
 //
 // Only the service author knows which procedures are not idempotent; the
 // others pass through untouched. The server needs Res to give a stored
-// response back as the *connect.Response[Res] the handler returned. A
-// procedure selected twice, or a name not of that form, is refused.
+// response back as the *connect.Response[Res] the handler returned; when
+// the procedure's generated schema (connect.WithSchema) names another
+// response type, its calls fail with connect.CodeInternal before the
+// handler runs. Streams are not replayed, so for a streaming procedure
+// Res only has to be a message type. A procedure selected twice, or a
+// name not of that form, is refused.
 func WithProcedure[Res any, PRes interface {
 	*Res
 	proto.Message

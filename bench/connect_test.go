@@ -141,3 +141,30 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
 }
+
+// BenchmarkConnect makes one call per op, over the Connect protocol, to
+// the bare handler (bare), to its one-GET floor (oneGET) or as a replay
+// through idemconnect (replay): the rows callgrind.sh counts instructions
+// of, one call at a time. The interceptor's increment is replay's count
+// less oneGET's, to set beside idemhttp's (Replay/idemkit less
+// OneGET/nethttp).
+func BenchmarkConnect(b *testing.B) {
+	for _, c := range []struct{ name, proc string }{{"bare", connectBare}, {"oneGET", connectFloor}, {"replay", connectIdem}} {
+		b.Run(c.name, func(b *testing.B) {
+			base, hc := startConnect(b, false)
+			client := connect.NewClient[structpb.Struct, structpb.Struct](hc, base+c.proc)
+			req := connect.NewRequest(&structpb.Struct{Fields: map[string]*structpb.Value{"item": structpb.NewStringValue("book")}})
+			req.Header().Set(userHeader, "bench-user")
+			req.Header().Set("Idempotency-Key", newKey())
+			ctx := context.Background()
+			if _, err := client.CallUnary(ctx, req); err != nil { // stores the replayed response
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := client.CallUnary(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -56,8 +56,10 @@
 // As idemgrpc: a missing key (unless WithOptionalKey), or one that is
 // malformed or sent twice, fails with CodeInvalidArgument. A repeat while
 // the first call runs fails with CodeAborted, with an
-// errdetails.RetryInfo detail (read it with RetryDelay) and a Retry-After
-// header in seconds (idemkit.WithWait makes repeats wait instead). A key
+// errdetails.RetryInfo detail (read it with RetryDelay), a Retry-After
+// header in seconds and, over gRPC and gRPC-Web, the
+// grpc-retry-pushback-ms trailer grpc-go's retry policy honours
+// (idemkit.WithWait makes repeats wait instead). A key
 // reused with a different request fails with CodeFailedPrecondition: the
 // request is valid, but the key's state refuses it. A failing store fails
 // with CodeUnavailable under the fail-closed policy (with idemkit.FailOpen

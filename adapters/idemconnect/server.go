@@ -189,7 +189,7 @@ func (s *Server) do(ctx context.Context, c call, fp string, proc procedure, req 
 		return out.resp, out.err
 	}
 	if err != nil && !res.Replayed {
-		return nil, engineError(ctx, err)
+		return nil, engineError(ctx, err, req.Peer().Protocol)
 	}
 	if err == errCorruptError { // DecodeError's own value, returned as is
 		return nil, err // not a replay: the stored outcome cannot be given back

@@ -125,6 +125,11 @@ func TestInFlightRepeatIsAbortedWithRetryInfo(t *testing.T) {
 		}
 		require.NotNil(t, info)
 		assert.Equal(t, "2", ce.Meta().Get("Retry-After"), "seconds, rounded up")
+		if name := t.Name(); strings.HasSuffix(name, "/grpc") || strings.HasSuffix(name, "/grpcweb") {
+			assert.Equal(t, "1500", ce.Meta().Get("Grpc-Retry-Pushback-Ms"), "grpc-go's retry policy reads it")
+		} else {
+			assert.Empty(t, ce.Meta().Get("Grpc-Retry-Pushback-Ms"))
+		}
 
 		close(release)
 		first := <-firstDone

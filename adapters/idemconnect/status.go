@@ -13,10 +13,16 @@ import (
 	"github.com/idemkit/idemkit"
 )
 
+// pushbackTrailer is the trailer grpc-go's retry policy reads as the
+// server's retry delay, in milliseconds.
+const pushbackTrailer = "Grpc-Retry-Pushback-Ms"
+
 // engineError maps an error of the engine (the handler did not run) to a
 // connect error. No text of err reaches the client: store errors name
-// keys, and the engine's observer has already reported err.
-func engineError(ctx context.Context, err error) error {
+// keys, and the engine's observer has already reported err. A repeat in
+// progress over gRPC or gRPC-Web also gets the pushback trailer that
+// grpc-go's retry policy honours, as idemgrpc sets it.
+func engineError(ctx context.Context, err error, protocol string) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		code := connect.CodeCanceled
 		if errors.Is(ctxErr, context.DeadlineExceeded) {
@@ -27,7 +33,11 @@ func engineError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, idemkit.ErrInProgress):
 		delay, _ := idemkit.RetryAfter(err)
-		return withRetryInfo(connect.CodeAborted, "idemconnect: a request with this idempotency key is in progress", delay)
+		ce := withRetryInfo(connect.CodeAborted, "idemconnect: a request with this idempotency key is in progress", delay)
+		if protocol == connect.ProtocolGRPC || protocol == connect.ProtocolGRPCWeb {
+			ce.Meta().Set(pushbackTrailer, strconv.FormatInt(delay.Milliseconds(), 10))
+		}
+		return ce
 	case errors.Is(err, idemkit.ErrMismatch):
 		return connect.NewError(connect.CodeFailedPrecondition, errors.New("idemconnect: idempotency key reused with a different request"))
 	case errors.Is(err, idemkit.ErrUnavailable):
@@ -41,7 +51,7 @@ func engineError(ctx context.Context, err error) error {
 // withRetryInfo returns an error of code carrying delay as an
 // errdetails.RetryInfo detail and, for plain HTTP clients, as a
 // Retry-After header in whole seconds, rounded up.
-func withRetryInfo(code connect.Code, msg string, delay time.Duration) error {
+func withRetryInfo(code connect.Code, msg string, delay time.Duration) *connect.Error {
 	ce := connect.NewError(code, errors.New(msg))
 	if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}); err == nil {
 		ce.AddDetail(d)

@@ -41,7 +41,7 @@ func (s *Server) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect
 			return withRetryInfo(connect.CodeAlreadyExists, "idemconnect: a stream with this idempotency key was already admitted", delay)
 		}
 		if err != nil {
-			return engineError(ctx, err)
+			return engineError(ctx, err, conn.Peer().Protocol)
 		}
 		return connect.NewError(connect.CodeInternal, errors.New("idemconnect: stream not run"))
 	}

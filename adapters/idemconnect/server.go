@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -123,7 +124,7 @@ func (s *Server) admit(ctx context.Context, procedure string, header http.Header
 	if principal == "" {
 		return call{}, connect.NewError(connect.CodeUnauthenticated, errors.New("idemconnect: caller not authenticated"))
 	}
-	k, present, err := httpcore.HeaderKey(header.Values(s.cfg.keyHeader))
+	k, present, err := httpcore.HeaderKey(header[s.cfg.keyHeader]) // keyHeader is canonical, as header's keys are
 	if err != nil {
 		// The error names the rule broken, never the key.
 		return call{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("idemconnect: %s: %w", s.cfg.keyHeader, err))
@@ -156,12 +157,26 @@ func (s *Server) fingerprint(procedure string, msg any) (string, error) {
 	if !ok {
 		return "", connect.NewError(connect.CodeInternal, fmt.Errorf("idemconnect: request of %s is %T, not a proto.Message", procedure, msg))
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	buf := marshalBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBuf {
+			marshalBufs.Put(buf)
+		}
+	}()
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend((*buf)[:0], m)
 	if err != nil {
 		return "", connect.NewError(connect.CodeInternal, errors.New("idemconnect: cannot marshal the request"))
 	}
+	*buf = b
 	return s.fp.SumRaw("", procedure, nil, b), nil
 }
+
+// marshalBufs holds the buffers requests are marshalled into for their
+// fingerprint, which does not keep them.
+// A buffer grown past maxPooledBuf by a large request is dropped.
+var marshalBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuf = 64 << 10
 
 // outcome is what the handler returned, when it ran.
 type outcome struct {
@@ -205,9 +220,13 @@ func (s *Server) do(ctx context.Context, c call, fp string, proc procedure, req 
 		// Not a replay: the stored outcome cannot be given back.
 		return nil, connect.NewError(connect.CodeInternal, derr)
 	}
-	resp.Header().Set(ReplayedHeader, "true")
+	resp.Header()[replayedKey] = []string{"true"}
 	return resp, nil
 }
+
+// replayedKey is ReplayedHeader in canonical form, to set without
+// canonicalising it on every replay.
+var replayedKey = http.CanonicalHeaderKey(ReplayedHeader)
 
 // errNotStoredText is the message of every repeat of a call whose
 // response was too large to keep (idemkit.WithMaxResultSize): the handler

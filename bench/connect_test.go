@@ -5,12 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/idemkit/idemkit/adapters/idemconnect"
 )
@@ -24,19 +25,33 @@ const (
 	connectIdem  = "/bench.Orders/Create"
 )
 
+// The messages are google.rpc.ResourceInfo, four string fields, standing
+// for a generated order message (the build runs no protoc), as small as
+// the JSON orders of the HTTP rows.
+type order = errdetails.ResourceInfo
+
 // connectCreate "creates an order": it counts a run and answers with a
 // small message and a Location header.
-func connectCreate(runs *atomic.Int64) func(context.Context, *connect.Request[structpb.Struct]) (*connect.Response[structpb.Struct], error) {
-	return func(_ context.Context, req *connect.Request[structpb.Struct]) (*connect.Response[structpb.Struct], error) {
+func connectCreate(runs *atomic.Int64) func(context.Context, *connect.Request[order]) (*connect.Response[order], error) {
+	return func(_ context.Context, req *connect.Request[order]) (*connect.Response[order], error) {
 		id := runs.Add(1)
-		resp := connect.NewResponse(&structpb.Struct{Fields: map[string]*structpb.Value{
-			"id":     structpb.NewNumberValue(float64(id)),
-			"item":   req.Msg.GetFields()["item"],
-			"status": structpb.NewStringValue("created"),
-		}})
+		resp := connect.NewResponse(&order{
+			ResourceType: "order",
+			ResourceName: strconv.FormatInt(id, 10),
+			Owner:        req.Msg.GetOwner(),
+			Description:  req.Msg.GetDescription() + ", created",
+		})
 		resp.Header().Set("Location", location(id))
 		return resp, nil
 	}
+}
+
+// newOrder is the request message of every Connect call.
+func newOrder() *connect.Request[order] {
+	req := connect.NewRequest(&order{ResourceType: "order", Owner: "bench-user", Description: "sku book-42, qty 1"})
+	req.Header().Set(userHeader, "bench-user")
+	req.Header().Set("Idempotency-Key", newKey())
+	return req
 }
 
 // startConnect serves the bare, the floor and the protected procedure on
@@ -46,7 +61,7 @@ func connectCreate(runs *atomic.Int64) func(context.Context, *connect.Request[st
 func startConnect(tb testing.TB, near bool) (string, *http.Client) {
 	tb.Helper()
 	idem, err := idemconnect.NewServer(newEngine(tb, near),
-		idemconnect.WithProcedure[structpb.Struct](connectIdem),
+		idemconnect.WithProcedure[order](connectIdem),
 		idemconnect.WithPrincipal(func(_ context.Context, h http.Header) (string, error) {
 			return h.Get(userHeader), nil
 		}))
@@ -57,7 +72,7 @@ func startConnect(tb testing.TB, near bool) (string, *http.Client) {
 	mux := http.NewServeMux()
 	mux.Handle(connectBare, connect.NewUnaryHandler(connectBare, connectCreate(&runs)))
 	rdb, create := floorClient(tb), connectCreate(&runs)
-	mux.Handle(connectFloor, connect.NewUnaryHandler(connectFloor, func(ctx context.Context, req *connect.Request[structpb.Struct]) (*connect.Response[structpb.Struct], error) {
+	mux.Handle(connectFloor, connect.NewUnaryHandler(connectFloor, func(ctx context.Context, req *connect.Request[order]) (*connect.Response[order], error) {
 		if err := rdb.Get(ctx, floorKey).Err(); err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, err)
 		}
@@ -94,15 +109,13 @@ func BenchmarkConnectReplay(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				base, hc := startConnect(b, near)
-				clients := make([]*connect.Client[structpb.Struct, structpb.Struct], 3) // bare, floor, replay
+				clients := make([]*connect.Client[order, order], 3) // bare, floor, replay
 				for i, proc := range []string{connectBare, connectFloor, connectIdem} {
-					clients[i] = connect.NewClient[structpb.Struct, structpb.Struct](hc, base+proc, p.opts...)
+					clients[i] = connect.NewClient[order, order](hc, base+proc, p.opts...)
 				}
-				req := connect.NewRequest(&structpb.Struct{Fields: map[string]*structpb.Value{"item": structpb.NewStringValue("book")}})
-				req.Header().Set(userHeader, "bench-user")
-				req.Header().Set("Idempotency-Key", newKey())
+				req := newOrder()
 				ctx := context.Background()
-				call := func(c *connect.Client[structpb.Struct, structpb.Struct]) time.Duration {
+				call := func(c *connect.Client[order, order]) time.Duration {
 					start := time.Now()
 					resp, err := c.CallUnary(ctx, req)
 					d := time.Since(start)
@@ -152,10 +165,8 @@ func BenchmarkConnect(b *testing.B) {
 	for _, c := range []struct{ name, proc string }{{"bare", connectBare}, {"oneGET", connectFloor}, {"replay", connectIdem}} {
 		b.Run(c.name, func(b *testing.B) {
 			base, hc := startConnect(b, false)
-			client := connect.NewClient[structpb.Struct, structpb.Struct](hc, base+c.proc)
-			req := connect.NewRequest(&structpb.Struct{Fields: map[string]*structpb.Value{"item": structpb.NewStringValue("book")}})
-			req.Header().Set(userHeader, "bench-user")
-			req.Header().Set("Idempotency-Key", newKey())
+			client := connect.NewClient[order, order](hc, base+c.proc)
+			req := newOrder()
 			ctx := context.Background()
 			if _, err := client.CallUnary(ctx, req); err != nil { // stores the replayed response
 				b.Fatal(err)

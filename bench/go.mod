@@ -71,10 +71,6 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-<<<<<<< HEAD
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
-=======
 	google.golang.org/protobuf v1.36.12 // indirect
->>>>>>> e19de4b (bench: Connect rows over a four-string message, like the HTTP orders)
 )

@@ -23,7 +23,10 @@ const DefaultCallbackRetention = 7 * 24 * time.Hour
 //
 //   - Only 2xx responses are stored: a duplicate of a handled callback gets
 //     the first 2xx response, marked replayed; any other response releases
-//     the key, so the provider's retry runs the handler again.
+//     the key, so the provider's retry runs the handler again. A 2xx
+//     response over WithMaxStoredResponse, or streamed, is stored as its
+//     status and replayed headers without the body (nor its
+//     Content-Encoding): its duplicates still get that 2xx.
 //   - A duplicate that arrives while the first is still being handled waits
 //     for its response (WithWait(0)), within the request's context.
 //   - Records are kept for retention (0 means DefaultCallbackRetention).

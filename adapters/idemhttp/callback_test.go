@@ -187,3 +187,45 @@ func notifyNoT(srv *httptest.Server, body string) (int, bool, string) {
 	}
 	return resp.StatusCode, resp.Header.Get(idemhttp.ReplayedHeader) == "true", string(b)
 }
+
+// A handled callback whose 2xx response is over the stored-size cap (or
+// streamed) is still answered 2xx on every retry: its status and headers
+// are kept without the body, and the handler does not run again. A
+// provider must never be told to retry a callback that was handled.
+func TestCallbackKeepsA2xxTooLargeToStore(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		write func(w http.ResponseWriter)
+	}{
+		{"too large", func(w http.ResponseWriter) { _, _ = w.Write([]byte(strings.Repeat("x", 4096))) }},
+		{"streamed", func(w http.ResponseWriter) {
+			_, _ = w.Write([]byte("part"))
+			w.(http.Flusher).Flush()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var runs atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				w.Header().Set("Content-Type", "text/plain")
+				w.Header().Set("X-Handled", "yes")
+				w.WriteHeader(http.StatusAccepted)
+				c.write(w)
+			})
+			mw := mustMiddleware(t)(idemhttp.Idempotency(testkit.NewEngine(t), byUser, idemhttp.Callback(0),
+				idemhttp.WithKeyFrom(idemhttp.KeyFromJSON("txn")), idemhttp.WithMaxStoredResponse(1024), idemhttp.WithReplayHeaders("X-Handled")))
+			srv := httptest.NewServer(mw(h))
+			t.Cleanup(srv.Close)
+			code, replayed, _ := notify(t, srv, "", `{"txn":"T9"}`, nil)
+			require.Equal(t, http.StatusAccepted, code)
+			assert.False(t, replayed)
+			for range 2 {
+				code, replayed, body := notify(t, srv, "", `{"txn":"T9"}`, nil)
+				assert.Equal(t, http.StatusAccepted, code, "a retry of a handled callback gets its 2xx, body %q", body)
+				assert.True(t, replayed)
+				assert.Empty(t, body, "the body that was not kept is not replayed")
+			}
+			assert.EqualValues(t, 1, runs.Load(), "the handler ran once")
+		})
+	}
+}

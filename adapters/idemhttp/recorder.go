@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 
 	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 )
@@ -220,9 +221,16 @@ func (rec *recorder) serve(ctx context.Context, next http.Handler, r *http.Reque
 		return nil, nil // the engine settles by the transaction's outcome
 	}
 	c := rec.c
-	switch rec.state {
-	case capturing:
-	case overflowed:
+	switch {
+	case rec.state == capturing:
+	case c.callback && rec.status >= 200 && rec.status < 300:
+		// A handled callback is answered 2xx on every retry, even when
+		// its body could not be kept: its status and headers are stored.
+		// A Content-Encoding would describe the body that is not kept.
+		rec.tooBig = rec.state == overflowed
+		allow := slices.DeleteFunc(slices.Clone(c.replayHeaders), func(n string) bool { return n == "Content-Encoding" })
+		return encodeResponse(rec.status, rec.header, allow, nil), nil
+	case rec.state == overflowed:
 		rec.tooBig = true
 		return unstored(c.tooLarge, httpcore.ReasonTooLarge)
 	default:

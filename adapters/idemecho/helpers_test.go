@@ -46,6 +46,24 @@ func options(cfg httpconform.Config) []idemecho.Option {
 	if cfg.Engine != nil {
 		opts = append(opts, idemecho.WithEngineOptions(cfg.Engine...))
 	}
+	if cfg.QuerySet {
+		opts = append(opts, idemecho.WithQueryParams(cfg.Query...))
+	}
+	if cfg.Fingerprinter != nil {
+		opts = append(opts, idemecho.WithFingerprinter(cfg.Fingerprinter))
+	}
+	if cfg.ReplayHeader != "" {
+		opts = append(opts, idemecho.WithReplayHeader(cfg.ReplayHeader))
+	}
+	if cfg.Release {
+		opts = append(opts, idemecho.WithUnstored(idemecho.ReleaseKey, idemecho.ReleaseKey))
+	}
+	if cfg.ProblemBase != "" {
+		opts = append(opts, idemecho.WithProblemBase(cfg.ProblemBase))
+	}
+	if cfg.Wait > 0 {
+		opts = append(opts, idemecho.WithWait(cfg.Wait))
+	}
 	return opts
 }
 

@@ -1,16 +1,11 @@
 package idemecho
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/adapters/internal/netcore"
 	"github.com/idemkit/idemkit/internal/options"
 )
@@ -47,30 +42,18 @@ func Token(e *idemkit.Engine, opts ...Option) (echo.MiddlewareFunc, error) {
 	return newGuard(e, netcore.ModeToken, opts)
 }
 
-func newConfig(e *idemkit.Engine, m netcore.Mode, opts []Option) (*config, error) {
-	if e == nil {
-		return nil, fmt.Errorf("idemecho: %w: nil engine", idemkit.ErrInvalid)
-	}
+// build collects opts for mode m and returns the config and its guard.
+func build(e *idemkit.Engine, m netcore.Mode, opts []Option) (*config, *netcore.Guard, error) {
 	c := &config{core: netcore.NewConfig(m, namespace)}
 	errs := options.Collect(c, opts)
-	if c.principal == nil {
-		errs = append(errs, errors.New("WithPrincipal is required: keys and tokens are scoped by principal"))
-	}
-	errs = append(errs, c.core.Check()...)
-	if err := options.Invalid(errs...); err != nil {
-		return nil, fmt.Errorf("idemecho: %w", err)
-	}
-	return c, nil
+	g, err := netcore.Build(e, &c.core, c.principal != nil, errs)
+	return c, g, err
 }
 
 func newGuard(e *idemkit.Engine, m netcore.Mode, opts []Option) (echo.MiddlewareFunc, error) {
-	c, err := newConfig(e, m, opts)
+	c, g, err := build(e, m, opts)
 	if err != nil {
 		return nil, err
-	}
-	g, err := netcore.New(e, &c.core)
-	if err != nil {
-		return nil, fmt.Errorf("idemecho: %w", err)
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec *echo.Context) error {
@@ -79,11 +62,11 @@ func newGuard(e *idemkit.Engine, m netcore.Mode, opts []Option) (echo.Middleware
 			}
 			principal, err := c.principal(ec)
 			if err != nil || principal == "" {
-				return c.answer(ec, netcore.Answer{Kind: httpcore.KindUnauthenticated, Detail: httpcore.DetailUnauthenticated})
+				return c.answer(ec, g, netcore.Unauthenticated())
 			}
 			out, a, err := g.Serve(&exchange{c: ec, next: next}, principal)
 			if out == netcore.Answered {
-				return c.answer(ec, a)
+				return c.answer(ec, g, a)
 			}
 			return err
 		}
@@ -103,13 +86,13 @@ func (e *ProblemError) Error() string {
 }
 
 // answer gives a's problem: written, or returned as an *echo.HTTPError.
-func (c *config) answer(ec *echo.Context, a netcore.Answer) error {
+func (c *config) answer(ec *echo.Context, g *netcore.Guard, a netcore.Answer) error {
 	if !c.httpErrors {
-		netcore.WriteProblem(ec.Response(), a)
+		g.WriteProblem(ec.Response(), a)
 		return nil
 	}
-	a.SetHeaders(ec.Response().Header())
-	return echo.NewHTTPError(a.Status(), a.Detail).Wrap(&ProblemError{Problem: a.Problem()})
+	g.SetHeaders(ec.Response().Header(), a)
+	return echo.NewHTTPError(a.Status(), a.Detail).Wrap(&ProblemError{Problem: g.Problem(a)})
 }
 
 // exchange is a request through Echo, as the guard sees it.
@@ -138,38 +121,29 @@ func (x *exchange) Next(rec *netcore.Recorder) (int, error) {
 	return w.Status(), err
 }
 
-// IssuedToken is the JSON body TokenIssuer answers with.
-type IssuedToken struct {
-	// Token is the one-time token, to send back in the token header.
-	Token string `json:"token"`
-	// ExpiresIn is the token's lifetime in whole seconds.
-	ExpiresIn int64 `json:"expires_in"`
-}
+// IssuedToken is the JSON body TokenIssuer answers with: Token, the
+// one-time token to send back in the token header, and ExpiresIn, its
+// lifetime in whole seconds.
+type IssuedToken = netcore.IssuedToken
 
 // TokenIssuer returns an Echo handler that issues a one-time token bound
 // to the request's principal, answering 201 with an IssuedToken body and
 // Cache-Control: no-store; 401 when the principal function fails, 503
 // when the store does. Register it with the method you want.
 func TokenIssuer(e *idemkit.Engine, opts ...Option) (echo.HandlerFunc, error) {
-	c, err := newConfig(e, netcore.ModeIssuer, opts)
+	c, g, err := build(e, netcore.ModeIssuer, opts)
 	if err != nil {
 		return nil, err
-	}
-	g, err := netcore.New(e, &c.core)
-	if err != nil {
-		return nil, fmt.Errorf("idemecho: %w", err)
 	}
 	return func(ec *echo.Context) error {
 		principal, err := c.principal(ec)
 		if err != nil || principal == "" {
-			return c.answer(ec, netcore.Answer{Kind: httpcore.KindUnauthenticated, Detail: httpcore.DetailUnauthenticated})
+			return c.answer(ec, g, netcore.Unauthenticated())
 		}
-		ctx := ec.Request().Context()
-		tok, err := g.Engine().IssueToken(ctx, principal)
-		if err != nil {
-			return c.answer(ec, g.IssueProblem(ctx, err))
+		body, a, ok := g.Issue(ec.Request().Context(), principal)
+		if !ok {
+			return c.answer(ec, g, a)
 		}
-		body, _ := json.Marshal(IssuedToken{Token: tok.Value, ExpiresIn: int64((tok.ExpiresIn + time.Second - 1) / time.Second)})
 		ec.Response().Header().Set("Cache-Control", "no-store")
 		return ec.JSONBlob(http.StatusCreated, body)
 	}, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit/adapters/idemecho"
 	"github.com/idemkit/idemkit/internal/options/optionstest"
 	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/keying"
 )
 
 // TestOptionsFollowTheOptionRule: every option is accepted when valid and
@@ -31,6 +32,10 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 		return err
 	}
 	skip := func(*echo.Context) bool { return false }
+	fp, err := keying.NewFingerprinter(keying.WithInclude("sku"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, option string // option names the exported option the case covers
 		ctor         ctor
@@ -79,6 +84,32 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 		{name: "skipper twice", option: "WithSkipper", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithSkipper(skip), idemecho.WithSkipper(skip)}, errs: []string{"WithSkipper given twice"}},
 		{name: "HTTP errors", option: "WithHTTPErrors", ctor: issuer, opts: []idemecho.Option{byUser, idemecho.WithHTTPErrors()}},
 		{name: "HTTP errors twice", option: "WithHTTPErrors", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithHTTPErrors(), idemecho.WithHTTPErrors()}, errs: []string{"WithHTTPErrors given twice"}},
+		{name: "unstored", option: "WithUnstored", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithUnstored(idemecho.ReleaseKey, idemecho.KeepTerminal)}},
+		{name: "bad unstored", option: "WithUnstored", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithUnstored(idemecho.ReleaseKey+1, idemecho.KeepTerminal)}, errs: []string{"WithUnstored(2, 0): unknown Unstored value"}},
+		{name: "unstored in Window", option: "WithUnstored", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithUnstored(idemecho.ReleaseKey, idemecho.ReleaseKey)}, errs: []string{"WithUnstored applies to Idempotency and Token only, not Window"}},
+		{name: "unstored twice", option: "WithUnstored", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithUnstored(idemecho.ReleaseKey, idemecho.ReleaseKey), idemecho.WithUnstored(idemecho.KeepTerminal, idemecho.KeepTerminal)}, errs: []string{"WithUnstored given twice"}},
+		{name: "query params", option: "WithQueryParams", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithQueryParams("express")}},
+		{name: "no query params", option: "WithQueryParams", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithQueryParams()}},
+		{name: "empty query param", option: "WithQueryParams", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithQueryParams("")}, errs: []string{"WithQueryParams: empty parameter name"}},
+		{name: "query params in Token", option: "WithQueryParams", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithQueryParams("a")}, errs: []string{"WithQueryParams applies to Idempotency and Window only, not Token"}},
+		{name: "query params twice", option: "WithQueryParams", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithQueryParams("a"), idemecho.WithQueryParams("b")}, errs: []string{"WithQueryParams given twice"}},
+		{name: "fingerprinter", option: "WithFingerprinter", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithFingerprinter(fp)}},
+		{name: "nil fingerprinter", option: "WithFingerprinter", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithFingerprinter(nil)}, errs: []string{"WithFingerprinter: nil fingerprinter"}},
+		{name: "fingerprinter in Token", option: "WithFingerprinter", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithFingerprinter(fp)}, errs: []string{"WithFingerprinter applies to Idempotency and Window only, not Token"}},
+		{name: "fingerprinter twice", option: "WithFingerprinter", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithFingerprinter(fp), idemecho.WithFingerprinter(fp)}, errs: []string{"WithFingerprinter given twice"}},
+		{name: "fingerprinter and volatile", option: "WithFingerprinter", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithFingerprinter(fp), idemecho.WithVolatile("ts")}, errs: []string{"WithVolatile and WithFingerprinter cannot be combined"}},
+		{name: "replay header", option: "WithReplayHeader", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithReplayHeader("X-Replay")}},
+		{name: "bad replay header", option: "WithReplayHeader", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithReplayHeader("x y")}, errs: []string{"WithReplayHeader: ", `"x y"`}},
+		{name: "replay header in Window", option: "WithReplayHeader", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithReplayHeader("X-Replay")}, errs: []string{"WithReplayHeader applies to Idempotency and Token only, not Window"}},
+		{name: "replay header twice", option: "WithReplayHeader", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithReplayHeader("A"), idemecho.WithReplayHeader("B")}, errs: []string{"WithReplayHeader given twice"}},
+		{name: "replay header replayed", option: "WithReplayHeader", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithReplayHeader("x-replay"), idemecho.WithReplayHeaders("X-Replay")}, errs: []string{"header X-Replay cannot be replayed"}},
+		{name: "problem base", option: "WithProblemBase", ctor: issuer, opts: []idemecho.Option{byUser, idemecho.WithProblemBase("https://errors.example.com/")}},
+		{name: "relative problem base", option: "WithProblemBase", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithProblemBase("/problems/")}, errs: []string{`WithProblemBase: "/problems/" is not an absolute URI`}},
+		{name: "problem base twice", option: "WithProblemBase", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithProblemBase("urn:a:"), idemecho.WithProblemBase("urn:b:")}, errs: []string{"WithProblemBase given twice"}},
+		{name: "wait", option: "WithWait", ctor: token, opts: []idemecho.Option{byUser, idemecho.WithWait(0)}},
+		{name: "short wait", option: "WithWait", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithWait(time.Microsecond)}, errs: []string{"WithWait(1µs): poll interval must be"}},
+		{name: "wait in Window", option: "WithWait", ctor: window, opts: []idemecho.Option{byUser, idemecho.WithWait(time.Millisecond)}, errs: []string{"WithWait applies to Idempotency and Token only, not Window"}},
+		{name: "wait twice", option: "WithWait", ctor: key, opts: []idemecho.Option{byUser, idemecho.WithWait(time.Millisecond), idemecho.WithWait(time.Second)}, errs: []string{"WithWait given twice"}},
 		{name: "nil", ctor: key, opts: []idemecho.Option{byUser, nil}, errs: []string{"idemecho: store: invalid argument: option 2 is nil"}},
 		{name: "every error", ctor: key, opts: []idemecho.Option{nil, byUser, idemecho.WithMaxStoredResponse(-1), idemecho.WithLogger(nil), nil},
 			errs: []string{"option 1 is nil", "WithMaxStoredResponse(-1): ", "WithLogger: ", "option 5 is nil"}},

@@ -47,6 +47,24 @@ func options(cfg httpconform.Config) []idemgin.Option {
 	if cfg.Engine != nil {
 		opts = append(opts, idemgin.WithEngineOptions(cfg.Engine...))
 	}
+	if cfg.QuerySet {
+		opts = append(opts, idemgin.WithQueryParams(cfg.Query...))
+	}
+	if cfg.Fingerprinter != nil {
+		opts = append(opts, idemgin.WithFingerprinter(cfg.Fingerprinter))
+	}
+	if cfg.ReplayHeader != "" {
+		opts = append(opts, idemgin.WithReplayHeader(cfg.ReplayHeader))
+	}
+	if cfg.Release {
+		opts = append(opts, idemgin.WithUnstored(idemgin.ReleaseKey, idemgin.ReleaseKey))
+	}
+	if cfg.ProblemBase != "" {
+		opts = append(opts, idemgin.WithProblemBase(cfg.ProblemBase))
+	}
+	if cfg.Wait > 0 {
+		opts = append(opts, idemgin.WithWait(cfg.Wait))
+	}
 	return opts
 }
 

@@ -2,17 +2,12 @@ package idemgin
 
 import (
 	"bufio"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"time"
 	"unsafe"
 
 	"github.com/gin-gonic/gin"
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/idemkit/idemkit/adapters/internal/netcore"
 	"github.com/idemkit/idemkit/internal/options"
 )
@@ -49,30 +44,18 @@ func Token(e *idemkit.Engine, opts ...Option) (gin.HandlerFunc, error) {
 	return newGuard(e, netcore.ModeToken, opts)
 }
 
-func newConfig(e *idemkit.Engine, m netcore.Mode, opts []Option) (*config, error) {
-	if e == nil {
-		return nil, fmt.Errorf("idemgin: %w: nil engine", idemkit.ErrInvalid)
-	}
+// build collects opts for mode m and returns the config and its guard.
+func build(e *idemkit.Engine, m netcore.Mode, opts []Option) (*config, *netcore.Guard, error) {
 	c := &config{core: netcore.NewConfig(m, namespace)}
 	errs := options.Collect(c, opts)
-	if c.principal == nil {
-		errs = append(errs, errors.New("WithPrincipal is required: keys and tokens are scoped by principal"))
-	}
-	errs = append(errs, c.core.Check()...)
-	if err := options.Invalid(errs...); err != nil {
-		return nil, fmt.Errorf("idemgin: %w", err)
-	}
-	return c, nil
+	g, err := netcore.Build(e, &c.core, c.principal != nil, errs)
+	return c, g, err
 }
 
 func newGuard(e *idemkit.Engine, m netcore.Mode, opts []Option) (gin.HandlerFunc, error) {
-	c, err := newConfig(e, m, opts)
+	c, g, err := build(e, m, opts)
 	if err != nil {
 		return nil, err
-	}
-	g, err := netcore.New(e, &c.core)
-	if err != nil {
-		return nil, fmt.Errorf("idemgin: %w", err)
 	}
 	mw := &middleware{g: g, principal: c.principal}
 	return mw.handle, nil
@@ -89,20 +72,20 @@ func (m *middleware) handle(c *gin.Context) {
 	}
 	principal, err := m.principal(c)
 	if err != nil || principal == "" {
-		abort(c, netcore.Answer{Kind: httpcore.KindUnauthenticated, Detail: httpcore.DetailUnauthenticated})
+		abort(c, m.g, netcore.Unauthenticated())
 		return
 	}
 	switch out, a, _ := m.g.Serve(&exchange{c: c}, principal); out {
 	case netcore.Replayed:
 		c.Abort()
 	case netcore.Answered:
-		abort(c, a)
+		abort(c, m.g, a)
 	}
 }
 
 // abort answers with a's problem and stops the chain.
-func abort(c *gin.Context, a netcore.Answer) {
-	netcore.WriteProblem(c.Writer, a)
+func abort(c *gin.Context, g *netcore.Guard, a netcore.Answer) {
+	g.WriteProblem(c.Writer, a)
 	c.Abort()
 }
 
@@ -162,39 +145,31 @@ func (w *writer) Hijack() (c net.Conn, rw *bufio.ReadWriter, err error) {
 	return w.ResponseWriter.Hijack()
 }
 
-// IssuedToken is the JSON body TokenIssuer answers with.
-type IssuedToken struct {
-	// Token is the one-time token, to send back in the token header.
-	Token string `json:"token"`
-	// ExpiresIn is the token's lifetime in whole seconds.
-	ExpiresIn int64 `json:"expires_in"`
-}
+// IssuedToken is the JSON body TokenIssuer answers with: Token, the
+// one-time token to send back in the token header, and ExpiresIn, its
+// lifetime in whole seconds.
+type IssuedToken = netcore.IssuedToken
 
 // TokenIssuer returns a gin handler that issues a one-time token bound to
 // the request's principal, answering 201 with an IssuedToken body and
 // Cache-Control: no-store; 401 when the principal function fails, 503
 // when the store does. Register it with the method you want.
 func TokenIssuer(e *idemkit.Engine, opts ...Option) (gin.HandlerFunc, error) {
-	c, err := newConfig(e, netcore.ModeIssuer, opts)
+	c, g, err := build(e, netcore.ModeIssuer, opts)
 	if err != nil {
 		return nil, err
-	}
-	g, err := netcore.New(e, &c.core)
-	if err != nil {
-		return nil, fmt.Errorf("idemgin: %w", err)
 	}
 	return func(gc *gin.Context) {
 		principal, err := c.principal(gc)
 		if err != nil || principal == "" {
-			abort(gc, netcore.Answer{Kind: httpcore.KindUnauthenticated, Detail: httpcore.DetailUnauthenticated})
+			abort(gc, g, netcore.Unauthenticated())
 			return
 		}
-		tok, err := g.Engine().IssueToken(gc.Request.Context(), principal)
-		if err != nil {
-			abort(gc, g.IssueProblem(gc.Request.Context(), err))
+		body, a, ok := g.Issue(gc.Request.Context(), principal)
+		if !ok {
+			abort(gc, g, a)
 			return
 		}
-		body, _ := json.Marshal(IssuedToken{Token: tok.Value, ExpiresIn: int64((tok.ExpiresIn + time.Second - 1) / time.Second)})
 		gc.Header("Cache-Control", "no-store")
 		gc.Data(http.StatusCreated, "application/json", body)
 	}, nil

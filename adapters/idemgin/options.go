@@ -4,10 +4,12 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/internal/netcore"
+	"github.com/idemkit/idemkit/keying"
 )
 
 // Option configures the constructors (Idempotency, Window, Token,
@@ -35,16 +37,7 @@ var ErrNoPrincipal = errors.New("idemgin: no principal")
 // WithPrincipal sets the function that identifies the caller. Required by
 // every constructor.
 func WithPrincipal(fn PrincipalFunc) Option {
-	return func(c *config) error {
-		switch {
-		case fn == nil:
-			return errors.New("WithPrincipal: nil principal function")
-		case c.principal != nil:
-			return errors.New("WithPrincipal given twice")
-		}
-		c.principal = fn
-		return nil
-	}
+	return func(c *config) error { return netcore.SetPrincipal(&c.principal, fn) }
 }
 
 // ContextPrincipal reads the principal from the gin context value name
@@ -67,11 +60,10 @@ func ContextPrincipal(name string) PrincipalFunc {
 // header absent, empty or repeated has no principal: 401.
 func TrustedHeaderPrincipal(name string) PrincipalFunc {
 	return func(c *gin.Context) (string, error) {
-		vs := c.Request.Header.Values(name)
-		if len(vs) != 1 || vs[0] == "" {
-			return "", ErrNoPrincipal
+		if v, ok := netcore.TrustedHeader(c.Request.Header, name); ok {
+			return v, nil
 		}
-		return vs[0], nil
+		return "", ErrNoPrincipal
 	}
 }
 
@@ -119,9 +111,10 @@ func WithStorePolicy(store func(status int) bool) Option {
 
 // WithMaxStoredResponse sets the largest response body stored (default
 // DefaultMaxStoredResponse); n must be positive. A larger response is sent
-// as it is and not stored, with a warning logged; its key keeps a
-// terminal record, so every repeat gets 500 response-not-stored, marked
-// replayed, and the handler never runs twice. Idempotency and Token.
+// as it is and not stored, with a warning logged; what its key keeps is
+// set by WithUnstored: by default a terminal record, so every repeat gets
+// 500 response-not-stored, marked replayed, and the handler never runs
+// twice. Idempotency and Token.
 func WithMaxStoredResponse(n int) Option {
 	return func(c *config) error { return c.core.SetMaxStored(n) }
 }
@@ -153,4 +146,67 @@ func WithEngineOptions(opts ...idemkit.Option) Option {
 // constructor.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error { return c.core.SetLogger(l) }
+}
+
+// Unstored says what a key or token keeps when the handler's response
+// cannot be stored for replay. See WithUnstored.
+type Unstored = netcore.Unstored
+
+const (
+	// KeepTerminal (the default) stores a terminal record: a retry gets
+	// 500 ProblemResponseNotStored, marked replayed, and the handler does
+	// not run again.
+	KeepTerminal = netcore.KeepTerminal
+	// ReleaseKey releases the key, so a retry runs the handler again (in
+	// Token mode the token is spent without a result: a reuse gets 409
+	// ProblemTokenUsed).
+	ReleaseKey = netcore.ReleaseKey
+)
+
+// WithUnstored sets what a key or token keeps when the response is over
+// WithMaxStoredResponse (tooLarge) or streamed, that is, the handler
+// flushed or hijacked it (streamed). Both default to KeepTerminal.
+// Idempotency and Token.
+func WithUnstored(tooLarge, streamed Unstored) Option {
+	return func(c *config) error { return c.core.SetUnstored(tooLarge, streamed) }
+}
+
+// WithQueryParams selects the query parameters that are part of the
+// request fingerprint. By default Idempotency fingerprints every query
+// parameter and Window none; WithQueryParams() with no names selects
+// none. Idempotency and Window.
+func WithQueryParams(names ...string) Option {
+	names = slices.Clone(names)
+	return func(c *config) error { return c.core.SetQueryParams(names) }
+}
+
+// WithFingerprinter sets the fingerprinter of request bodies, instead of
+// the mode's default (in Window, the custom fingerprinter drops only the
+// paths it was built with). It cannot be combined with WithVolatile: give
+// the paths to keying.NewFingerprinter instead. Idempotency and Window.
+func WithFingerprinter(f *keying.Fingerprinter) Option {
+	return func(c *config) error { return c.core.SetFingerprinter(f) }
+}
+
+// WithReplayHeader sets the response header that marks a replay (default
+// ReplayedHeader), on stored responses and on the problems of terminal
+// records. Idempotency and Token.
+func WithReplayHeader(name string) Option {
+	return func(c *config) error { return c.core.SetReplayHeader(name) }
+}
+
+// WithProblemBase sets the prefix of the problem type URIs (default
+// DefaultProblemBase): each type is base followed by its name, such as
+// "in-progress". base must be an absolute URI. Every constructor.
+func WithProblemBase(base string) Option {
+	return func(c *config) error { return c.core.SetProblemBase(base) }
+}
+
+// WithWait makes a request that repeats one still in flight wait for the
+// first one's outcome and replay it, instead of getting 409. The wait is
+// bounded by the request's context; poll is the first polling interval
+// (0 means idemkit.DefaultPollInterval; otherwise 1ms to 1m). It is
+// idemkit.WithWait given for this route. Idempotency and Token.
+func WithWait(poll time.Duration) Option {
+	return func(c *config) error { return c.core.SetWait(poll) }
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit/adapters/idemgin"
 	"github.com/idemkit/idemkit/internal/options/optionstest"
 	"github.com/idemkit/idemkit/internal/testkit"
+	"github.com/idemkit/idemkit/keying"
 )
 
 // TestOptionsFollowTheOptionRule: every option is accepted when valid and
@@ -23,6 +24,10 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 	byUser := idemgin.WithPrincipal(idemgin.TrustedHeaderPrincipal("X-User-Id"))
 	type ctor func(*idemkit.Engine, ...idemgin.Option) (gin.HandlerFunc, error)
 	key, window, token, issuer := ctor(idemgin.Idempotency), ctor(idemgin.Window), ctor(idemgin.Token), ctor(idemgin.TokenIssuer)
+	fp, err := keying.NewFingerprinter(keying.WithInclude("sku"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, option string // option names the exported option the case covers
 		ctor         ctor
@@ -65,6 +70,32 @@ func TestOptionsFollowTheOptionRule(t *testing.T) {
 		{name: "logger", option: "WithLogger", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithLogger(slog.Default())}},
 		{name: "nil logger", option: "WithLogger", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithLogger(nil)}, errs: []string{"WithLogger: "}},
 		{name: "logger twice", option: "WithLogger", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithLogger(slog.Default()), idemgin.WithLogger(slog.Default())}, errs: []string{"WithLogger given twice"}},
+		{name: "unstored", option: "WithUnstored", ctor: token, opts: []idemgin.Option{byUser, idemgin.WithUnstored(idemgin.ReleaseKey, idemgin.KeepTerminal)}},
+		{name: "bad unstored", option: "WithUnstored", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithUnstored(idemgin.ReleaseKey+1, idemgin.KeepTerminal)}, errs: []string{"WithUnstored(2, 0): unknown Unstored value"}},
+		{name: "unstored in Window", option: "WithUnstored", ctor: window, opts: []idemgin.Option{byUser, idemgin.WithUnstored(idemgin.ReleaseKey, idemgin.ReleaseKey)}, errs: []string{"WithUnstored applies to Idempotency and Token only, not Window"}},
+		{name: "unstored twice", option: "WithUnstored", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithUnstored(idemgin.ReleaseKey, idemgin.ReleaseKey), idemgin.WithUnstored(idemgin.KeepTerminal, idemgin.KeepTerminal)}, errs: []string{"WithUnstored given twice"}},
+		{name: "query params", option: "WithQueryParams", ctor: window, opts: []idemgin.Option{byUser, idemgin.WithQueryParams("express")}},
+		{name: "no query params", option: "WithQueryParams", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithQueryParams()}},
+		{name: "empty query param", option: "WithQueryParams", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithQueryParams("")}, errs: []string{"WithQueryParams: empty parameter name"}},
+		{name: "query params in Token", option: "WithQueryParams", ctor: token, opts: []idemgin.Option{byUser, idemgin.WithQueryParams("a")}, errs: []string{"WithQueryParams applies to Idempotency and Window only, not Token"}},
+		{name: "query params twice", option: "WithQueryParams", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithQueryParams("a"), idemgin.WithQueryParams("b")}, errs: []string{"WithQueryParams given twice"}},
+		{name: "fingerprinter", option: "WithFingerprinter", ctor: window, opts: []idemgin.Option{byUser, idemgin.WithFingerprinter(fp)}},
+		{name: "nil fingerprinter", option: "WithFingerprinter", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithFingerprinter(nil)}, errs: []string{"WithFingerprinter: nil fingerprinter"}},
+		{name: "fingerprinter in Token", option: "WithFingerprinter", ctor: token, opts: []idemgin.Option{byUser, idemgin.WithFingerprinter(fp)}, errs: []string{"WithFingerprinter applies to Idempotency and Window only, not Token"}},
+		{name: "fingerprinter twice", option: "WithFingerprinter", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithFingerprinter(fp), idemgin.WithFingerprinter(fp)}, errs: []string{"WithFingerprinter given twice"}},
+		{name: "fingerprinter and volatile", option: "WithFingerprinter", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithFingerprinter(fp), idemgin.WithVolatile("ts")}, errs: []string{"WithVolatile and WithFingerprinter cannot be combined"}},
+		{name: "replay header", option: "WithReplayHeader", ctor: token, opts: []idemgin.Option{byUser, idemgin.WithReplayHeader("X-Replay")}},
+		{name: "bad replay header", option: "WithReplayHeader", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithReplayHeader("x y")}, errs: []string{"WithReplayHeader: ", `"x y"`}},
+		{name: "replay header in Window", option: "WithReplayHeader", ctor: window, opts: []idemgin.Option{byUser, idemgin.WithReplayHeader("X-Replay")}, errs: []string{"WithReplayHeader applies to Idempotency and Token only, not Window"}},
+		{name: "replay header twice", option: "WithReplayHeader", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithReplayHeader("A"), idemgin.WithReplayHeader("B")}, errs: []string{"WithReplayHeader given twice"}},
+		{name: "replay header replayed", option: "WithReplayHeader", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithReplayHeader("x-replay"), idemgin.WithReplayHeaders("X-Replay")}, errs: []string{"header X-Replay cannot be replayed"}},
+		{name: "problem base", option: "WithProblemBase", ctor: issuer, opts: []idemgin.Option{byUser, idemgin.WithProblemBase("https://errors.example.com/")}},
+		{name: "relative problem base", option: "WithProblemBase", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithProblemBase("/problems/")}, errs: []string{`WithProblemBase: "/problems/" is not an absolute URI`}},
+		{name: "problem base twice", option: "WithProblemBase", ctor: window, opts: []idemgin.Option{byUser, idemgin.WithProblemBase("urn:a:"), idemgin.WithProblemBase("urn:b:")}, errs: []string{"WithProblemBase given twice"}},
+		{name: "wait", option: "WithWait", ctor: token, opts: []idemgin.Option{byUser, idemgin.WithWait(0)}},
+		{name: "short wait", option: "WithWait", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithWait(time.Microsecond)}, errs: []string{"WithWait(1µs): poll interval must be"}},
+		{name: "wait in Window", option: "WithWait", ctor: window, opts: []idemgin.Option{byUser, idemgin.WithWait(time.Millisecond)}, errs: []string{"WithWait applies to Idempotency and Token only, not Window"}},
+		{name: "wait twice", option: "WithWait", ctor: key, opts: []idemgin.Option{byUser, idemgin.WithWait(time.Millisecond), idemgin.WithWait(time.Second)}, errs: []string{"WithWait given twice"}},
 		{name: "nil", ctor: key, opts: []idemgin.Option{byUser, nil}, errs: []string{"idemgin: store: invalid argument: option 2 is nil"}},
 		{name: "every error", ctor: key, opts: []idemgin.Option{nil, byUser, idemgin.WithMaxStoredResponse(-1), idemgin.WithLogger(nil), nil},
 			errs: []string{"option 1 is nil", "WithMaxStoredResponse(-1): ", "WithLogger: ", "option 5 is nil"}},

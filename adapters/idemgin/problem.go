@@ -34,6 +34,10 @@ func DefaultStorePolicy(status int) bool { return httpcore.DefaultStorePolicy(st
 // members (instance, retryable, idempotency_key) out.
 type Problem = httpcore.Problem
 
+// DefaultProblemBase is the prefix of every problem type URI unless
+// WithProblemBase names another.
+const DefaultProblemBase = httpcore.DefaultProblemBase
+
 // ProblemContentType is the media type of every error the middleware
 // answers itself.
 const ProblemContentType = httpcore.ProblemContentType

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/keying"
 )
 
 // UserHeader is the request header the framework's principal function
@@ -99,6 +100,19 @@ type Config struct {
 	Logger *slog.Logger
 	// Engine holds WithEngineOptions' options.
 	Engine []idemkit.Option
+	// Query, when QuerySet, is WithQueryParams(Query...).
+	Query    []string
+	QuerySet bool
+	// Fingerprinter, when set, is WithFingerprinter.
+	Fingerprinter *keying.Fingerprinter
+	// ReplayHeader, when set, is WithReplayHeader.
+	ReplayHeader string
+	// Release is WithUnstored(ReleaseKey, ReleaseKey).
+	Release bool
+	// ProblemBase, when set, is WithProblemBase.
+	ProblemBase string
+	// Wait, when positive, is WithWait(Wait).
+	Wait time.Duration
 }
 
 // Framework serves o behind the adapter's middleware for cfg on a loopback

@@ -40,6 +40,11 @@ func Run(t *testing.T, serve Framework) {
 		{"WindowOneRun", testWindowOneRun},
 		{"Token", testToken},
 		{"TokenOneRun", testTokenOneRun},
+		{"QueryParams", testQueryParams},
+		{"Fingerprinter", testFingerprinter},
+		{"ReplayHeader", testReplayHeader},
+		{"UnstoredRelease", testUnstoredRelease},
+		{"ProblemBase", testProblemBase},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.test(t, serve) })
@@ -172,23 +177,33 @@ func testInProgress(t *testing.T, serve Framework) {
 	}
 }
 
-// testWait: with the engine's WithWait, a request that repeats one in
-// flight gets its response once stored.
+// testWait: with WithWait, or the engine's idemkit.WithWait, a request
+// that repeats one in flight gets its response once stored.
 func testWait(t *testing.T, serve Framework) {
-	o := &Orders{}
-	u, first, release := hold(t, serve, o, Config{Mode: Idempotency, Engine: []idemkit.Option{idemkit.WithWait(time.Millisecond)}}, "alice", "k")
-	second := make(chan Answer, 1)
-	go func() {
-		a, _ := TrySend("POST", u, Body, As("alice", "k")...)
-		second <- a
-	}()
-	release()
-	f, s := <-first, <-second
-	if f.Status != http.StatusCreated || s.Status != http.StatusCreated || s.Body != f.Body || s.Header.Get(httpcore.ReplayedHeader) != "true" {
-		t.Fatalf("first %v, waiting second %v: want the second to replay the first", f, s)
-	}
-	if n := o.Runs(); n != 1 {
-		t.Errorf("handler ran %d times, want 1", n)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"WithWait", Config{Mode: Idempotency, Wait: time.Millisecond}},
+		{"engine option", Config{Mode: Idempotency, Engine: []idemkit.Option{idemkit.WithWait(time.Millisecond)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Orders{}
+			u, first, release := hold(t, serve, o, tc.cfg, "alice", "k")
+			second := make(chan Answer, 1)
+			go func() {
+				a, _ := TrySend("POST", u, Body, As("alice", "k")...)
+				second <- a
+			}()
+			release()
+			f, s := <-first, <-second
+			if f.Status != http.StatusCreated || s.Status != http.StatusCreated || s.Body != f.Body || s.Header.Get(httpcore.ReplayedHeader) != "true" {
+				t.Fatalf("first %v, waiting second %v: want the second to replay the first", f, s)
+			}
+			if n := o.Runs(); n != 1 {
+				t.Errorf("handler ran %d times, want 1", n)
+			}
+		})
 	}
 }
 

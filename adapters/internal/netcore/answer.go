@@ -25,35 +25,35 @@ type Answer struct {
 // Status returns the answer's HTTP status.
 func (a *Answer) Status() int { return a.Kind.Type().Status }
 
-// Problem returns the answer's problem document, without the optional
-// members.
-func (a *Answer) Problem() httpcore.Problem {
+// Problem returns a's problem document, under the guard's problem base,
+// without the optional members.
+func (g *Guard) Problem(a Answer) httpcore.Problem {
 	t := a.Kind.Type()
-	return httpcore.Problem{Type: httpcore.DefaultProblemBase + t.Name, Title: t.Title, Status: t.Status, Detail: a.Detail}
+	return httpcore.Problem{Type: g.c.ProblemBase + t.Name, Title: t.Title, Status: t.Status, Detail: a.Detail}
 }
 
-// SetHeaders sets on h the headers the answer goes with, whatever form
-// its body takes: Cache-Control: no-store, Retry-After, and the replay
-// header exactly when Replayed.
-func (a *Answer) SetHeaders(h http.Header) {
+// SetHeaders sets on h the headers a goes with, whatever form its body
+// takes: Cache-Control: no-store, Retry-After, and the replay header
+// exactly when a is Replayed.
+func (g *Guard) SetHeaders(h http.Header, a Answer) {
 	h.Set("Cache-Control", "no-store")
 	if a.Retry > 0 {
 		h.Set("Retry-After", httpcore.RetrySeconds(a.Retry))
 	}
 	if a.Replayed {
-		h.Set(httpcore.ReplayedHeader, "true")
+		h.Set(g.c.ReplayHeader, "true")
 	} else {
-		h.Del(httpcore.ReplayedHeader)
+		h.Del(g.c.ReplayHeader)
 	}
 }
 
 // WriteProblem answers with the problem+json document of a. Headers that
 // earlier middleware set (CORS, request ids) stay.
-func WriteProblem(w http.ResponseWriter, a Answer) {
-	p := a.Problem()
+func (g *Guard) WriteProblem(w http.ResponseWriter, a Answer) {
+	p := g.Problem(a)
 	body := p.JSON()
 	h := w.Header()
-	a.SetHeaders(h)
+	g.SetHeaders(h, a)
 	h.Set("Content-Type", httpcore.ProblemContentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(a.Status())
@@ -65,12 +65,12 @@ func WriteProblem(w http.ResponseWriter, a Answer) {
 var errCorruptResponse = errors.New("corrupt stored response")
 
 // WriteStored writes the stored response b to w, replacing what the
-// headers named in b held, and marks it replayed. b is checked whole
+// headers named in b held, and marks it replayed with header replay. b is checked whole
 // before w is touched. The header names and values alias b, which must
 // not change while the response is written (a stored value never does):
 // a replay allocates one slice for them all, the replay header and
 // Content-Length included.
-func WriteStored(w http.ResponseWriter, b []byte) error {
+func WriteStored(w http.ResponseWriter, b []byte, replay string) error {
 	stored, err := httpcore.Decode(b)
 	if err != nil {
 		return errCorruptResponse
@@ -86,7 +86,7 @@ func WriteStored(w http.ResponseWriter, b []byte) error {
 		h[name], vals = vals[:k:k], vals[k:]
 	}
 	vals[0] = "true"
-	h[httpcore.ReplayedHeader] = vals[0:1:1]
+	h[replay] = vals[0:1:1]
 	if bodyAllowed(stored.Status) {
 		vals[1] = strconv.Itoa(len(stored.Body))
 		h["Content-Length"] = vals[1:2:2]

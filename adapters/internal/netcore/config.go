@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/internal/httpcore"
+	"github.com/idemkit/idemkit/keying"
 )
 
 // Mode is the kind of guard a constructor builds.
@@ -59,6 +62,13 @@ type Config struct {
 	Volatile      []string
 	EngineOpts    []idemkit.Option
 	Logger        *slog.Logger
+	Query         []string // the query parameters fingerprinted, when QuerySet
+	QuerySet      bool
+	Fingerprinter *keying.Fingerprinter // nil for the mode's default
+	ReplayHeader  string                // marks replays
+	TooLarge      Unstored              // what a response over MaxStored leaves
+	Streamed      Unstored              // what a flushed or hijacked response leaves
+	ProblemBase   string                // the prefix of the problem type URIs
 
 	set map[string]bool // the setters already applied, to refuse a repeat
 }
@@ -75,8 +85,26 @@ func NewConfig(m Mode, namespace string) Config {
 		StorePolicy:   httpcore.DefaultStorePolicy,
 		MaxStored:     httpcore.DefaultMaxStoredResponse,
 		MaxBody:       DefaultMaxBody,
+		ReplayHeader:  httpcore.ReplayedHeader,
+		ProblemBase:   httpcore.DefaultProblemBase,
 	}
 }
+
+// Unstored says what a key or token keeps when the handler's response
+// cannot be stored for replay (WithUnstored).
+type Unstored uint8
+
+// The Unstored values.
+const (
+	// KeepTerminal (the default) stores a terminal record: a retry gets
+	// 500 response-not-stored, marked replayed, and the handler does not
+	// run again.
+	KeepTerminal Unstored = iota
+	// ReleaseKey releases the key, so a retry runs the handler again (in
+	// Token mode the token is spent without a result: a reuse gets 409
+	// token-used).
+	ReleaseKey
+)
 
 // Only refuses option name given to a constructor it does not apply to,
 // and the option given twice where it would replace the first.
@@ -107,6 +135,13 @@ func (c *Config) Check() []error {
 	var errs []error
 	if len(c.ReplayHeaders) > maxReplayHeaders {
 		errs = append(errs, fmt.Errorf("WithReplayHeaders: more than %d replay headers", maxReplayHeaders))
+	}
+	if slices.Contains(c.ReplayHeaders, c.ReplayHeader) {
+		errs = append(errs, fmt.Errorf("WithReplayHeaders: header %s cannot be replayed: it marks replays (WithReplayHeader)", c.ReplayHeader))
+	}
+	if c.Fingerprinter != nil && len(c.Volatile) > 0 {
+		errs = append(errs, errors.New("WithVolatile and WithFingerprinter cannot be combined: the fingerprinter would ignore the volatile paths; "+
+			"give them to keying.NewFingerprinter with keying.WithVolatile instead"))
 	}
 	return errs
 }
@@ -242,5 +277,92 @@ func (c *Config) SetLogger(l *slog.Logger) error {
 		return errors.New("WithLogger: nil logger: leave WithLogger out for slog.Default()")
 	}
 	c.Logger = l
+	return nil
+}
+
+// SetPrincipal is WithPrincipal, for an adapter's principal function type.
+func SetPrincipal[F ~func(C) (string, error), C any](dst *F, fn F) error {
+	switch {
+	case fn == nil:
+		return errors.New("WithPrincipal: nil principal function")
+	case *dst != nil:
+		return errors.New("WithPrincipal given twice")
+	}
+	*dst = fn
+	return nil
+}
+
+// SetQueryParams is WithQueryParams.
+func (c *Config) SetQueryParams(names []string) error {
+	if err := c.Only("WithQueryParams", ModeKey, ModeWindow); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n == "" {
+			return errors.New("WithQueryParams: empty parameter name")
+		}
+	}
+	c.Query, c.QuerySet = slices.Clone(names), true
+	return nil
+}
+
+// SetFingerprinter is WithFingerprinter.
+func (c *Config) SetFingerprinter(f *keying.Fingerprinter) error {
+	if err := c.Only("WithFingerprinter", ModeKey, ModeWindow); err != nil {
+		return err
+	}
+	if f == nil {
+		return errors.New("WithFingerprinter: nil fingerprinter")
+	}
+	c.Fingerprinter = f
+	return nil
+}
+
+// SetReplayHeader is WithReplayHeader.
+func (c *Config) SetReplayHeader(name string) error {
+	if err := c.Only("WithReplayHeader", ModeKey, ModeToken); err != nil {
+		return err
+	}
+	if !httpcore.ValidToken(name) {
+		return fmt.Errorf("WithReplayHeader: %q is not a header name", name)
+	}
+	c.ReplayHeader = http.CanonicalHeaderKey(name)
+	return nil
+}
+
+// SetUnstored is WithUnstored.
+func (c *Config) SetUnstored(tooLarge, streamed Unstored) error {
+	if err := c.Only("WithUnstored", ModeKey, ModeToken); err != nil {
+		return err
+	}
+	if tooLarge > ReleaseKey || streamed > ReleaseKey {
+		return fmt.Errorf("WithUnstored(%d, %d): unknown Unstored value", tooLarge, streamed)
+	}
+	c.TooLarge, c.Streamed = tooLarge, streamed
+	return nil
+}
+
+// SetProblemBase is WithProblemBase.
+func (c *Config) SetProblemBase(base string) error {
+	if err := c.once("WithProblemBase"); err != nil {
+		return err
+	}
+	u, err := url.Parse(base)
+	if err != nil || !u.IsAbs() || strings.ContainsAny(base, " \t\r\n") {
+		return fmt.Errorf("WithProblemBase: %q is not an absolute URI", base)
+	}
+	c.ProblemBase = base
+	return nil
+}
+
+// SetWait is WithWait.
+func (c *Config) SetWait(poll time.Duration) error {
+	if err := c.Only("WithWait", ModeKey, ModeToken); err != nil {
+		return err
+	}
+	if poll < 0 || (poll > 0 && poll < time.Millisecond) || poll > time.Minute {
+		return fmt.Errorf("WithWait(%v): poll interval must be 0 (idemkit.DefaultPollInterval) or between 1ms and 1m", poll)
+	}
+	c.EngineOpts = append(c.EngineOpts, idemkit.WithWait(poll))
 	return nil
 }

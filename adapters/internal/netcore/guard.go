@@ -59,13 +59,15 @@ func New(e *idemkit.Engine, c *Config) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("WithEngineOptions: %w", err)
 	}
-	opts := []keying.Option{keying.WithVolatile(c.Volatile...)}
-	if c.Mode == ModeWindow {
-		opts = append(opts, keying.WithVolatile(keying.WindowVolatile()...))
-	}
-	fp, err := keying.NewFingerprinter(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: WithVolatile: %w", idemkit.ErrInvalid, err)
+	fp := c.Fingerprinter
+	if fp == nil {
+		opts := []keying.Option{keying.WithVolatile(c.Volatile...)}
+		if c.Mode == ModeWindow {
+			opts = append(opts, keying.WithVolatile(keying.WindowVolatile()...))
+		}
+		if fp, err = keying.NewFingerprinter(opts...); err != nil {
+			return nil, fmt.Errorf("%w: WithVolatile: %w", idemkit.ErrInvalid, err)
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -111,7 +113,7 @@ func (g *Guard) key(x Exchange, principal string) (Outcome, Answer, error) {
 	// principal's requests: the fingerprint leaves it out.
 	var text [128]byte
 	var op [128]byte
-	b := g.fp.AppendSum(text[:0], "", httpcore.Transient(appendOperation(op[:0], r, x.Route())), query(r), body.b)
+	b := g.fp.AppendSum(text[:0], "", httpcore.Transient(appendOperation(op[:0], r, x.Route())), g.params(r, true), body.b)
 	k := keying.AppendKey(b, g.c.Namespace, key)
 	all := string(append(k, principal...))
 	fp, engineKey, scope := all[:len(b)], all[len(b):len(k)], all[len(k):]
@@ -162,15 +164,24 @@ func (g *Guard) record(ctx context.Context, x Exchange, rec *Recorder, status in
 	case !g.c.StorePolicy(status):
 		return nil, false
 	case rec.streamed:
-		g.warn(ctx, x, "streamed response sent and not stored; repeats get 500 response-not-stored")
-		return httpcore.TerminalRecord(httpcore.ReasonStreamed), true
+		return g.unstored(ctx, x, g.c.Streamed, httpcore.ReasonStreamed, "streamed response sent and not stored")
 	case rec.over:
-		g.warn(ctx, x, "response over the stored-size cap sent and not stored; repeats get 500 response-not-stored",
+		return g.unstored(ctx, x, g.c.TooLarge, httpcore.ReasonTooLarge, "response over the stored-size cap sent and not stored",
 			slog.Int("max_stored", g.c.MaxStored))
-		return httpcore.TerminalRecord(httpcore.ReasonTooLarge), true
 	}
 	rec.Head(x.Writer().Header()) // a response without a body began at the end
 	return rec.encode(status), true
+}
+
+// unstored logs and returns what a response that cannot be stored leaves
+// (WithUnstored): a terminal record, or false to release the key.
+func (g *Guard) unstored(ctx context.Context, x Exchange, u Unstored, reason httpcore.Reason, msg string, attrs ...slog.Attr) ([]byte, bool) {
+	if u == ReleaseKey {
+		g.warn(ctx, x, msg+"; the key is released", attrs...)
+		return nil, false
+	}
+	g.warn(ctx, x, msg+"; repeats get 500 response-not-stored", attrs...)
+	return httpcore.TerminalRecord(reason), true
 }
 
 // replay writes the stored value, or answers with the problem of a
@@ -179,7 +190,7 @@ func (g *Guard) replay(ctx context.Context, x Exchange, value []byte) (Outcome, 
 	if kind, why, ok := httpcore.Terminal(value); ok {
 		return Answered, Answer{Kind: kind, Detail: why, Replayed: true}, nil
 	}
-	if err := WriteStored(x.Writer(), value); err != nil {
+	if err := WriteStored(x.Writer(), value, g.c.ReplayHeader); err != nil {
 		g.c.Logger.ErrorContext(ctx, g.c.Namespace+": stored response cannot be decoded", "route", x.Route())
 		return Answered, Answer{Kind: httpcore.KindInternal, Detail: "the stored response cannot be read"}, nil
 	}
@@ -211,7 +222,7 @@ func (g *Guard) window(x Exchange, principal string) (Outcome, Answer, error) {
 	var text [64]byte
 	var op [128]byte
 	key := string(g.fp.AppendSum(append(append(text[:0], g.c.Namespace...), ':'), principal,
-		httpcore.Transient(appendOperation(op[:0], r, x.Route())), nil, body.b))
+		httpcore.Transient(appendOperation(op[:0], r, x.Route())), g.params(r, false), body.b))
 	ran := false
 	var chainErr error
 	ctx := r.Context()
@@ -290,12 +301,29 @@ func appendOperation(dst []byte, r *http.Request, route string) []byte {
 	return append(dst, r.URL.EscapedPath()...)
 }
 
-// query returns the query parameters for the fingerprint, nil for none.
-func query(r *http.Request) url.Values {
-	if r.URL.RawQuery == "" {
+// params returns the query parameters for the fingerprint, nil for none:
+// those WithQueryParams selects, or all of them when all is set and none
+// were selected.
+func (g *Guard) params(r *http.Request, all bool) url.Values {
+	switch {
+	case r.URL.RawQuery == "":
+		return nil
+	case !g.c.QuerySet && all:
+		return r.URL.Query()
+	case !g.c.QuerySet:
 		return nil
 	}
-	return r.URL.Query()
+	q := r.URL.Query()
+	var sel url.Values
+	for _, name := range g.c.Query {
+		if vs, ok := q[name]; ok {
+			if sel == nil {
+				sel = make(url.Values, len(g.c.Query))
+			}
+			sel[name] = vs
+		}
+	}
+	return sel
 }
 
 // IssueProblem maps an error of Engine.IssueToken.

@@ -45,6 +45,7 @@ func Run(t *testing.T, serve Framework) {
 		{"ReplayHeader", testReplayHeader},
 		{"UnstoredRelease", testUnstoredRelease},
 		{"ProblemBase", testProblemBase},
+		{"TwoInstancesOneRedis", testTwoInstances},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.test(t, serve) })

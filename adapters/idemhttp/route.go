@@ -287,26 +287,7 @@ func hasMethod(pattern, method string) bool {
 // params returns the query parameters that are part of the fingerprint:
 // the selected ones, or all of them when all is set and none were selected.
 func (rt *route) params(r *http.Request, all bool) url.Values {
-	if r.URL.RawQuery == "" {
-		return nil
-	}
-	if !rt.c.querySet {
-		if all {
-			return r.URL.Query()
-		}
-		return nil
-	}
-	q := r.URL.Query()
-	var sel url.Values
-	for _, name := range rt.c.query {
-		if vs, ok := q[name]; ok {
-			if sel == nil {
-				sel = make(url.Values, len(rt.c.query))
-			}
-			sel[name] = vs
-		}
-	}
-	return sel
+	return httpcore.QueryParams(r, rt.c.query, rt.c.querySet, all)
 }
 
 // finish answers a request that went through Do or UseToken: the fresh

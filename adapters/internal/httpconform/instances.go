@@ -3,7 +3,6 @@ package httpconform
 import (
 	"context"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/idemkit/idemkit"
@@ -46,26 +45,7 @@ func testTwoInstances(t *testing.T, serve Framework) {
 			for i, e := range engines {
 				urls[i] = serve(t, e, o, Config{Mode: tc.mode}) + "/orders/1"
 			}
-			const n = 64
-			var wg sync.WaitGroup
-			answers := make([]Answer, n)
-			errs := make([]error, n)
-			for i := range n {
-				wg.Go(func() { answers[i], errs[i] = TrySend("POST", urls[i%2], Body, tc.headers...) })
-			}
-			wg.Wait()
-			fresh := 0
-			for i, a := range answers {
-				switch {
-				case errs[i] != nil:
-					t.Errorf("request %d: %v", i, errs[i])
-				case a.Status == http.StatusCreated && a.Header.Get(httpcore.ReplayedHeader) == "":
-					fresh++
-				case a.Status == http.StatusCreated, a.Status == tc.other:
-				default:
-					t.Errorf("request %d: %v", i, a)
-				}
-			}
+			fresh := race(t, 64, func(i int) (Answer, error) { return TrySend("POST", urls[i%2], Body, tc.headers...) }, tc.other)
 			if runs := o.Runs(); runs != 1 || fresh != 1 {
 				t.Fatalf("handler ran %d times and %d answers were fresh across two instances, want 1 and 1", runs, fresh)
 			}

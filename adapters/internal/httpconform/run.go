@@ -213,26 +213,7 @@ func testWait(t *testing.T, serve Framework) {
 func testOneRunPerKey(t *testing.T, serve Framework) {
 	o := &Orders{}
 	u := key(t, serve, o) + "/orders/1"
-	const n = 64
-	var wg sync.WaitGroup
-	answers := make([]Answer, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() { answers[i], errs[i] = TrySend("POST", u, Body, As("alice", "race")...) })
-	}
-	wg.Wait()
-	fresh := 0
-	for i, a := range answers {
-		switch {
-		case errs[i] != nil:
-			t.Errorf("request %d: %v", i, errs[i])
-		case a.Status == http.StatusCreated && a.Header.Get(httpcore.ReplayedHeader) == "":
-			fresh++
-		case a.Status == http.StatusCreated, a.Status == http.StatusConflict:
-		default:
-			t.Errorf("answer %v", a)
-		}
-	}
+	fresh := race(t, 64, func(int) (Answer, error) { return TrySend("POST", u, Body, As("alice", "race")...) }, http.StatusConflict)
 	if runs := o.Runs(); runs != 1 || fresh != 1 {
 		t.Fatalf("handler ran %d times and %d answers were fresh for one key, want 1 and 1", runs, fresh)
 	}
@@ -457,26 +438,34 @@ func testWindowDuplicate(t *testing.T, serve Framework) {
 func testWindowOneRun(t *testing.T, serve Framework) {
 	o := &Orders{}
 	u := serve(t, testkit.NewEngine(t), o, Config{Mode: Window, Engine: []idemkit.Option{idemkit.WithWindow(time.Minute)}}) + "/orders/1"
-	race(t, 64, func() (Answer, error) { return TrySend("POST", u, Body, UserHeader, "alice") }, http.StatusConflict)
+	race(t, 64, func(int) (Answer, error) { return TrySend("POST", u, Body, UserHeader, "alice") }, http.StatusConflict)
 	if n := o.Runs(); n != 1 {
 		t.Fatalf("handler ran %d times in one window, want 1", n)
 	}
 }
 
-// race sends n requests at once and checks each is 201 or other.
-func race(t *testing.T, n int, send func() (Answer, error), other int) {
+// race sends n requests at once (send is given each one's index), checks
+// each is 201 or other, and returns how many were fresh: 201 without the
+// replay header.
+func race(t *testing.T, n int, send func(i int) (Answer, error), other int) (fresh int) {
 	var wg sync.WaitGroup
 	answers := make([]Answer, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { answers[i], errs[i] = send() })
+		wg.Go(func() { answers[i], errs[i] = send(i) })
 	}
 	wg.Wait()
 	for i, a := range answers {
-		if errs[i] != nil || (a.Status != http.StatusCreated && a.Status != other) {
-			t.Errorf("request %d: %v %v", i, a, errs[i])
+		switch {
+		case errs[i] != nil:
+			t.Errorf("request %d: %v", i, errs[i])
+		case a.Status == http.StatusCreated && a.Header.Get(httpcore.ReplayedHeader) == "":
+			fresh++
+		case a.Status != http.StatusCreated && a.Status != other:
+			t.Errorf("request %d: %v", i, a)
 		}
 	}
+	return fresh
 }
 
 // testToken: a token runs the handler once; its reuse replays; a missing,
@@ -526,7 +515,7 @@ func testTokenOneRun(t *testing.T, serve Framework) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	race(t, 64, func() (Answer, error) { return TrySend("POST", u, Body, WithToken("alice", tok.Value)...) }, http.StatusConflict)
+	race(t, 64, func(int) (Answer, error) { return TrySend("POST", u, Body, WithToken("alice", tok.Value)...) }, http.StatusConflict)
 	if n := o.Runs(); n != 1 {
 		t.Fatalf("handler ran %d times for one token, want 1", n)
 	}

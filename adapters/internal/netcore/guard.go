@@ -301,29 +301,10 @@ func appendOperation(dst []byte, r *http.Request, route string) []byte {
 	return append(dst, r.URL.EscapedPath()...)
 }
 
-// params returns the query parameters for the fingerprint, nil for none:
-// those WithQueryParams selects, or all of them when all is set and none
-// were selected.
+// params returns the query parameters for the fingerprint, nil for none
+// (httpcore.QueryParams under WithQueryParams).
 func (g *Guard) params(r *http.Request, all bool) url.Values {
-	switch {
-	case r.URL.RawQuery == "":
-		return nil
-	case !g.c.QuerySet && all:
-		return r.URL.Query()
-	case !g.c.QuerySet:
-		return nil
-	}
-	q := r.URL.Query()
-	var sel url.Values
-	for _, name := range g.c.Query {
-		if vs, ok := q[name]; ok {
-			if sel == nil {
-				sel = make(url.Values, len(g.c.Query))
-			}
-			sel[name] = vs
-		}
-	}
-	return sel
+	return httpcore.QueryParams(r, g.c.Query, g.c.QuerySet, all)
 }
 
 // IssueProblem maps an error of Engine.IssueToken.

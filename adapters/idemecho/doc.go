@@ -26,9 +26,10 @@
 //     Content-Encoding, Location and WithReplayHeaders) and body, byte for
 //     byte, with Idempotent-Replayed: true; a concurrent retry gets 409
 //     in-progress with Retry-After (or, with
-//     WithEngineOptions(idemkit.WithWait(0)), the response once stored); a
-//     retry with another payload (method, route, path, query, canonical
-//     JSON body) 422.
+//     WithWait, the response once stored); a
+//     retry with another payload (method, route, path, query parameters
+//     (all, or those WithQueryParams names), canonical JSON body, or what
+//     WithFingerprinter compares) 422.
 //   - Window: no client key. A repeat of the same request (principal,
 //     method, route, path, canonical body without keying.WindowVolatile
 //     members) inside the engine's window gets 409 duplicate with
@@ -59,7 +60,7 @@
 // and a streamed one (the handler flushes or hijacks), is sent as it is
 // and not stored: its key keeps a terminal record, and every repeat gets
 // 500 response-not-stored, marked replayed, without running the handler
-// again.
+// again (WithUnstored(ReleaseKey, ...) releases the key instead).
 //
 // The middleware's own errors are RFC 9457 application/problem+json
 // written directly (the Problem type and the type URIs of idemhttp,

@@ -123,6 +123,18 @@ func TestContextPrincipal(t *testing.T) {
 // response-not-stored, marked replayed, without the handler running
 // again.
 func TestStreamIsNotStored(t *testing.T) {
+	streamed(t, keyMode)
+}
+
+// TestStreamReleasesKey: with WithUnstored(ReleaseKey, ReleaseKey) a
+// streamed response releases its key: a repeat streams afresh.
+func TestStreamReleasesKey(t *testing.T) {
+	streamed(t, httpconform.Config{Mode: httpconform.Idempotency, Release: true})
+}
+
+// streamed serves a handler that flushes its response as it goes behind
+// cfg's guard and checks what repeats of its key get.
+func streamed(t *testing.T, cfg httpconform.Config) {
 	var runs atomic.Int64
 	app := echo.New()
 	app.POST("/events", func(c *echo.Context) error {
@@ -139,20 +151,30 @@ func TestStreamIsNotStored(t *testing.T) {
 			}
 		}
 		return nil
-	}, guard(t, testkit.NewEngine(t), keyMode))
+	}, guard(t, testkit.NewEngine(t), cfg))
 	u := listen(t, app) + "/events"
 	if a := send(t, "POST", u, body, as("alice", "k")...); a.Status != http.StatusOK || a.Body != "event\nevent\nevent\n" {
 		t.Fatalf("first: %v", a)
 	}
-	for range 2 {
+	for i := range 2 {
 		a := send(t, "POST", u, body, as("alice", "k")...)
+		if cfg.Release {
+			if a.Status != http.StatusOK || a.Body != "event\nevent\nevent\n" || a.Header.Get(idemecho.ReplayedHeader) != "" {
+				t.Fatalf("repeat %d with the key released: %v", i, a)
+			}
+			continue
+		}
 		httpconform.CheckProblem(t, a, http.StatusInternalServerError, idemecho.ProblemResponseNotStored)
 		if a.Header.Get(idemecho.ReplayedHeader) != "true" || !strings.Contains(a.Body, "streamed") {
 			t.Fatalf("repeat: %v", a)
 		}
 	}
-	if n := runs.Load(); n != 1 {
-		t.Fatalf("the streaming handler ran %d times, want 1", n)
+	want := int64(1)
+	if cfg.Release {
+		want = 3
+	}
+	if n := runs.Load(); n != want {
+		t.Fatalf("the streaming handler ran %d times, want %d", n, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,9 +146,9 @@ func testMismatch(t *testing.T, serve Framework) {
 // hold serves o with its handler held until the returned release runs
 // (also at the test's end, before the server closes) and starts the first
 // request with key, returning its answer's channel once the handler runs.
-func hold(t *testing.T, serve Framework, o *Orders, cfg Config, user, key string) (string, <-chan Answer, func()) {
+func hold(t *testing.T, serve Framework, e *idemkit.Engine, o *Orders, cfg Config, user, key string) (string, <-chan Answer, func()) {
 	o.Hold()
-	u := serve(t, testkit.NewEngine(t), o, cfg) + "/orders/1"
+	u := serve(t, e, o, cfg) + "/orders/1"
 	release := o.Unhold
 	t.Cleanup(release)
 	first := make(chan Answer, 1)
@@ -163,7 +164,7 @@ func hold(t *testing.T, serve Framework, o *Orders, cfg Config, user, key string
 // Retry-After, and the handler does not run again.
 func testInProgress(t *testing.T, serve Framework) {
 	o := &Orders{}
-	u, first, release := hold(t, serve, o, Config{Mode: Idempotency}, "alice", "k-secret")
+	u, first, release := hold(t, serve, testkit.NewEngine(t), o, Config{Mode: Idempotency}, "alice", "k-secret")
 	a := Send(t, "POST", u, Body, As("alice", "k-secret")...)
 	CheckProblem(t, a, http.StatusConflict, httpcore.ProblemInProgress, "k-secret")
 	if a.Header.Get("Retry-After") == "" {
@@ -179,7 +180,8 @@ func testInProgress(t *testing.T, serve Framework) {
 }
 
 // testWait: with WithWait, or the engine's idemkit.WithWait, a request
-// that repeats one in flight gets its response once stored.
+// that repeats one in flight waits (it claims again after a pause, which
+// a request answered 409 never does) and gets its response once stored.
 func testWait(t *testing.T, serve Framework) {
 	for _, tc := range []struct {
 		name string
@@ -190,12 +192,14 @@ func testWait(t *testing.T, serve Framework) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &Orders{}
-			u, first, release := hold(t, serve, o, tc.cfg, "alice", "k")
+			claims := &claimCounter{Store: testkit.NewMem(t)}
+			u, first, release := hold(t, serve, testkit.NewEngineOn(t, claims), o, tc.cfg, "alice", "k")
 			second := make(chan Answer, 1)
 			go func() {
 				a, _ := TrySend("POST", u, Body, As("alice", "k")...)
 				second <- a
 			}()
+			testkit.WaitFor(t, "the second request to wait", func() bool { return claims.n.Load() >= 3 })
 			release()
 			f, s := <-first, <-second
 			if f.Status != http.StatusCreated || s.Status != http.StatusCreated || s.Body != f.Body || s.Header.Get(httpcore.ReplayedHeader) != "true" {
@@ -206,6 +210,17 @@ func testWait(t *testing.T, serve Framework) {
 			}
 		})
 	}
+}
+
+// claimCounter counts the claims (SetNX) made on its store.
+type claimCounter struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (c *claimCounter) SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, store.Entry, error) {
+	c.n.Add(1)
+	return c.Store.SetNX(ctx, key, value, ttl)
 }
 
 // testOneRunPerKey races many concurrent requests with one key: exactly

@@ -29,6 +29,13 @@
 //	POST /orders/paid   an order paid at the payment provider (-provider URL,
 //	                    see Paid orders below); Idempotency-Key mode.
 //	GET  /orders/paid   the caller's paid orders, with status and charge.
+//	POST /orders/unpaid an order paid later (status unpaid), which the payment
+//	                    provider's callback pays; Idempotency-Key mode.
+//	GET  /orders/unpaid/{id}  the caller's order, with its notification and
+//	                    transition counts.
+//	POST /pay/notify    the provider's signed callback, keyed by its
+//	                    transaction_id (see Pay later below); 503 without
+//	                    -notify-secret-file.
 //	GET  /healthz       200 when the idempotency store answers, 503 otherwise.
 //	GET  /metrics       idemkit's OpenTelemetry metrics in Prometheus format
 //	                    (idemkit_outcomes_total by mode and outcome,
@@ -180,6 +187,33 @@
 // charge-call the call is sent even if the claim was lost meanwhile, as by
 // a caller that does not know: the provider's fence refuses it. Without
 // the flag these headers get 400.
+//
+// # Pay later
+//
+//	idemdemo -notify-secret-file /run/secrets/payments-webhook
+//
+// POST /orders/unpaid stores an order as unpaid, for qty × 1200 cents.
+// The payment provider then calls POST /pay/notify with
+// {"transaction_id":"tx_…","order":<id>,"status":"paid","amount_cents":N},
+// signed with the shared secret of -notify-secret-file (the file's bytes,
+// a trailing line break dropped, at least 16 bytes; the secret is never
+// printed or logged): X-Signature: sha256=<hex HMAC-SHA256 of the raw
+// body>. The route runs idemhttp's callback profile keyed by
+// transaction_id (idemhttp.Callback, KeyFromJSON, SignedPrincipal): an
+// unsigned or forged callback gets 401 and touches no record; a duplicate
+// gets the first 200, replayed, or waits for it while the first runs; a
+// transaction number reused with another order, status or amount gets
+// 422. The handler records the notification under its transaction number
+// and moves the order from unpaid to paid only if it is unpaid (a second
+// transaction for a paid order is recorded and answered 200, without a
+// change); it answers 200 {"transaction_id","order","status","paid_by"},
+// 404 for an unknown order and 422 for a wrong amount (not recorded: the
+// provider's retry runs again). On PostgreSQL (without a fallback) the
+// notification row (idemdemo_notifications), the conditional UPDATE of
+// idemdemo_unpaid_orders and the idempotency record commit in one
+// transaction; on the other stores the order is a document in the store's
+// keyspace, changed with one compare-and-swap, and the record is completed
+// after it.
 //
 // # Storm
 //

@@ -87,6 +87,9 @@ type config struct {
 	completeEvery, completeAfter time.Duration
 	// events is -events: where new orders are announced ("": nowhere).
 	events string
+	// notifySecretFile holds the shared secret of POST /pay/notify's
+	// signatures ("": the route answers 503).
+	notifySecretFile string
 }
 
 // defaultConfig is the configuration without flags or environment.
@@ -132,10 +135,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.lease, "lease", cfg.lease, "how long an in-progress request keeps its key after a crash")
 	fs.TextVar(&cfg.logLevel, "log-level", cfg.logLevel, "log `level`: debug, info, warn or error")
 	fs.StringVar(&cfg.provider, "provider", cfg.provider, "payment provider `URL` for POST /orders/paid, such as http://127.0.0.1:8090 (run idemdemo provider), or auto to start one (default none)")
-	fs.BoolVar(&cfg.crashHooks, "crash-hooks", cfg.crashHooks, "honour the "+pauseAfterHeader+" and "+pauseForHeader+" test headers of POST /orders/paid (crash tests only)")
+	fs.BoolVar(&cfg.crashHooks, "crash-hooks", cfg.crashHooks, "honour the "+pauseAfterHeader+" and "+pauseForHeader+" test headers of POST /orders/paid and POST /pay/notify (crash tests only)")
 	fs.DurationVar(&cfg.completeEvery, "complete-every", cfg.completeEvery, "how often the completer finishes paid orders abandoned mid-way (0: never)")
 	fs.DurationVar(&cfg.completeAfter, "complete-after", cfg.completeAfter, "how long ago an abandoned paid order was placed before the completer finishes it")
 	fs.StringVar(&cfg.events, "events", cfg.events, "announce each new order (order.placed) through the outbox to NATS JetStream at `URL` nats://host:port/subject (PostgreSQL stores only)")
+	fs.StringVar(&cfg.notifySecretFile, "notify-secret-file", cfg.notifySecretFile, "`file` holding the payment provider's shared secret (at least 16 bytes) that signs POST /pay/notify (HMAC-SHA256, X-Signature: sha256=<hex>); without it the route answers 503")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
@@ -308,6 +312,17 @@ func newAppCompleted(be *backend, cfg config, log *slog.Logger) (http.Handler, c
 	if err != nil {
 		return nil, completion{}, err
 	}
+	pay.notify = &notifier{repo: &kvUnpaid{st: be.store}, crashHooks: cfg.crashHooks, log: log}
+	if be.txOrders != nil {
+		pg := &pgUnpaid{orders: be.txOrders}
+		pay.notify.repo, pay.notify.pg = pg, pg
+	}
+	if cfg.notifySecretFile != "" {
+		if pay.notify.secret, err = readNotifySecret(cfg.notifySecretFile); err != nil {
+			return nil, completion{}, err
+		}
+		log.Info("POST /pay/notify checks callback signatures with the secret in", "file", cfg.notifySecretFile)
+	}
 	app, err := newTxHandler(engine, be.orders, be.txOrders, pay, cfg.window, log)
 	if err != nil {
 		return nil, completion{}, err
@@ -459,6 +474,7 @@ func printBanner(w io.Writer, url string, cfg config, storeDesc string) {
   POST /tokens        issue a one-time token for POST /orders/form (Idempotency-Token header)
   GET  /orders        your orders
   POST /orders/paid   an order with a payment step (reserve, charge, mark paid); needs -provider (a URL, or auto)
+  POST /orders/unpaid an order paid later, by the provider's signed callback POST /pay/notify (needs -notify-secret-file)
   GET  /healthz       200 when the store answers
   GET  /metrics       idemkit's metrics (Prometheus format)
   GET  /problems/...  a page per problem type: open the "type" URI's path of an error

@@ -109,6 +109,9 @@ type payments struct {
 	// resume serves a stored POST /orders/paid again, for the completer
 	// (set by newTxHandler).
 	resume idemkit.ResumeFunc
+	// notify serves the pay-later routes (notify.go); nil keeps their
+	// orders in the engine's store, with no callback secret.
+	notify *notifier
 }
 
 // newPayments returns the paid-order route's state over repo, calling the

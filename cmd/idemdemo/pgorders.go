@@ -32,6 +32,8 @@ var ordersSchema = []string{
 	)`,
 	`CREATE UNIQUE INDEX IF NOT EXISTS ` + ordersTable + `_user_key ON ` + ordersTable + ` (user_id, dedup_key)`,
 	paidSchema,
+	unpaidSchema[0],
+	unpaidSchema[1],
 }
 
 // pgOrders is an orderRepo in a PostgreSQL table, in the database of the

@@ -122,6 +122,13 @@ func newTxHandler(e *idemkit.Engine, orders orderRepo, txOrders *pgOrders, pay *
 	}
 	mux.Handle("POST /orders/paid", pay.withPauseHooks(paid(place)))
 	mux.HandleFunc("GET /orders/paid", pay.listPaidOrders(s.principal))
+	nt := pay.notify
+	if nt == nil {
+		nt = &notifier{repo: &kvUnpaid{st: e.Store()}, log: log}
+	}
+	if err := nt.register(mux, e, s.principal, g.key); err != nil {
+		return nil, err
+	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	newProblemPages().register(mux)
 	if err := registerUI(mux, s, window); err != nil {

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	mrand "math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/adapters/idemhttp"
+	"github.com/idemkit/idemkit/internal/redistest"
+)
+
+// The pay-later callbacks on the real binary, on every store: orders
+// placed unpaid, then each order's genuine callback sent notifyCopies
+// times, concurrently and shuffled with the other orders' (every copy
+// with its own sent_at, as a provider's retries have), forgeries
+// interleaved (unsigned, signed with another secret, the genuine
+// signature over another body) and sent first too. A second batch is
+// SIGKILLed in the middle of its storm; the demo is restarted on the same
+// store and every callback of both batches sent notifyCopies times again.
+// Per order: exactly one transition from unpaid to paid, one notification
+// row, every genuine callback answered 200 with one body, every forgery
+// 401. Then a second transaction for a paid order: 200, a second
+// notification row, no second transition.
+const (
+	notifyCopies = 50
+	notifyOrders = 3 // per batch
+)
+
+func TestPayNotifyCallbacks(t *testing.T) {
+	bin := buildDemo(t)
+	secretFile := filepath.Join(t.TempDir(), "notify-secret")
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	secret = []byte(hex.EncodeToString(secret))
+	require.NoError(t, os.WriteFile(secretFile, append(secret, '\n'), 0o600))
+	var table []string
+	run := func(name, storeURL string, db *sql.DB) {
+		t.Run(name, func(t *testing.T) {
+			nr := &notifyRun{t: t, bin: bin, secret: secret, store: name, db: db,
+				args: []string{"-addr", "127.0.0.1:0", "-store", storeURL, "-lease", "1s", "-log-level", "warn", "-crash-hooks", "-notify-secret-file", secretFile}}
+			table = append(table, nr.run())
+		})
+	}
+	run("bbolt", "bolt://"+filepath.Join(t.TempDir(), "demo.db"), nil)
+	srv := redistest.Start(t)
+	run("redis", "redis://"+srv.Addr(), nil)
+	pgURL, db := pgTestDatabase(t)
+	run("postgres", pgURL, db)
+	run("mariadb", mariaTestDatabase(t), nil)
+	t.Logf("\n| Store | Orders | Genuine callbacks | 200 | Cut by the kill | Forged | 401 | Forged, cut | Transitions | Notification rows |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n%s", strings.Join(table, "\n"))
+}
+
+// notifyRun drives one store's orders.
+type notifyRun struct {
+	t      *testing.T
+	bin    string
+	args   []string
+	secret []byte
+	store  string
+	db     *sql.DB // the PostgreSQL database, to count rows; nil elsewhere
+	c      *http.Client
+
+	genuine, ok, forged, refused, cut, forgedCut atomic.Int64
+	// answers holds each transaction's 200 bodies.
+	mu      sync.Mutex
+	answers map[string]map[string]int
+	fresh   map[string]int // answers not marked replayed
+}
+
+// callback is one callback to send.
+type callback struct {
+	tx     string
+	body   string
+	sig    string // the X-Signature value; "" for none
+	forged bool
+	pause  bool // with X-Demo-Pause-After: notify
+}
+
+func (nr *notifyRun) sign(secret []byte, body string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// noticeBody is a callback body for order o of transaction tx.
+func noticeBody(tx string, o UnpaidOrder, sentAt int) string {
+	return fmt.Sprintf(`{"transaction_id":%q,"order":%d,"status":"paid","amount_cents":%d,"sent_at":%d}`, tx, o.ID, o.AmountCents, sentAt)
+}
+
+// callbacks returns, for each order, notifyCopies genuine callbacks and
+// three forgeries, shuffled together.
+func (nr *notifyRun) callbacks(orders []UnpaidOrder, txs []string) []callback {
+	var out []callback
+	other := []byte("not-the-providers-secret-0123456789")
+	for i, o := range orders {
+		for n := range notifyCopies {
+			b := noticeBody(txs[i], o, n)
+			out = append(out, callback{tx: txs[i], body: b, sig: nr.sign(nr.secret, b)})
+		}
+		genuine := noticeBody(txs[i], o, 1000)
+		altered := strings.Replace(genuine, fmt.Sprintf(`"amount_cents":%d`, o.AmountCents), `"amount_cents":1`, 1)
+		out = append(out,
+			callback{tx: txs[i], body: genuine, forged: true},
+			callback{tx: txs[i], body: genuine, sig: nr.sign(other, genuine), forged: true},
+			callback{tx: txs[i], body: altered, sig: nr.sign(nr.secret, genuine), forged: true})
+	}
+	mrand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// send sends cb to url and checks its answer; a cut connection counts as
+// cut when cutOK, and fails the test otherwise.
+func (nr *notifyRun) send(url string, cb callback, cutOK bool) {
+	t := nr.t
+	req, err := http.NewRequest(http.MethodPost, url+"/pay/notify", strings.NewReader(cb.body))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if cb.sig != "" {
+		req.Header.Set("X-Signature", cb.sig)
+	}
+	if cb.pause {
+		req.Header.Set(pauseAfterHeader, notifyPausePoint)
+	}
+	if cb.forged {
+		nr.forged.Add(1)
+	} else {
+		nr.genuine.Add(1)
+	}
+	resp, err := nr.c.Do(req)
+	if err == nil {
+		var b []byte
+		b, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err == nil {
+			nr.check(cb, resp, b)
+			return
+		}
+	}
+	if !cutOK {
+		t.Errorf("callback %s: %v", cb.tx, err)
+		return
+	}
+	if cb.forged {
+		nr.forgedCut.Add(1)
+	} else {
+		nr.cut.Add(1)
+	}
+}
+
+// check checks one answer.
+func (nr *notifyRun) check(cb callback, resp *http.Response, body []byte) {
+	t := nr.t
+	if cb.forged {
+		if assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a forged callback of %s: %s", cb.tx, body) {
+			nr.refused.Add(1)
+		}
+		assert.NotContains(t, string(body), `"paid_by"`, "a forgery never gets the genuine answer")
+		return
+	}
+	if !assert.Equal(t, http.StatusOK, resp.StatusCode, "a genuine callback of %s: %s", cb.tx, body) {
+		return
+	}
+	nr.ok.Add(1)
+	nr.mu.Lock()
+	defer nr.mu.Unlock()
+	if nr.answers[cb.tx] == nil {
+		nr.answers[cb.tx] = map[string]int{}
+	}
+	nr.answers[cb.tx][string(body)]++
+	if resp.Header.Get(idemhttp.ReplayedHeader) != "true" {
+		nr.fresh[cb.tx]++
+	}
+}
+
+// storm sends cbs to url at once.
+func (nr *notifyRun) storm(url string, cbs []callback, cutOK bool, sent *atomic.Int64) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for _, cb := range cbs {
+		wg.Go(func() {
+			nr.send(url, cb, cutOK)
+			if sent != nil {
+				sent.Add(1)
+			}
+		})
+	}
+	return &wg
+}
+
+// place places n unpaid orders.
+func (nr *notifyRun) place(url, user string, from, n int) []UnpaidOrder {
+	t := nr.t
+	var orders []UnpaidOrder
+	for i := from; i < from+n; i++ {
+		r := doHTTP(t, nr.c, http.MethodPost, url+"/orders/unpaid", user, fmt.Sprintf(`{"sku":"book","qty":%d}`, i+1),
+			idemhttp.DefaultKeyHeader, fmt.Sprintf("unpaid-%d", i))
+		require.Equal(t, http.StatusCreated, r.status, string(r.body))
+		var o UnpaidOrder
+		require.NoError(t, json.Unmarshal(r.body, &o))
+		require.Equal(t, UnpaidOrder{ID: o.ID, SKU: "book", Qty: i + 1, User: user, AmountCents: (i + 1) * unitPriceCents, Status: statusUnpaid}, o)
+		orders = append(orders, o)
+	}
+	return orders
+}
+
+// order reads an order.
+func (nr *notifyRun) order(url, user string, id uint64) UnpaidOrder {
+	r := doHTTP(nr.t, nr.c, http.MethodGet, fmt.Sprintf("%s/orders/unpaid/%d", url, id), user, "")
+	require.Equal(nr.t, http.StatusOK, r.status, string(r.body))
+	var o UnpaidOrder
+	require.NoError(nr.t, json.Unmarshal(r.body, &o))
+	return o
+}
+
+func (nr *notifyRun) run() string {
+	t := nr.t
+	nr.c = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	nr.answers, nr.fresh = map[string]map[string]int{}, map[string]int{}
+	user := nr.store + "-payer"
+	p := startDemo(t, nr.bin, nr.args...)
+	orders := nr.place(p.url, user, 0, 2*notifyOrders)
+	txs := make([]string, len(orders))
+	for i := range txs {
+		n, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+		txs[i] = fmt.Sprintf("tx_%s_%x", nr.store, n)
+	}
+	a, b := orders[:notifyOrders], orders[notifyOrders:]
+
+	// Forgeries first: refused, and they block nothing.
+	for _, cb := range nr.callbacks(orders, txs) {
+		if cb.forged {
+			nr.send(p.url, cb, false)
+		}
+	}
+	for _, o := range orders {
+		assert.Equal(t, statusUnpaid, nr.order(p.url, user, o.ID).Status, "a forgery paid nothing")
+	}
+
+	// Batch a: a storm, answered whole.
+	nr.storm(p.url, nr.callbacks(a, txs[:notifyOrders]), false, nil).Wait()
+	for i := range a {
+		assert.Equal(t, 1, nr.fresh[txs[i]], "one fresh answer for %s; the others replayed", txs[i])
+	}
+
+	// Batch b: each order's first callback pauses after its writes
+	// (before its answer; on PostgreSQL before the commit), its copies
+	// wait for it, and the demo is SIGKILLed there.
+	before := strings.Count(p.stderr.String(), crashHookLog)
+	var paused sync.WaitGroup
+	for i, o := range b {
+		body := noticeBody(txs[notifyOrders+i], o, -1)
+		paused.Go(func() {
+			nr.send(p.url, callback{tx: txs[notifyOrders+i], body: body, sig: nr.sign(nr.secret, body), pause: true}, true)
+		})
+	}
+	require.Eventually(t, func() bool { return strings.Count(p.stderr.String(), crashHookLog) == before+notifyOrders },
+		20*time.Second, 5*time.Millisecond, "the callbacks never paused; stderr:\n%s", p.stderr)
+	cbs := nr.callbacks(b, txs[notifyOrders:])
+	var sent atomic.Int64
+	wg := nr.storm(p.url, cbs, true, &sent)
+	forged := int64(3 * notifyOrders)
+	require.Eventually(t, func() bool { return sent.Load() >= forged }, 20*time.Second, time.Millisecond)
+	p.kill()
+	wg.Wait()
+	paused.Wait()
+	assert.Equal(t, int64(len(cbs))-forged, nr.cut.Load()-notifyOrders, "every genuine copy waited for the paused first one")
+
+	// The restart: every callback again.
+	p = startDemo(t, nr.bin, nr.args...)
+	nr.storm(p.url, nr.callbacks(orders, txs), false, nil).Wait()
+
+	var transitions, rows int
+	for i, o := range orders {
+		got := nr.order(p.url, user, o.ID)
+		want := o
+		want.Status, want.Transaction, want.Notifications, want.Transitions = statusPaid, txs[i], 1, 1
+		assert.Equal(t, want, got, "order %d: paid once, by its transaction", o.ID)
+		transitions += got.Transitions
+		rows += got.Notifications
+		nr.mu.Lock()
+		assert.Len(t, nr.answers[txs[i]], 1, "every genuine callback of %s got one body", txs[i])
+		nr.mu.Unlock()
+	}
+
+	// A second transaction for a paid order: recorded, answered 200, no
+	// second transition.
+	o := orders[0]
+	tx2 := txs[0] + "_again"
+	body := noticeBody(tx2, o, 0)
+	r := doHTTP(t, nr.c, http.MethodPost, p.url+"/pay/notify", "", body, "X-Signature", nr.sign(nr.secret, body))
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	assert.JSONEq(t, fmt.Sprintf(`{"transaction_id":%q,"order":%d,"status":"paid","paid_by":%q}`, tx2, o.ID, txs[0]), string(r.body))
+	got := nr.order(p.url, user, o.ID)
+	assert.Equal(t, 2, got.Notifications, "the second transaction's notification row")
+	assert.Equal(t, 1, got.Transitions, "no second transition")
+	assert.Equal(t, txs[0], got.Transaction, "still paid by the first transaction")
+
+	if nr.db != nil {
+		var n, sum int
+		require.NoError(t, nr.db.QueryRow(`SELECT count(*) FROM `+noticeTable).Scan(&n))
+		require.NoError(t, nr.db.QueryRow(`SELECT coalesce(sum(transitions), 0) FROM `+unpaidTable).Scan(&sum))
+		assert.Equal(t, len(orders)+1, n, "notification rows in PostgreSQL")
+		assert.Equal(t, len(orders), sum, "transitions in PostgreSQL")
+	}
+	assert.Equal(t, nr.forged.Load(), nr.refused.Load()+nr.forgedCut.Load(), "every forgery refused, but those the kill cut")
+	assert.Equal(t, nr.genuine.Load(), nr.ok.Load()+nr.cut.Load(), "every genuine callback answered 200, but those the kill cut")
+	p.kill()
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |", nr.store, len(orders), nr.genuine.Load(), nr.ok.Load(), nr.cut.Load(),
+		nr.forged.Load(), nr.refused.Load(), nr.forgedCut.Load(), transitions, rows)
+}
+
+// Without a secret the callback route answers 503; a secret file that is
+// missing or too short stops the demo at start, naming the file, never
+// the secret.
+func TestPayNotifySecret(t *testing.T) {
+	app := newTestApp(t, nil, time.Second)
+	w := app.post("/pay/notify", "", `{"transaction_id":"tx_1","order":1,"status":"paid","amount_cents":1200}`)
+	problem(t, w, http.StatusServiceUnavailable, problemNotifyOff)
+
+	short := filepath.Join(t.TempDir(), "short")
+	require.NoError(t, os.WriteFile(short, []byte("tiny-secret\n"), 0o600))
+	for file, want := range map[string]string{
+		short:                                 "at least 16 are needed",
+		filepath.Join(t.TempDir(), "missing"): "no such file",
+	} {
+		cfg := defaultConfig()
+		cfg.stack.Store = "mem://"
+		cfg.addr = "127.0.0.1:0"
+		cfg.notifySecretFile = file
+		_, err := start(context.Background(), cfg, discardLogger())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), want)
+		assert.Contains(t, err.Error(), file)
+		assert.NotContains(t, err.Error(), "tiny-secret")
+	}
+}

@@ -276,6 +276,16 @@ func (nr *notifyRun) run() string {
 	}
 	require.Eventually(t, func() bool { return strings.Count(p.stderr.String(), crashHookLog) == before+notifyOrders },
 		20*time.Second, 5*time.Millisecond, "the callbacks never paused; stderr:\n%s", p.stderr)
+	for _, o := range b {
+		// On PostgreSQL the paused writes are not committed: the
+		// notification and the transition commit with the record. On the
+		// other stores they are written first, the record completed after.
+		want := statusPaid
+		if nr.db != nil {
+			want = statusUnpaid
+		}
+		assert.Equal(t, want, nr.order(p.url, user, o.ID).Status, "order %d while its callback is paused", o.ID)
+	}
 	cbs := nr.callbacks(b, txs[notifyOrders:])
 	var sent atomic.Int64
 	wg := nr.storm(p.url, cbs, true, &sent)

@@ -13,6 +13,7 @@ import (
 	"math/big"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,8 +25,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/adapters/idemhttp"
 	"github.com/idemkit/idemkit/internal/redistest"
+	"github.com/idemkit/idemkit/internal/testkit"
 )
 
 // The pay-later callbacks on the real binary, on every store: orders
@@ -364,4 +367,57 @@ func TestPayNotifySecret(t *testing.T) {
 		assert.Contains(t, err.Error(), file)
 		assert.NotContains(t, err.Error(), "tiny-secret")
 	}
+}
+
+// Bad callbacks: each gets its answer, and none is recorded, so the
+// provider's retry (once fixed, or once the order exists) is handled.
+func TestPayNotifyRefusals(t *testing.T) {
+	st := testkit.NewMem(t)
+	e, err := idemkit.New(st, idemkit.WithObserver(nil))
+	require.NoError(t, err)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	build := func(hooks bool) *testApp {
+		pay, err := newPayments(&kvPayments{st: st}, "", false, discardLogger())
+		require.NoError(t, err)
+		pay.notify = &notifier{repo: &kvUnpaid{st: st}, secret: secret, crashHooks: hooks, log: discardLogger()}
+		h, err := newTxHandler(e, newMemoryOrders(10, 10), nil, pay, time.Second, discardLogger())
+		require.NoError(t, err)
+		return &testApp{t: t, handler: h}
+	}
+	a, hooked := build(false), build(true)
+	nr := &notifyRun{secret: secret}
+	notify := func(a *testApp, body string, header ...string) *httptest.ResponseRecorder {
+		return a.post("/pay/notify", "", body, append([]string{"X-Signature", nr.sign(secret, body)}, header...)...)
+	}
+	order := UnpaidOrder{ID: 1, AmountCents: 2 * unitPriceCents}
+	body := noticeBody("tx_r", order, 0)
+
+	// No order yet: 404, not recorded.
+	problem(t, notify(a, body), http.StatusNotFound, problemNoOrder)
+	w := a.post("/orders/unpaid", "alice", `{"sku":"book","qty":2}`, idemhttp.DefaultKeyHeader, "u1")
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	problem(t, a.post("/orders/unpaid", "alice", `{"sku":"pen","qty":2}`, idemhttp.DefaultKeyHeader, "u1"), http.StatusUnprocessableEntity, idemhttp.ProblemKeyMismatch)
+	problem(t, a.get("/orders/unpaid/1", "bob"), http.StatusNotFound, problemNoOrder)
+	problem(t, a.get("/orders/unpaid/x", "alice"), http.StatusNotFound, problemNoOrder)
+
+	wrongAmount := noticeBody("tx_amount", UnpaidOrder{ID: 1, AmountCents: 1}, 0)
+	problem(t, notify(a, wrongAmount), http.StatusUnprocessableEntity, problemNotifyRejected)
+	problem(t, notify(a, `{"transaction_id":"tx_s","order":1,"status":"failed","amount_cents":2400}`), http.StatusBadRequest, problemInvalidBody)
+	problem(t, notify(a, `{"transaction_id":"tx_o","status":"paid","amount_cents":2400}`), http.StatusBadRequest, problemInvalidBody)
+	problem(t, notify(a, `{"order":1,"status":"paid","amount_cents":2400}`), http.StatusBadRequest, idemhttp.ProblemKeyMissing)
+	problem(t, notify(a, `{"transaction_id":{"a":1},"order":1,"status":"paid","amount_cents":2400}`), http.StatusBadRequest, idemhttp.ProblemKeyInvalid)
+	problem(t, notify(a, body, pauseAfterHeader, notifyPausePoint), http.StatusBadRequest, problemInvalidHook)
+	problem(t, notify(hooked, body, pauseAfterHeader, "later"), http.StatusBadRequest, problemInvalidHook)
+	problem(t, a.post("/pay/notify", "", body), http.StatusUnauthorized, idemhttp.ProblemUnauthenticated)
+
+	// The order exists now, and the refusals left nothing: the callback
+	// is handled, and a reuse of its transaction number for another
+	// amount gets 422.
+	w = notify(a, body)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.JSONEq(t, `{"transaction_id":"tx_r","order":1,"status":"paid","paid_by":"tx_r"}`, w.Body.String())
+	problem(t, notify(a, strings.Replace(body, `"amount_cents":2400`, `"amount_cents":1200`, 1)), http.StatusUnprocessableEntity, idemhttp.ProblemKeyMismatch)
+	var o UnpaidOrder
+	require.NoError(t, json.Unmarshal(a.get("/orders/unpaid/1", "alice").Body.Bytes(), &o))
+	assert.Equal(t, UnpaidOrder{ID: 1, SKU: "book", Qty: 2, User: "alice", AmountCents: 2400, Status: statusPaid, Transaction: "tx_r", Notifications: 1, Transitions: 1}, o)
 }

@@ -157,7 +157,7 @@
 //
 // # Paid orders
 //
-//	idemdemo provider [-addr 127.0.0.1:8090] [-store mem://]
+//	idemdemo provider [-addr 127.0.0.1:8090] [-store mem://] [-notify-secret-file PATH]
 //	idemdemo -provider http://127.0.0.1:8090
 //
 // The provider subcommand runs a payment provider on its own port: POST
@@ -214,6 +214,13 @@
 // transaction; on the other stores the order is a document in the store's
 // keyspace, changed with one compare-and-swap, and the record is completed
 // after it.
+//
+// The provider calls back too: run it with the same -notify-secret-file,
+// and a charge whose body has "notify_url" (POST /charges
+// {"amount_cents","order","notify_url":"http://127.0.0.1:8080/pay/notify"})
+// makes it send that signed callback, its charge id as transaction_id,
+// retried with a growing delay (50 ms to 2 s, for up to 5 minutes) until
+// it gets a 2xx; GET /charges counts the callbacks sent and acknowledged.
 //
 // # Storm
 //

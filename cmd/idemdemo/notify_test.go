@@ -421,3 +421,41 @@ func TestPayNotifyRefusals(t *testing.T) {
 	require.NoError(t, json.Unmarshal(a.get("/orders/unpaid/1", "alice").Body.Bytes(), &o))
 	assert.Equal(t, UnpaidOrder{ID: 1, SKU: "book", Qty: 2, User: "alice", AmountCents: 2400, Status: statusPaid, Transaction: "tx_r", Notifications: 1, Transitions: 1}, o)
 }
+
+// The provider process calls the demo back: a charge with a notify_url
+// for an order that does not exist yet is refused 404 and retried until
+// the order exists; a replayed charge calls back no more; the order is
+// paid once.
+func TestProviderCallsBack(t *testing.T) {
+	bin := buildDemo(t)
+	secretFile := filepath.Join(t.TempDir(), "notify-secret")
+	require.NoError(t, os.WriteFile(secretFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
+	prov := startDemo(t, bin, "provider", "-addr", "127.0.0.1:0", "-log-level", "error", "-notify-secret-file", secretFile)
+	demo := startDemo(t, bin, "-addr", "127.0.0.1:0", "-store", "bolt://"+filepath.Join(t.TempDir(), "demo.db"), "-log-level", "warn",
+		"-notify-secret-file", secretFile)
+	c := &http.Client{Timeout: 10 * time.Second}
+	charge := `{"amount_cents":2400,"order":1,"notify_url":"` + demo.url + `/pay/notify"}`
+	for range 2 {
+		r := doHTTP(t, c, http.MethodPost, prov.url+"/charges", "", charge, idemhttp.DefaultKeyHeader, "charge-1")
+		require.Equal(t, http.StatusCreated, r.status, string(r.body))
+	}
+	require.Eventually(t, func() bool { return providerStats(t, c, prov.url).NotifyAttempts >= 2 }, 10*time.Second, 5*time.Millisecond,
+		"the provider retries the refused callback")
+	assert.Zero(t, providerStats(t, c, prov.url).Notified)
+	r := doHTTP(t, c, http.MethodPost, demo.url+"/orders/unpaid", "alice", `{"sku":"book","qty":2}`, idemhttp.DefaultKeyHeader, "u1")
+	require.Equal(t, http.StatusCreated, r.status, string(r.body))
+	require.Eventually(t, func() bool { return providerStats(t, c, prov.url).Notified == 1 }, 20*time.Second, 5*time.Millisecond)
+	nr := &notifyRun{t: t, c: c}
+	assert.Equal(t, UnpaidOrder{ID: 1, SKU: "book", Qty: 2, User: "alice", AmountCents: 2400, Status: statusPaid, Transaction: "ch_1",
+		Notifications: 1, Transitions: 1}, nr.order(demo.url, "alice", 1))
+	stats := providerStats(t, c, prov.url)
+	assert.Equal(t, 1, stats.Charges, "the second charge was replayed")
+	assert.Equal(t, 1, stats.Notified, "one callback acknowledged")
+	t.Logf("callback requests sent: %d, acknowledged: %d", stats.NotifyAttempts, stats.Notified)
+
+	plain := startDemo(t, bin, "provider", "-addr", "127.0.0.1:0", "-log-level", "error")
+	r = doHTTP(t, c, http.MethodPost, plain.url+"/charges", "", charge, idemhttp.DefaultKeyHeader, "charge-2")
+	requireProblem(t, r.status, r.header, r.body, http.StatusBadRequest, problemNoNotify)
+	r = doHTTP(t, c, http.MethodPost, prov.url+"/charges", "", `{"amount_cents":2400,"order":1,"notify_url":"ftp://x"}`, idemhttp.DefaultKeyHeader, "charge-3")
+	requireProblem(t, r.status, r.header, r.body, http.StatusBadRequest, problemNoNotify)
+}

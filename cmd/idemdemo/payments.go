@@ -294,6 +294,8 @@ type charge struct {
 type chargeRequest struct {
 	AmountCents int    `json:"amount_cents"`
 	Order       uint64 `json:"order"`
+	// NotifyURL, when set, is called back once the charge is made.
+	NotifyURL string `json:"notify_url,omitempty"`
 }
 
 // unitPriceCents is the price of every item.

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -24,6 +29,14 @@ import (
 // the highest fencing token (Idempotency-Fence) it has seen per key and
 // refuses a lower one with 409, before the middleware runs. GET /charges
 // reports what it did, for tests and the curious.
+//
+// With -notify-secret-file, a charge whose body names a notify_url makes
+// the provider call that URL back once the charge is made, as payment
+// providers notify merchants: POST {"transaction_id":<charge id>,
+// "order","status":"paid","amount_cents"}, signed (X-Signature:
+// sha256=<hex HMAC-SHA256 of the body> under the shared secret), retried
+// with a growing delay until it gets a 2xx, for up to notifyGiveUp. A
+// replayed charge (the same Idempotency-Key) does not call back again.
 
 // providerMerchant is the provider's only caller: the order service.
 const providerMerchant = "idemdemo"
@@ -37,7 +50,25 @@ type provider struct {
 	ids     []string
 	calls   int // charge requests that passed the fence
 	stale   int // charge requests refused for a lower token
+
+	// secret signs callbacks; nil refuses charges with a notify_url.
+	secret   []byte
+	ctx      context.Context // ends the callbacks' retries
+	client   *http.Client
+	log      *slog.Logger
+	notified int // callbacks answered 2xx
+	attempts int // callback requests sent
 }
+
+// Callback retries: the first delay, the longest, and when to give up.
+const (
+	notifyFirstDelay = 50 * time.Millisecond
+	notifyMaxDelay   = 2 * time.Second
+	notifyGiveUp     = 5 * time.Minute
+)
+
+// Problem type of a charge the provider cannot call back for.
+const problemNoNotify = demoProblemBase + "no-notify" // 400
 
 // ProviderStats is GET /charges: calls that passed the fence, charges
 // made (the handler ran), keys charged, keys charged more than once, calls
@@ -49,6 +80,10 @@ type ProviderStats struct {
 	DoubleCharged int      `json:"double_charged"`
 	StaleFences   int      `json:"stale_fences"`
 	IDs           []string `json:"ids"`
+	// Notified counts callbacks answered 2xx, NotifyAttempts the
+	// callback requests sent.
+	Notified       int `json:"notified,omitempty"`
+	NotifyAttempts int `json:"notify_attempts,omitempty"`
 }
 
 // runProvider runs idemdemo provider [-addr] [-store] [-log-level] until
@@ -58,6 +93,7 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8090", "listen `address`")
 	storeURL := fs.String("store", "mem://", "the provider's own idempotency store `URL`")
+	secretFile := fs.String("notify-secret-file", "", "`file` holding the shared secret that signs the callbacks of charges with a notify_url (the demo's -notify-secret-file); without it such charges get 400")
 	level := slog.LevelInfo
 	fs.TextVar(&level, "log-level", level, "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +108,13 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("%w: unexpected argument", errUsage)
 	}
 	log := newLogger(stderr, level)
+	var secret []byte
+	if *secretFile != "" {
+		var err error
+		if secret, err = readNotifySecret(*secretFile); err != nil {
+			return err
+		}
+	}
 	st, err := store.Open(ctx, *storeURL)
 	if err != nil {
 		return err
@@ -79,7 +122,7 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if c, ok := st.(store.Closer); ok {
 		defer c.Close()
 	}
-	h, err := newProviderHandler(st, log)
+	h, err := newCallingProvider(ctx, st, secret, log)
 	if err != nil {
 		return err
 	}
@@ -90,7 +133,7 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "idemdemo: payment provider listening on http://%s\n  store: %s\n  POST /charges (Idempotency-Key, Idempotency-Fence), GET /charges\n", displayAddr(ln.Addr()), store.Redact(*storeURL))
+	fmt.Fprintf(stdout, "idemdemo: payment provider listening on http://%s\n  store: %s\n  POST /charges (Idempotency-Key, Idempotency-Fence; a notify_url is called back with -notify-secret-file), GET /charges\n", displayAddr(ln.Addr()), store.Redact(*storeURL))
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
@@ -101,8 +144,16 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return srv.Shutdown(sctx)
 }
 
-// newProviderHandler returns the provider's routes over its store st.
+// newProviderHandler returns the provider's routes over its store st,
+// without callbacks.
 func newProviderHandler(st store.Store, log *slog.Logger) (http.Handler, error) {
+	return newCallingProvider(context.Background(), st, nil, log)
+}
+
+// newCallingProvider returns the provider's routes over its store st,
+// calling back charges with a notify_url signed with secret (nil: none)
+// until ctx ends.
+func newCallingProvider(ctx context.Context, st store.Store, secret []byte, log *slog.Logger) (http.Handler, error) {
 	e, err := idemkit.New(st, idemkit.WithObserver(idemkit.SlogObserver(log)))
 	if err != nil {
 		return nil, err
@@ -113,7 +164,8 @@ func newProviderHandler(st store.Store, log *slog.Logger) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &provider{fences: map[string]uint64{}, charged: map[string]int{}}
+	p := &provider{fences: map[string]uint64{}, charged: map[string]int{},
+		secret: secret, ctx: ctx, client: &http.Client{Timeout: 10 * time.Second}, log: log}
 	mux := http.NewServeMux()
 	mux.Handle("POST /charges", p.fence(mw(http.HandlerFunc(p.charge))))
 	mux.HandleFunc("GET /charges", p.stats)
@@ -158,8 +210,18 @@ func (p *provider) charge(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || req.AmountCents <= 0 {
-		writeProblem(w, http.StatusBadRequest, problemInvalidBody, "the body must be {\"amount_cents\": N > 0, \"order\": id}")
+		writeProblem(w, http.StatusBadRequest, problemInvalidBody, "the body must be {\"amount_cents\": N > 0, \"order\": id, \"notify_url\": optional URL}")
 		return
+	}
+	if req.NotifyURL != "" {
+		if p.secret == nil {
+			writeProblem(w, http.StatusBadRequest, problemNoNotify, "this provider calls back only with -notify-secret-file")
+			return
+		}
+		if u, err := url.Parse(req.NotifyURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			writeProblem(w, http.StatusBadRequest, problemNoNotify, "notify_url must be an http or https URL")
+			return
+		}
 	}
 	key := headerKey(r.Header.Get(idemhttp.DefaultKeyHeader))
 	p.mu.Lock()
@@ -168,12 +230,59 @@ func (p *provider) charge(w http.ResponseWriter, r *http.Request) {
 	p.ids = append(p.ids, id)
 	p.mu.Unlock()
 	writeJSON(w, http.StatusCreated, charge{ID: id, AmountCents: req.AmountCents, Order: req.Order})
+	if req.NotifyURL != "" {
+		go p.callBack(req.NotifyURL, notice{Transaction: id, Order: req.Order, Status: statusPaid, AmountCents: req.AmountCents})
+	}
+}
+
+// callBack sends n to target, signed, until it gets a 2xx, the provider
+// stops, or notifyGiveUp passed.
+func (p *provider) callBack(target string, n notice) {
+	body, err := json.Marshal(n)
+	if err != nil {
+		p.log.Error("callback", "error", err)
+		return
+	}
+	m := hmac.New(sha256.New, p.secret)
+	m.Write(body)
+	sig := "sha256=" + hex.EncodeToString(m.Sum(nil))
+	ctx, cancel := context.WithTimeout(p.ctx, notifyGiveUp)
+	defer cancel()
+	for delay := notifyFirstDelay; ; delay = min(2*delay, notifyMaxDelay) {
+		status := 0
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Signature", sig)
+			var resp *http.Response
+			if resp, err = p.client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+				_ = resp.Body.Close()
+				status = resp.StatusCode
+			}
+		}
+		p.mu.Lock()
+		p.attempts++
+		if status >= 200 && status < 300 {
+			p.notified++
+		}
+		p.mu.Unlock()
+		if status >= 200 && status < 300 {
+			return
+		}
+		p.log.Warn("callback refused: retrying", "transaction_id", n.Transaction, "status", status, "error", err, "in", delay)
+		if !sleep(ctx, delay) {
+			p.log.Warn("callback abandoned", "transaction_id", n.Transaction)
+			return
+		}
+	}
 }
 
 // stats answers GET /charges.
 func (p *provider) stats(w http.ResponseWriter, _ *http.Request) {
 	p.mu.Lock()
-	s := ProviderStats{Calls: p.calls, Charges: len(p.ids), Keys: len(p.charged), StaleFences: p.stale, IDs: append([]string{}, p.ids...)}
+	s := ProviderStats{Calls: p.calls, Charges: len(p.ids), Keys: len(p.charged), StaleFences: p.stale, IDs: append([]string{}, p.ids...),
+		Notified: p.notified, NotifyAttempts: p.attempts}
 	for _, n := range p.charged {
 		if n > 1 {
 			s.DoubleCharged++

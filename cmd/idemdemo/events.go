@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/idemkit/idemkit/cmd/internal/telemetry"
 	"github.com/idemkit/idemkit/queue/idemrelay"
 	"github.com/idemkit/idemkit/store/sqlstore"
 )
@@ -106,9 +107,10 @@ func enqueuePlaced(ctx context.Context, v *sqlstore.View, subject string, o Orde
 
 // startRelay connects to NATS, makes sure the events' stream exists,
 // creates the outbox table if it is missing, and runs a relay from it in
-// the background. It returns the function that stops the relay and closes
+// the background, its batches counted on GET /metrics
+// (idemkit_relay_messages_total by outcome, idemkit_relay_lag_seconds). It returns the function that stops the relay and closes
 // the connection.
-func startRelay(ctx context.Context, ev eventsConfig, st *sqlstore.Store, log *slog.Logger) (func(), error) {
+func startRelay(ctx context.Context, ev eventsConfig, st *sqlstore.Store, tel *telemetry.Telemetry, log *slog.Logger) (func(), error) {
 	nc, err := nats.Connect(ev.server, nats.Name("idemdemo relay"), nats.Timeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("-events: connect to %s: %w", ev.host, err)
@@ -133,6 +135,7 @@ func startRelay(ctx context.Context, ev eventsConfig, st *sqlstore.Store, log *s
 	}
 	relay, err := idemrelay.New(st, pub, idemrelay.WithPollInterval(100*time.Millisecond),
 		idemrelay.WithObserver(func(r idemrelay.Report) {
+			tel.Relayed(r.Published, r.Duplicates, r.Failed, r.Lag)
 			if r.Err != nil || r.Failed > 0 {
 				log.Warn("events: relay batch", "published", r.Published, "failed", r.Failed, "error", r.Err)
 			}

@@ -131,6 +131,9 @@ func TestOrdersAnnouncedOnceThroughTheOutbox(t *testing.T) {
 		}
 	}
 	assert.Equal(t, len(orders), created, "one order per key")
+	m := string(doHTTP(t, client, http.MethodGet, demo.url+"/metrics", "", "").body)
+	assert.Regexp(t, `idemkit_relay_messages_total\{[^}]*outcome="published"[^}]*\} \d+`, m, "the relay's batches are counted")
+	assert.Contains(t, m, "idemkit_relay_lag_seconds")
 	t.Logf("%d orders (%d sent 4 times at once, %d cut off by a SIGKILL and retried): %d events, one each", len(orders), 8, 4, n)
 }
 

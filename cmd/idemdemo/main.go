@@ -265,7 +265,7 @@ func startOn(be *backend, cfg config, log *slog.Logger) (*service, error) {
 		}
 		ev, _ := parseEventsURL(cfg.events) // checked with the flags
 		var err error
-		if stopRelay, err = startRelay(context.Background(), ev, be.pg, log); err != nil {
+		if stopRelay, err = startRelay(context.Background(), ev, be.pg, be.tel, log); err != nil {
 			return nil, err
 		}
 		be.txOrders.events = ev.subject

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -44,6 +46,10 @@ type Telemetry struct {
 	// refusals counts the writes a bounded memory store refused for want
 	// of room it could make without evicting a claim in progress.
 	refusals metric.Int64Counter
+	// relayed counts the outbox messages the relay handled, by outcome;
+	// relayLag is the age of the oldest row of its last batch.
+	relayed  metric.Int64Counter
+	relayLag metric.Float64Gauge
 
 	mu      sync.Mutex
 	breaker string // the tiered store's breaker state, as OnTierEvent last saw it
@@ -76,7 +82,32 @@ func New(next idemkit.Observer) (*Telemetry, error) {
 	if t.Completer, err = idemotel.NewCompleter(idemotel.WithMeterProvider(t.meters)); err != nil {
 		return nil, err
 	}
+	m := t.meters.Meter(meterName)
+	if t.relayed, err = m.Int64Counter("idemkit.relay.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Outbox messages the relay handled, by outcome: published, duplicate (the broker had it) or failed (left for a later attempt)")); err != nil {
+		return nil, err
+	}
+	if t.relayLag, err = m.Float64Gauge("idemkit.relay.lag", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest outbox row of the relay's last batch (0 when it was empty)")); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// Relayed records a batch of the outbox relay: the messages published
+// (duplicates among them counted apart), those that failed, and the
+// batch's lag.
+func (t *Telemetry) Relayed(published, duplicates, failed int, lag time.Duration) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		outcome string
+		n       int
+	}{{"published", published - duplicates}, {"duplicate", duplicates}, {"failed", failed}} {
+		if c.n > 0 {
+			t.relayed.Add(ctx, int64(c.n), metric.WithAttributes(attribute.String("outcome", c.outcome)))
+		}
+	}
+	t.relayLag.Record(ctx, lag.Seconds())
 }
 
 // WithMetrics serves the metrics on GET /metrics beside app.

@@ -142,7 +142,9 @@ const DefaultCallbackRetention = 7 * 24 * time.Hour
 // Callback makes the middleware serve provider callbacks (webhooks), as
 // idemhttp.Callback does: only 2xx responses are stored, so a duplicate
 // of a handled callback gets the first 2xx response and any other
-// response releases the key for the provider's retry; a duplicate in
+// response releases the key for the provider's retry (a 2xx response
+// over WithMaxStoredResponse, or streamed, is kept as its status and
+// headers without the body); a duplicate in
 // flight waits for the first one's response; records are kept for
 // retention (0 means DefaultCallbackRetention); the body and query are
 // not part of the fingerprint unless WithInclude or WithVolatile name

@@ -197,3 +197,25 @@ func TestFiberSignedPrincipalRefusesBadSchemes(t *testing.T) {
 		}
 	}
 }
+
+// A handled callback whose 2xx response is over the stored-size cap is
+// answered 2xx on every retry, without the body that was not kept, and
+// the handler does not run again.
+func TestFiberCallbackKeepsA2xxTooLargeToStore(t *testing.T) {
+	a := newNotifyApp(t, testkit.NewEngine(t), nil, signedByProvider, idemfiber.Callback(0),
+		idemfiber.WithKeyFrom(idemfiber.KeyFromJSON("txn")), idemfiber.WithMaxStoredResponse(4))
+	body := `{"txn":"T7"}`
+	first := send(t, http.MethodPost, a.url, body, "X-Signature", fiberSig(fiberSecret, body))
+	if first.status != http.StatusOK || first.body != "run 1" {
+		t.Fatalf("first: %v", first)
+	}
+	for range 2 {
+		again := send(t, http.MethodPost, a.url, body, "X-Signature", fiberSig(fiberSecret, body))
+		if again.status != http.StatusOK || again.header.Get(idemfiber.ReplayedHeader) != "true" || again.body != "" {
+			t.Fatalf("a retry of a handled callback: %v, want 200 replayed without the body", again)
+		}
+	}
+	if n := a.runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
+	}
+}

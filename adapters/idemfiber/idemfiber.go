@@ -166,7 +166,18 @@ func (m *middleware) run(ctx context.Context, c fiber.Ctx, claim *idemkit.Claim)
 		return err // Fiber's error handler answers; the key is released
 	}
 	resp := c.Response()
-	if !m.c.storePolicy(resp.StatusCode()) || resp.IsBodyStream() {
+	if !m.c.storePolicy(resp.StatusCode()) {
+		return nil
+	}
+	if m.c.callback && (resp.IsBodyStream() || len(resp.Body()) > m.c.maxStored) {
+		// A handled callback is answered 2xx on every retry, even when
+		// its body cannot be kept: its status and headers are stored.
+		if err := claim.Complete(ctx, encodeBodyless(resp, m.c.replayHeaders)); err != nil {
+			m.warn(ctx, c, "idemfiber: handler ran but its response could not be recorded", slog.Any("error", err))
+		}
+		return nil
+	}
+	if resp.IsBodyStream() {
 		return nil
 	}
 	if len(resp.Body()) > m.c.maxStored {

@@ -2,6 +2,7 @@ package idemfiber
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/idemkit/idemkit/adapters/internal/httpcore"
 	"github.com/valyala/fasthttp"
@@ -15,7 +16,18 @@ var errCorruptResponse = errors.New("idemfiber: corrupt stored response")
 // encodeResponse returns resp's status, allowed headers and body in the
 // stored form.
 func encodeResponse(resp *fasthttp.Response, allow []string) []byte {
-	body := resp.Body()
+	return encodeWith(resp, allow, resp.Body())
+}
+
+// encodeBodyless encodes resp's status and the headers named in allow,
+// but Content-Encoding, without its body: what a callback keeps of a 2xx
+// response it cannot store whole.
+func encodeBodyless(resp *fasthttp.Response, allow []string) []byte {
+	return encodeWith(resp, slices.DeleteFunc(slices.Clone(allow), func(n string) bool { return n == "Content-Encoding" }), nil)
+}
+
+// encodeWith encodes resp's status, the headers named in allow and body.
+func encodeWith(resp *fasthttp.Response, allow []string, body []byte) []byte {
 	b := httpcore.StartResponse(make([]byte, 0, 3+1+len(body)+64*len(allow)), resp.StatusCode())
 	n := 0
 	for _, name := range allow {

@@ -188,3 +188,27 @@ func TestProxyCallbackConfigMistakes(t *testing.T) {
 		})
 	}
 }
+
+// A callback route's 2xx too large to store (max_stored_response) is
+// answered 2xx on every retry, without its body, and the upstream sees
+// the callback once: the sidecar's callback routes run idemhttp's
+// callback profile.
+func TestProxyCallbackKeepsA2xxTooLargeToStore(t *testing.T) {
+	upstream, hits := paidUpstream(t)
+	cfg := strings.Replace(callbackConfig(writeSecret(t)), `retention = "720h"`, "retention = \"720h\"\nmax_stored_response = 16", 1)
+	srv, _ := startProxy(t, parseConfig(t, cfg, upstream, "mem://"))
+	url := srv.URL + "/pay/notify"
+	genuine := `{"out_trade_no":"T-88","amount":100}`
+	res, first := send(t, url, http.MethodPost, "", "", genuine, "X-Signature", hmacHex(callbackSecret, genuine))
+	wantStatus(t, res, first, http.StatusOK)
+	for range 2 {
+		res, again := send(t, url, http.MethodPost, "", "", genuine, "X-Signature", hmacHex(callbackSecret, genuine))
+		wantStatus(t, res, again, http.StatusOK)
+		if res.Header.Get("Idempotent-Replayed") != "true" || len(again) != 0 {
+			t.Fatalf("retry: replayed %q, body %q; want 200 replayed without the body", res.Header.Get("Idempotent-Replayed"), again)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d notifications, want 1", n)
+	}
+}

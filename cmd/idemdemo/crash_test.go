@@ -21,9 +21,10 @@ import (
 	"github.com/idemkit/idemkit/internal/redistest"
 )
 
-// The crash table of paid orders: the real binary, with -crash-hooks and
-// a one-second lease, against a payment provider running as a process of
-// its own. Each order's first request pauses at a step boundary
+// The crash table of paid orders: the real binary, with -crash-hooks, a
+// two-second lease and a 5 s budget per store call (so that a loaded
+// machine does not end a claim early), against a payment provider
+// running as a process of its own. Each order's first request pauses at a step boundary
 // (X-Demo-Pause-After); the test then SIGKILLs the demo there, restarts it
 // on the same store and retries until 201, or SIGSTOPs it past its lease,
 // retries against a second demo on the same store (which takes the order
@@ -49,7 +50,7 @@ func TestPaidOrdersSurviveKillsAndPauses(t *testing.T) {
 	run := func(name, storeURL string, pauses bool) {
 		t.Run(name, func(t *testing.T) {
 			cr := &crashRun{t: t, bin: bin, prov: prov.url, c: client, store: name,
-				args: []string{"-addr", "127.0.0.1:0", "-store", storeURL, "-lease", "1s", "-log-level", "warn",
+				args: []string{"-addr", "127.0.0.1:0", "-store", storeURL, "-lease", "2s", "-budget", "5s", "-log-level", "warn",
 					"-provider", prov.url, "-crash-hooks", "-complete-every", "0"}}
 			if pauses {
 				for _, pt := range pausePoints {

@@ -35,7 +35,7 @@ func TestOrdersAnnouncedOnceThroughTheOutbox(t *testing.T) {
 	require.NoError(t, err)
 	subject := fmt.Sprintf("idemdemo.test%d.orders", time.Now().UnixNano())
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), streamName(subject)) })
-	args := []string{"-addr", "127.0.0.1:0", "-store", pgURL, "-lease", "1s", "-log-level", "warn", "-events", natsURL + "/" + subject}
+	args := []string{"-addr", "127.0.0.1:0", "-store", pgURL, "-lease", "2s", "-budget", "5s", "-log-level", "warn", "-events", natsURL + "/" + subject}
 	demo := startDemo(t, bin, args...)
 	client := &http.Client{Timeout: 20 * time.Second}
 

@@ -59,7 +59,7 @@ func TestPayNotifyCallbacks(t *testing.T) {
 	run := func(name, storeURL string, db *sql.DB) {
 		t.Run(name, func(t *testing.T) {
 			nr := &notifyRun{t: t, bin: bin, secret: secret, store: name, db: db,
-				args: []string{"-addr", "127.0.0.1:0", "-store", storeURL, "-lease", "1s", "-log-level", "warn", "-crash-hooks", "-notify-secret-file", secretFile}}
+				args: []string{"-addr", "127.0.0.1:0", "-store", storeURL, "-lease", "2s", "-budget", "5s", "-log-level", "warn", "-crash-hooks", "-notify-secret-file", secretFile}}
 			table = append(table, nr.run())
 		})
 	}

@@ -27,6 +27,11 @@ func (s *doubleWin) SetNX(ctx context.Context, key string, v []byte, ttl time.Du
 	set, ent, err := s.Store.SetNX(ctx, key, v, ttl)
 	if err == nil && !set && s.n.Add(1)%3 == 0 {
 		ok, err := s.Store.CompareAndSwap(ctx, key, ent.Value, v, ttl)
+		if err == nil && !ok {
+			// Another client changed the key meanwhile: answer what the
+			// failed claim saw, a valid entry, not an empty one.
+			return false, ent, nil
+		}
 		return ok, store.Entry{}, err
 	}
 	return set, ent, err

@@ -248,16 +248,7 @@ func WithBodyKey(path string) Option {
 // match. A malformed path is refused; so is WithFingerprint as well.
 func WithInclude(paths ...string) Option {
 	paths = slices.Clone(paths)
-	return func(c *config) error {
-		if len(paths) == 0 {
-			return errors.New("WithInclude: no paths")
-		}
-		if err := (delivery.Payload{Include: paths}).CheckPaths(); err != nil {
-			return fmt.Errorf("WithInclude: %w", err)
-		}
-		c.payload.Include = append(c.payload.Include, paths...)
-		return nil
-	}
+	return func(c *config) error { return c.payload.AddInclude(paths) }
 }
 
 // WithVolatile leaves the named members of a JSON body out of the payload
@@ -267,16 +258,7 @@ func WithInclude(paths ...string) Option {
 // malformed path is refused; so is WithFingerprint as well.
 func WithVolatile(paths ...string) Option {
 	paths = slices.Clone(paths)
-	return func(c *config) error {
-		if len(paths) == 0 {
-			return errors.New("WithVolatile: no paths")
-		}
-		if err := (delivery.Payload{Volatile: paths}).CheckPaths(); err != nil {
-			return fmt.Errorf("WithVolatile: %w", err)
-		}
-		c.payload.Volatile = append(c.payload.Volatile, paths...)
-		return nil
-	}
+	return func(c *config) error { return c.payload.AddVolatile(paths) }
 }
 
 // payloadFingerprint installs the fingerprint of WithInclude and

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/idemkit/idemkit/keying"
 )
@@ -48,8 +49,28 @@ func (p Payload) Fingerprint() (func(body []byte) string, error) {
 // fingerprint function are both given: the function would ignore them.
 var ErrPayloadAndFingerprint = errors.New("WithInclude and WithVolatile cannot be combined with WithFingerprint: the function would ignore the paths")
 
-// CheckPaths checks every path of p, for an option's error.
-func (p Payload) CheckPaths() error {
-	_, err := p.Fingerprint()
-	return err
+// AddInclude adds the members that must match (the queue adapters'
+// WithInclude), refusing none and a malformed path.
+func (p *Payload) AddInclude(paths []string) error {
+	return p.add("WithInclude", &p.Include, Payload{Include: paths})
+}
+
+// AddVolatile adds the members left out (the queue adapters'
+// WithVolatile), refusing none and a malformed path.
+func (p *Payload) AddVolatile(paths []string) error {
+	return p.add("WithVolatile", &p.Volatile, Payload{Volatile: paths})
+}
+
+// add checks the paths of only, which holds them alone, and appends them
+// to dst; errors are prefixed with option.
+func (p *Payload) add(option string, dst *[]string, only Payload) error {
+	paths := append(only.Include, only.Volatile...)
+	if len(paths) == 0 {
+		return errors.New(option + ": no paths")
+	}
+	if _, err := only.Fingerprint(); err != nil {
+		return fmt.Errorf("%s: %w", option, err)
+	}
+	*dst = append(*dst, paths...)
+	return nil
 }
